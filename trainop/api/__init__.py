@@ -1,0 +1,23 @@
+"""The kubeflow.org/v1 job API: types, defaulting, validation and CRD generation."""
+
+from trainop.api.defaults import OUR_MANAGER, default_job
+from trainop.api.kinds import API_VERSION, GROUP, KINDS, VERSION, KindInfo, kind_info
+from trainop.api.manifest import ManifestError, read_documents
+from trainop.api.types import (
+    JOB_MODELS,
+    FailureInfo,
+    Job,
+    JobCondition,
+    JobStatus,
+    ReplicaSpec,
+    ReplicaStatus,
+    RunPolicy,
+)
+from trainop.api.validation import InvalidJob, Problem, load_job, parse_job, validate
+
+__all__ = [
+    "API_VERSION", "GROUP", "JOB_MODELS", "KINDS", "OUR_MANAGER", "VERSION",
+    "FailureInfo", "InvalidJob", "Job", "JobCondition", "JobStatus", "KindInfo",
+    "ManifestError", "Problem", "ReplicaSpec", "ReplicaStatus", "RunPolicy",
+    "default_job", "kind_info", "load_job", "parse_job", "read_documents", "validate",
+]

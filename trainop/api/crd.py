@@ -1,0 +1,138 @@
+"""CustomResourceDefinitions generated from the API models (config/crd/ holds the output)."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from trainop.api.kinds import GROUP, VERSION
+from trainop.api.model import SchemaHint
+from trainop.api.types import JOB_MODELS, Job
+
+
+def _hints(metadata: list[Any]) -> SchemaHint | None:
+    return next((m for m in metadata if isinstance(m, SchemaHint)), None)
+
+
+def _schema_of(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
+    """OpenAPI v3 structural schema of a Python type used in the models."""
+    hint = _hints(metadata or [])
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        base, *extra = typing.get_args(tp)
+        return _schema_of(base, [*extra, *(metadata or [])])
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return _schema_of(args[0], metadata)
+        if hint and hint.int_or_string:
+            return {"anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "x-kubernetes-int-or-string": True}
+        raise TypeError(f"no structural schema for union {tp}")
+    if hint and hint.preserve_unknown:
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    if origin is Literal:
+        values = list(typing.get_args(tp))
+        return {"type": "string", "enum": values}
+    if origin is dict:
+        _, value = typing.get_args(tp)
+        return {"type": "object", "additionalProperties": _schema_of(value)}
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return {"type": "array", "items": _schema_of(item)}
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return _model_schema(tp)
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer", "format": "int32"}
+    if tp is str:
+        return {"type": "string"}
+    raise TypeError(f"no structural schema for {tp}")
+
+
+def _field_schema(field: FieldInfo) -> dict[str, Any]:
+    schema = _schema_of(field.annotation, list(field.metadata))
+    if field.description:
+        schema = {"description": field.description, **schema}
+    return schema
+
+
+def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    props = {}
+    required = []
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        props[key] = _field_schema(field)
+        if field.is_required():
+            required.append(key)
+    schema: dict[str, Any] = {"type": "object", "properties": dict(sorted(props.items()))}
+    doc = (model.__doc__ or "").strip().split("\n")[0]
+    if doc and not doc.startswith(model.__name__ + "("):
+        schema = {"description": doc, **schema}
+    if required:
+        schema["required"] = sorted(required)
+    return schema
+
+
+def crd_for(model: type[Job]) -> dict[str, Any]:
+    """The apiextensions.k8s.io/v1 CRD of one job kind."""
+    info = model.info
+    spec_schema = _schema_of(model.model_fields["spec"].annotation)
+    status_schema = _schema_of(model.model_fields["status"].annotation)
+    subresources: dict[str, Any] = {"status": {}}
+    if info.scale_replica_type:
+        rt = info.scale_replica_type
+        subresources["scale"] = {
+            "specReplicasPath": f".spec.{info.replica_specs_field}.{rt}.replicas",
+            "statusReplicasPath": f".status.replicaStatuses.{rt}.active",
+            "labelSelectorPath": f".status.replicaStatuses.{rt}.selector",
+        }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{info.plural}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": info.kind,
+                "listKind": info.list_kind,
+                "plural": info.plural,
+                "singular": info.singular,
+            },
+            "scope": "Namespaced",
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "additionalPrinterColumns": [
+                    {"jsonPath": ".status.conditions[-1:].type", "name": "State",
+                     "type": "string"},
+                    {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "description": f"{info.kind} is a {info.framework} training job.",
+                    "type": "object",
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": spec_schema,
+                        "status": status_schema,
+                    },
+                }},
+                "subresources": subresources,
+            }],
+        },
+    }
+
+
+def all_crds() -> dict[str, dict[str, Any]]:
+    """File name -> CRD, for every kind (the names of upstream's config files)."""
+    return {
+        f"{GROUP}_{m.info.plural}.yaml": crd_for(m) for m in JOB_MODELS.values()
+    }

@@ -1,0 +1,96 @@
+"""Defaulting of a parsed job, as the upstream operator's defaulting webhook does it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainop.api.kinds import KindInfo
+from trainop.api.types import (
+    ElasticPolicy,
+    Job,
+    MPIJobSpec,
+    MXJobSpec,
+    PyTorchJobSpec,
+    ReplicaSpec,
+    RunPolicy,
+)
+
+OUR_MANAGER = "kubeflow.org/training-operator"
+"""The runPolicy.managedBy value of jobs trainop (as the training operator) runs."""
+
+
+def default_job(job: Job) -> Job:
+    """Return a defaulted copy of `job`; the input is left untouched. Idempotent."""
+    job = job.model_copy(deep=True)
+    info = job.info
+    spec = job.spec
+    spec.replica_specs = _normalised_replica_types(info, spec.replica_specs)
+
+    rp = spec.run_policy or RunPolicy()
+    spec.run_policy = rp
+    if isinstance(spec, MPIJobSpec) and rp.clean_pod_policy is None and spec.clean_pod_policy:
+        rp.clean_pod_policy = spec.clean_pod_policy  # the deprecated spec-level field
+    if rp.clean_pod_policy is None:
+        rp.clean_pod_policy = "None"
+    if rp.suspend is None:
+        rp.suspend = False
+
+    for rtype, rspec in spec.replica_specs.items():
+        if rspec.replicas is None:
+            rspec.replicas = 0 if (info.kind == "MPIJob" and rtype == "Worker") else 1
+        if rspec.restart_policy is None:
+            rspec.restart_policy = info.default_restart_policy  # type: ignore[assignment]
+        if info.default_ports and rspec.template is not None:
+            _add_default_port(info, rspec.template)
+
+    if isinstance(spec, PyTorchJobSpec):
+        if spec.nproc_per_node is None:
+            spec.nproc_per_node = "auto"
+        if spec.elastic_policy is not None:
+            _default_elastic(spec.elastic_policy, spec.replica_specs.get("Worker"))
+    if isinstance(spec, MPIJobSpec):
+        if spec.slots_per_worker is None:
+            spec.slots_per_worker = 1
+        if spec.mpi_implementation is None:
+            spec.mpi_implementation = "OpenMPI"
+        if spec.launcher_creation_policy is None:
+            spec.launcher_creation_policy = "AtStartup"
+    if isinstance(spec, MXJobSpec) and spec.job_mode is None:
+        spec.job_mode = "MXTrain"
+    return job
+
+
+def _normalised_replica_types(
+    info: KindInfo, specs: dict[str, ReplicaSpec]
+) -> dict[str, ReplicaSpec]:
+    """`worker` -> `Worker`; keys that name no replica type are kept for validation."""
+    out: dict[str, ReplicaSpec] = {}
+    for key, rspec in specs.items():
+        canonical = info.canonical_replica_type(key) or key
+        if canonical in out:
+            canonical = key  # two spellings of one type: keep both, validation says so
+        out[canonical] = rspec
+    return out
+
+
+def _add_default_port(info: KindInfo, template: dict[str, Any]) -> None:
+    containers = (template.get("spec") or {}).get("containers") or []
+    for container in containers:
+        if not isinstance(container, dict) or container.get("name") != info.default_container:
+            continue
+        ports = container.get("ports")
+        if not isinstance(ports, list):
+            ports = []
+        if not any(isinstance(p, dict) and p.get("name") == info.default_port_name for p in ports):
+            ports.append({"name": info.default_port_name, "containerPort": info.default_port})
+        container["ports"] = ports
+
+
+def _default_elastic(policy: ElasticPolicy, worker: ReplicaSpec | None) -> None:
+    if policy.min_replicas is None and policy.max_replicas is None:
+        count = worker.replicas if worker and worker.replicas is not None else 1
+        policy.min_replicas = policy.max_replicas = count
+    elif policy.min_replicas is None:
+        policy.min_replicas = policy.max_replicas
+    elif policy.max_replicas is None:
+        policy.max_replicas = policy.min_replicas

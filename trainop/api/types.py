@@ -1,0 +1,283 @@
+"""Typed models of the seven kubeflow.org/v1 job kinds, their run policy and status."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from trainop.api.kinds import API_VERSION, KINDS, KindInfo
+from trainop.api.model import Model, Quantity, RawObject
+
+RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
+CleanPodPolicy = Literal["All", "Running", "None"]
+RestartScope = Literal["Replica", "Job"]
+
+
+class ObjectMeta(Model):
+    """The parts of Kubernetes object metadata trainop reads; the rest is kept as is."""
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class ReplicaSpec(Model):
+    """One replica type of a job: how many pods, from which template, restarted how."""
+
+    replicas: int | None = None
+    template: RawObject | None = Field(
+        None, description="PodTemplateSpec of every replica of this type (kept as written)."
+    )
+    restart_policy: RestartPolicy | None = None
+    restart_limit: int | None = Field(
+        None,
+        description="trainop: how often pods of this type may restart before the job fails; "
+        "checked besides runPolicy.backoffLimit.",
+    )
+
+
+class SchedulingPolicy(Model):
+    """Gang scheduling settings, used when the manager runs with --gang-scheduler-name."""
+
+    min_available: int | None = None
+    queue: str | None = None
+    min_resources: dict[str, Quantity] | None = None
+    priority_class: str | None = None
+    schedule_timeout_seconds: int | None = None
+
+
+class RunPolicy(Model):
+    """The job logic every kind shares: cleanup, TTL, deadline, backoff, gang, suspend."""
+
+    clean_pod_policy: CleanPodPolicy | None = None
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int | None = None
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool | None = None
+    managed_by: str | None = None
+    restart_scope: RestartScope | None = Field(
+        None,
+        description="trainop: Replica (default) restarts only the failed pod; Job restarts "
+        "every replica of the job together when one fails retryably.",
+    )
+
+
+class RDZVConf(Model):
+    key: str | None = None
+    value: str | None = None
+
+
+class ElasticPolicy(Model):
+    """PyTorch elastic training (torchrun rendezvous) and its autoscaling."""
+
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    rdzv_backend: str | None = None
+    rdzv_port: int | None = None
+    rdzv_host: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: list[RDZVConf] | None = None
+    standalone: bool | None = None
+    n_proc_per_node: int | None = None
+    max_restarts: int | None = None
+    metrics: list[RawObject] | None = None
+
+
+class PaddleElasticPolicy(Model):
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    max_restarts: int | None = None
+    metrics: list[RawObject] | None = None
+
+
+class JobSpec(Model):
+    """What every kind's spec has; `replica_specs` has a kind-specific name on the wire."""
+
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+
+class TFJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="tfReplicaSpecs")
+    success_policy: Literal["", "AllWorkers"] | None = None
+    enable_dynamic_worker: bool | None = None
+
+
+class PyTorchJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(
+        default_factory=dict, alias="pytorchReplicaSpecs"
+    )
+    elastic_policy: ElasticPolicy | None = None
+    nproc_per_node: str | None = None
+
+
+class MPIJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="mpiReplicaSpecs")
+    slots_per_worker: int | None = None
+    clean_pod_policy: CleanPodPolicy | None = Field(
+        None, description="Deprecated: use runPolicy.cleanPodPolicy."
+    )
+    main_container: str | None = None
+    mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] | None = Field(
+        None, description="trainop: the hostfile format and launcher environment."
+    )
+    launcher_creation_policy: Literal["AtStartup", "WaitForWorkersReady"] | None = Field(
+        None, description="trainop: create the launcher at once or when all workers are ready."
+    )
+
+
+class XGBoostJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="xgbReplicaSpecs")
+
+
+class PaddleJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(
+        default_factory=dict, alias="paddleReplicaSpecs"
+    )
+    elastic_policy: PaddleElasticPolicy | None = None
+
+
+class JAXJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="jaxReplicaSpecs")
+
+
+class MXJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="mxReplicaSpecs")
+    job_mode: Literal["MXTrain", "MXTune"] | None = None
+
+
+class JobCondition(Model):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str | None = None
+    message: str | None = None
+    last_update_time: str | None = None
+    last_transition_time: str | None = None
+
+
+class ReplicaStatus(Model):
+    active: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    label_selector: RawObject | None = None
+    selector: str | None = None
+    restarts: int | None = Field(
+        None, description="trainop: how often pods of this type were recreated after failing."
+    )
+
+
+class FailureInfo(Model):
+    """trainop: the replica whose failure last restarted or failed the job."""
+
+    replica_type: str
+    index: int
+    pod: str
+    exit_code: int | None = None
+    reason: str | None = None
+    time: str | None = None
+
+
+class JobStatus(Model):
+    conditions: list[JobCondition] | None = None
+    replica_statuses: dict[str, ReplicaStatus] | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+    last_reconcile_time: str | None = None
+    last_failure: FailureInfo | None = None
+
+
+class Job(Model):
+    """A job of any kind; each kind narrows `kind` and `spec`."""
+
+    api_version: str = API_VERSION
+    kind: str
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: JobSpec
+    status: JobStatus | None = None
+
+    info: ClassVar[KindInfo]
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def main_container(self) -> str:
+        """The container the framework's environment and exit codes belong to."""
+        spec = self.spec
+        if isinstance(spec, MPIJobSpec) and spec.main_container:
+            return spec.main_container
+        return self.info.default_container
+
+
+class TFJob(Job):
+    kind: Literal["TFJob"] = "TFJob"
+    spec: TFJobSpec
+    info = KINDS["TFJob"]
+
+
+class PyTorchJob(Job):
+    kind: Literal["PyTorchJob"] = "PyTorchJob"
+    spec: PyTorchJobSpec
+    info = KINDS["PyTorchJob"]
+
+
+class MPIJob(Job):
+    kind: Literal["MPIJob"] = "MPIJob"
+    spec: MPIJobSpec
+    info = KINDS["MPIJob"]
+
+
+class XGBoostJob(Job):
+    kind: Literal["XGBoostJob"] = "XGBoostJob"
+    spec: XGBoostJobSpec
+    info = KINDS["XGBoostJob"]
+
+
+class PaddleJob(Job):
+    kind: Literal["PaddleJob"] = "PaddleJob"
+    spec: PaddleJobSpec
+    info = KINDS["PaddleJob"]
+
+
+class JAXJob(Job):
+    kind: Literal["JAXJob"] = "JAXJob"
+    spec: JAXJobSpec
+    info = KINDS["JAXJob"]
+
+
+class MXJob(Job):
+    kind: Literal["MXJob"] = "MXJob"
+    spec: MXJobSpec
+    info = KINDS["MXJob"]
+
+
+JOB_MODELS: dict[str, type[Job]] = {
+    m.info.kind: m for m in (TFJob, PyTorchJob, MPIJob, XGBoostJob, PaddleJob, JAXJob, MXJob)
+}
+
+
+def job_model(kind: str) -> type[Job]:
+    return JOB_MODELS[kind]
+
+
+def dump(job: Job) -> dict[str, Any]:
+    """The manifest form of a job."""
+    return job.to_dict()

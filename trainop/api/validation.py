@@ -1,0 +1,346 @@
+"""Parsing and validation of jobs: every problem at once, each with its field path."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainop.api.defaults import default_job
+from trainop.api.kinds import API_VERSION, KINDS
+from trainop.api.types import (
+    JOB_MODELS,
+    Job,
+    MPIJobSpec,
+    PaddleJobSpec,
+    PyTorchJobSpec,
+    ReplicaSpec,
+)
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a job: where (a field path) and what, in plain words."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class InvalidJob(ValueError):
+    """A job that cannot be run, with every problem found."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("; ".join(str(p) for p in problems))
+
+
+def parse_job(obj: Any) -> Job:
+    """Turn a manifest (a mapping) into the typed job of its kind, or raise InvalidJob."""
+    if not isinstance(obj, Mapping):
+        raise InvalidJob([Problem("(document)", f"must be a mapping, got {_kind_of(obj)}")])
+    kind = obj.get("kind")
+    api_version = obj.get("apiVersion")
+    problems = []
+    if api_version != API_VERSION:
+        problems.append(Problem("apiVersion", f"must be {API_VERSION}, got {api_version!r}"))
+    if kind not in JOB_MODELS:
+        problems.append(
+            Problem("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
+        )
+        raise InvalidJob(problems)
+    try:
+        job = JOB_MODELS[kind].model_validate(dict(obj))
+    except ValidationError as err:
+        raise InvalidJob(problems + _from_pydantic(err)) from err
+    if problems:
+        raise InvalidJob(problems)
+    return job
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out or "(document)"
+
+
+_EXPECTED = {
+    "int_type": "an integer", "string_type": "a string", "bool_type": "a boolean",
+    "dict_type": "an object", "model_type": "an object", "list_type": "a list",
+    "model_attributes_type": "an object", "int_from_float": "an integer",
+}
+
+
+def _from_pydantic(err: ValidationError) -> list[Problem]:
+    problems = []
+    for e in err.errors():
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        # A union (X | None, int | str) reports each branch; the last part names the branch.
+        if loc and loc[-1] in ("int", "str", "none"):
+            loc = loc[:-1]
+        typ = e["type"]
+        got = e.get("input")
+        if typ == "missing":
+            msg = "is required"
+        elif typ == "literal_error":
+            expected = e.get("ctx", {}).get("expected", "")
+            msg = f"must be one of {expected.replace(' or ', ', ')}, got {got!r}"
+        elif typ in _EXPECTED:
+            msg = f"must be {_EXPECTED[typ]}, got {_kind_of(got)} {got!r}"
+        else:
+            msg = e["msg"]
+        problems.append(Problem(_path(loc), msg))
+    # unions report one problem per branch: keep each path/message once, in order
+    return list(dict.fromkeys(problems))
+
+
+def validate(job: Job) -> list[Problem]:
+    """Every problem of a defaulted job, in manifest order; empty when it can run."""
+    info = job.info
+    problems: list[Problem] = []
+    name = job.metadata.name
+    if not name:
+        problems.append(Problem("metadata.name", "is required"))
+    elif len(name) > 63 or not _DNS1035.match(name):
+        problems.append(Problem(
+            "metadata.name",
+            f"must be a DNS-1035 label (at most 63 lower-case letters, digits and '-', "
+            f"starting with a letter, ending with a letter or digit), got {name!r}",
+        ))
+
+    spec = job.spec
+    field = f"spec.{info.replica_specs_field}"
+    if not spec.replica_specs:
+        problems.append(Problem(field, "must name at least one replica type"))
+    for rtype, rspec in spec.replica_specs.items():
+        path = f"{field}.{rtype}"
+        if rtype not in info.replica_types:
+            problems.append(Problem(
+                path, f"unknown replica type; {info.kind} has {', '.join(info.replica_types)}"
+            ))
+        problems.extend(_replica_problems(job, rtype, rspec, path))
+    problems.extend(_kind_problems(job, field))
+    problems.extend(_run_policy_problems(job))
+    return problems
+
+
+def _replica_problems(job: Job, rtype: str, rspec: ReplicaSpec, path: str) -> list[Problem]:
+    problems = []
+    if rspec.replicas is not None and rspec.replicas < 0:
+        problems.append(Problem(f"{path}.replicas", f"must be 0 or more, got {rspec.replicas}"))
+    if rspec.restart_limit is not None and rspec.restart_limit < 0:
+        problems.append(
+            Problem(f"{path}.restartLimit", f"must be 0 or more, got {rspec.restart_limit}")
+        )
+    tpl_spec = (rspec.template or {}).get("spec")
+    containers = tpl_spec.get("containers") if isinstance(tpl_spec, dict) else None
+    if not isinstance(containers, list) or not containers:
+        problems.append(Problem(
+            f"{path}.template.spec.containers", "must have at least one container"
+        ))
+        return problems
+    names = []
+    for i, c in enumerate(containers):
+        cpath = f"{path}.template.spec.containers[{i}]"
+        if not isinstance(c, dict):
+            problems.append(Problem(cpath, "must be an object"))
+            continue
+        names.append(c.get("name"))
+        if not c.get("name"):
+            problems.append(Problem(f"{cpath}.name", "is required"))
+        if not c.get("image"):
+            problems.append(Problem(f"{cpath}.image", "is required"))
+    main = job.main_container
+    # MPI launchers and workers may name their containers freely (upstream examples do);
+    # for the other kinds the operator finds its container by the default name.
+    if not isinstance(job.spec, MPIJobSpec) and main not in names:
+        problems.append(Problem(
+            f"{path}.template.spec.containers",
+            f"must have a container named {main!r} (the {job.info.kind} default container)",
+        ))
+    return problems
+
+
+def _exactly_one(field: str, specs: dict[str, ReplicaSpec], rtype: str) -> list[Problem]:
+    rspec = specs.get(rtype)
+    if rspec is None:
+        return [Problem(f"{field}.{rtype}", "is required")]
+    if rspec.replicas != 1:
+        return [Problem(f"{field}.{rtype}.replicas", f"must be 1, got {rspec.replicas}")]
+    return []
+
+
+def _kind_problems(job: Job, field: str) -> list[Problem]:
+    specs = job.spec.replica_specs
+    kind = job.kind
+    problems = []
+    if kind == "TFJob":
+        for rtype in ("Chief", "Master"):
+            r = specs.get(rtype)
+            if r is not None and (r.replicas or 0) > 1:
+                problems.append(Problem(
+                    f"{field}.{rtype}.replicas", f"must be at most 1, got {r.replicas}"
+                ))
+        if "Chief" in specs and "Master" in specs:
+            problems.append(Problem(field, "must not have both Chief and Master"))
+    elif kind == "PyTorchJob":
+        if "Master" in specs:
+            problems.extend(_exactly_one(field, specs, "Master"))
+        spec = job.spec
+        assert isinstance(spec, PyTorchJobSpec)
+        if spec.nproc_per_node is not None and not _NPROC.match(spec.nproc_per_node):
+            problems.append(Problem(
+                "spec.nprocPerNode",
+                f"must be auto, cpu, gpu or a positive integer, got {spec.nproc_per_node!r}",
+            ))
+        if spec.elastic_policy is not None:
+            problems.extend(_elastic_problems(
+                "spec.elasticPolicy", spec.elastic_policy.min_replicas,
+                spec.elastic_policy.max_replicas,
+            ))
+    elif kind == "XGBoostJob":
+        problems.extend(_exactly_one(field, specs, "Master"))
+    elif kind == "MPIJob":
+        problems.extend(_exactly_one(field, specs, "Launcher"))
+        spec = job.spec
+        assert isinstance(spec, MPIJobSpec)
+        if spec.slots_per_worker is not None and spec.slots_per_worker < 1:
+            problems.append(Problem(
+                "spec.slotsPerWorker", f"must be 1 or more, got {spec.slots_per_worker}"
+            ))
+    elif kind == "PaddleJob":
+        master = specs.get("Master")
+        if master is not None and (master.replicas or 0) > 1:
+            problems.append(Problem(
+                f"{field}.Master.replicas", f"must be at most 1, got {master.replicas}"
+            ))
+        spec = job.spec
+        assert isinstance(spec, PaddleJobSpec)
+        if spec.elastic_policy is not None:
+            problems.extend(_elastic_problems(
+                "spec.elasticPolicy", spec.elastic_policy.min_replicas,
+                spec.elastic_policy.max_replicas,
+            ))
+    elif kind == "MXJob":
+        sched = specs.get("Scheduler")
+        if sched is not None and (sched.replicas or 0) > 1:
+            problems.append(Problem(
+                f"{field}.Scheduler.replicas", f"must be at most 1, got {sched.replicas}"
+            ))
+    return problems
+
+
+def _elastic_problems(path: str, lo: int | None, hi: int | None) -> list[Problem]:
+    problems = []
+    if lo is not None and lo < 1:
+        problems.append(Problem(f"{path}.minReplicas", f"must be 1 or more, got {lo}"))
+    if lo is not None and hi is not None and hi < lo:
+        problems.append(Problem(
+            f"{path}.maxReplicas", f"must not be less than minReplicas ({lo}), got {hi}"
+        ))
+    return problems
+
+
+def _run_policy_problems(job: Job) -> list[Problem]:
+    rp = job.spec.run_policy
+    problems = []
+    for name, value in (
+        ("ttlSecondsAfterFinished", rp.ttl_seconds_after_finished),
+        ("activeDeadlineSeconds", rp.active_deadline_seconds),
+        ("backoffLimit", rp.backoff_limit),
+    ):
+        if value is not None and value < 0:
+            problems.append(Problem(f"spec.runPolicy.{name}", f"must be 0 or more, got {value}"))
+    sp = rp.scheduling_policy
+    if sp is not None:
+        if sp.min_available is not None and sp.min_available < 0:
+            problems.append(Problem(
+                "spec.runPolicy.schedulingPolicy.minAvailable",
+                f"must be 0 or more, got {sp.min_available}",
+            ))
+        if sp.schedule_timeout_seconds is not None and sp.schedule_timeout_seconds < 0:
+            problems.append(Problem(
+                "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds",
+                f"must be 0 or more, got {sp.schedule_timeout_seconds}",
+            ))
+    if rp.managed_by is not None and not (0 < len(rp.managed_by) <= 63):
+        problems.append(Problem(
+            "spec.runPolicy.managedBy", "must be 1 to 63 characters (a controller's name)"
+        ))
+    return problems
+
+
+def load_job(obj: Any) -> Job:
+    """Parse, default and validate a manifest: the one entry point every runtime uses.
+
+    Raises InvalidJob with every problem at once: fields of the wrong type are reported,
+    left out, and the rest of the job is still checked.
+    """
+    try:
+        job = default_job(parse_job(obj))
+    except InvalidJob as err:
+        problems = err.problems
+        if any(p.path in ("kind", "(document)") for p in problems):
+            raise
+        job_or_none = _parse_without_bad_fields(obj, err)
+        if job_or_none is not None:
+            problems = problems + validate(default_job(job_or_none))
+        raise InvalidJob(list(dict.fromkeys(problems))) from None
+    problems = validate(job)
+    if problems:
+        raise InvalidJob(problems)
+    return job
+
+
+def _parse_without_bad_fields(obj: Mapping[str, Any], err: InvalidJob) -> Job | None:
+    """The job with each badly typed field removed, to go on checking the rest."""
+    doc = copy.deepcopy(dict(obj))
+    doc["apiVersion"] = API_VERSION
+    cause = err.__cause__ if isinstance(err.__cause__, ValidationError) else None
+    for _ in range(10):
+        if cause is None:
+            return None
+        for e in cause.errors():
+            _remove(doc, e["loc"])
+        try:
+            return JOB_MODELS[doc["kind"]].model_validate(doc)
+        except ValidationError as again:
+            cause = again
+    return None
+
+
+def _remove(doc: Any, loc: tuple[int | str, ...]) -> None:
+    """Delete the value at `loc` (a pydantic error location) from nested dicts and lists."""
+    node = doc
+    for part in loc[:-1]:
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if in_dict or in_list:
+            node = node[part]
+        else:
+            return
+    last = loc[-1] if loc else None
+    if isinstance(node, dict) and last in node:
+        del node[last]
+    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+        node[last] = {}

@@ -1,0 +1,17 @@
+"""The job engine: `reconcile(job, observed, now, framework, addressing)` returns a Plan.
+
+Pure: no I/O, no clock reads, no asyncio, no global state. Both runtimes (the cluster
+manager and the local runner) observe, call `reconcile` and apply the plan.
+"""
+
+from trainop.engine.addressing import ClusterAddressing
+from trainop.engine.config import EngineConfig
+from trainop.engine.framework import Addressing, Counts, Framework
+from trainop.engine.observed import Observed, OwnedObject, PodState, SSHKeyPair
+from trainop.engine.plan import Event, ObjectRef, Plan
+from trainop.engine.reconcile import classify, reconcile
+
+__all__ = [
+    "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Event", "Framework", "ObjectRef", "Observed",
+    "OwnedObject", "Plan", "PodState", "SSHKeyPair", "classify", "reconcile",
+]

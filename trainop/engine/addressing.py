@@ -1,0 +1,29 @@
+"""Cluster addressing: replicas reached through their headless services' DNS names."""
+
+from __future__ import annotations
+
+from trainop.api import Job
+from trainop.engine.labels import replica_name
+
+
+class ClusterAddressing:
+    """`{job}-{rt}-{i}.{ns}.svc` (MPI: `{pod}.{job}.{ns}.svc`) and the container's named port."""
+
+    def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
+        name = replica_name(job, rtype, index)
+        if job.kind == "MPIJob":
+            # MPI pods have hostname/subdomain under the job's one headless service.
+            return f"{name}.{job.name}.{job.namespace}.svc" if qualified else f"{name}.{job.name}"
+        return f"{name}.{job.namespace}.svc" if qualified else name
+
+    def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
+        wanted = name or job.info.default_port_name
+        rspec = job.spec.replica_specs.get(rtype)
+        template = (rspec.template if rspec else None) or {}
+        for container in (template.get("spec") or {}).get("containers") or []:
+            if container.get("name") != job.main_container:
+                continue
+            for port in container.get("ports") or []:
+                if isinstance(port, dict) and port.get("name") == wanted:
+                    return int(port.get("containerPort", job.info.default_port))
+        return job.info.default_port

@@ -1,0 +1,13 @@
+"""Kubernetes timestamps (RFC 3339, whole seconds, UTC) to and from datetimes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+def fmt(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse(s: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(dt.UTC)

@@ -1,0 +1,37 @@
+"""Elastic scaling: the HorizontalPodAutoscaler that targets a job's scale subresource."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainop.api import Job
+from trainop.api.types import PaddleJobSpec, PyTorchJobSpec
+from trainop.engine.config import EngineConfig
+from trainop.engine.labels import job_labels, object_meta
+
+
+def desired_hpa(job: Job, config: EngineConfig) -> dict[str, Any] | None:
+    spec = job.spec
+    if not isinstance(spec, PyTorchJobSpec | PaddleJobSpec) or spec.elastic_policy is None:
+        return None
+    policy = spec.elastic_policy
+    if not policy.metrics:
+        return None
+    return {
+        "apiVersion": config.hpa_api_version,
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": object_meta(job, job.name, job_labels(job)),
+        "spec": hpa_spec(job),
+    }
+
+
+def hpa_spec(job: Job) -> dict[str, Any]:
+    spec = job.spec
+    assert isinstance(spec, PyTorchJobSpec | PaddleJobSpec) and spec.elastic_policy is not None
+    policy = spec.elastic_policy
+    return {
+        "scaleTargetRef": {"apiVersion": job.api_version, "kind": job.kind, "name": job.name},
+        "minReplicas": policy.min_replicas,
+        "maxReplicas": policy.max_replicas,
+        "metrics": policy.metrics,
+    }

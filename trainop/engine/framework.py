@@ -1,0 +1,76 @@
+"""What a framework plugin gives the engine, and how it learns replica addresses.
+
+A plugin adds only what is its own: the replica roles, the environment of each replica,
+the success rule and any extra objects. Everything else is the engine's.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from trainop.api import Job, KindInfo
+from trainop.engine.observed import Observed
+
+
+class Addressing(Protocol):
+    """Where replica `index` of type `rtype` of `job` can be reached."""
+
+    def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
+        """The replica's host name (qualified: with namespace and `.svc` in a cluster)."""
+        ...
+
+    def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
+        """The replica's port of that name (default: the kind's default port)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The pods of one replica type, by state."""
+
+    replicas: int
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    succeeded_indexes: frozenset[int] = frozenset()
+
+
+class Framework(ABC):
+    """Base plugin: the defaults shared by most frameworks; override what differs."""
+
+    info: KindInfo
+    master_role: tuple[str, ...] = ()
+    """Replica types labelled training.kubeflow.org/job-role=master."""
+    pod_services: bool = True
+    """One headless service per pod, exposing the main container's named ports."""
+    stop_on_finish: tuple[str, ...] = ()
+    """Replica types whose running pods are deleted when the job ends, whatever the
+    cleanPodPolicy (MPI workers that would otherwise run sshd forever)."""
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        """Environment of the main container of one replica."""
+        return {}
+
+    def env_containers(self, job: Job) -> str | None:
+        """Which containers get the environment: None for all, else the main one's name."""
+        return job.main_container
+
+    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+                     addr: Addressing) -> None:
+        """Change a desired pod in place beyond its environment (volumes, hostname)."""
+        return None
+
+    @abstractmethod
+    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+        """The kind's success rule over the counts of each replica type."""
+
+    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
+                      ) -> list[dict[str, Any]]:
+        """Other objects the job needs (ConfigMaps, Secrets, Services), desired now."""
+        return []
+
+    def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
+        """Whether pods of `rtype` may be created yet (an MPI launcher waits for workers)."""
+        return True

@@ -1,0 +1,58 @@
+"""Names, labels and owner references of the objects a job owns (upstream's conventions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainop.api import Job
+
+PREFIX = "training.kubeflow.org"
+JOB_NAME = f"{PREFIX}/job-name"
+OPERATOR_NAME = f"{PREFIX}/operator-name"
+REPLICA_TYPE = f"{PREFIX}/replica-type"
+REPLICA_INDEX = f"{PREFIX}/replica-index"
+JOB_ROLE = f"{PREFIX}/job-role"
+
+
+def operator_name(job: Job) -> str:
+    return f"{job.kind.lower()}-controller"
+
+
+def replica_name(job: Job, rtype: str, index: int) -> str:
+    """`{job}-{replicatype lowercase}-{index}`: the name of a replica's pod and service."""
+    return f"{job.name}-{rtype.lower()}-{index}"
+
+
+def job_labels(job: Job) -> dict[str, str]:
+    return {JOB_NAME: job.name, OPERATOR_NAME: operator_name(job)}
+
+
+def replica_labels(job: Job, rtype: str, index: int | None = None) -> dict[str, str]:
+    labels = {**job_labels(job), REPLICA_TYPE: rtype.lower()}
+    if index is not None:
+        labels[REPLICA_INDEX] = str(index)
+    return labels
+
+
+def selector_string(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def owner_reference(job: Job) -> dict[str, Any]:
+    return {
+        "apiVersion": job.api_version,
+        "kind": job.kind,
+        "name": job.name,
+        "uid": job.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def object_meta(job: Job, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(job)],
+    }

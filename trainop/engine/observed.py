@@ -1,0 +1,63 @@
+"""What a runtime observed of a job: slim records of its pods and other owned objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PodState:
+    """One pod of a job, as much as the engine needs to decide."""
+
+    name: str
+    replica_type: str
+    """The replica type as spelled in the job (the label holds it in lower case)."""
+    index: int
+    phase: str = "Pending"
+    """Pending, Running, Succeeded, Failed or Unknown."""
+    terminating: bool = False
+    """Deletion requested but the pod still exists: its slot is not free yet."""
+    exit_code: int | None = None
+    """The main container's exit code once it terminated."""
+    reason: str | None = None
+    """Why it ended: the container's reason (OOMKilled, Error) or the pod's (Evicted)."""
+    restarts: int = 0
+    """Container restarts in place (the kubelet's restartCount, summed)."""
+    ready: bool = False
+
+
+@dataclass(frozen=True)
+class OwnedObject:
+    """Any other object the job owns: Service, ConfigMap, Secret, PodGroup, HPA."""
+
+    kind: str
+    name: str
+    phase: str | None = None
+    """A PodGroup's status.phase."""
+    content: Mapping[str, Any] | None = None
+    """What the engine compares to decide on an update (a ConfigMap's data, an HPA's spec)."""
+
+
+@dataclass(frozen=True)
+class SSHKeyPair:
+    """Key material for MPI jobs, made by the runtime (the engine makes nothing random)."""
+
+    private_key: str
+    public_key: str
+
+
+@dataclass(frozen=True)
+class Observed:
+    pods: tuple[PodState, ...] = ()
+    objects: tuple[OwnedObject, ...] = ()
+    ssh_key: SSHKeyPair | None = None
+    """Offered by the runtime when an MPI job's Secret does not exist yet."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def object(self, kind: str, name: str) -> OwnedObject | None:
+        for obj in self.objects:
+            if obj.kind == kind and obj.name == name:
+                return obj
+        return None

@@ -1,0 +1,49 @@
+"""What the engine decides: objects to create, update and delete, the new status, events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainop.api import JobStatus
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    kind: str
+    name: str
+    api_version: str = "v1"
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class Plan:
+    status: JobStatus
+    create: list[dict[str, Any]] = field(default_factory=list)
+    update: list[dict[str, Any]] = field(default_factory=list)
+    delete: list[ObjectRef] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    status_changed: bool = False
+    requeue_after: float | None = None
+    """Seconds until the engine must look again although nothing changed (deadline, TTL)."""
+    delete_job: bool = False
+    """The TTL after finishing ran out: delete the job itself."""
+    transitions: list[str] = field(default_factory=list)
+    """Condition types that became True in this plan (Created, Restarting, Succeeded, ...)."""
+
+    @property
+    def writes(self) -> int:
+        """How many API writes applying this plan takes (events not counted)."""
+        return (len(self.create) + len(self.update) + len(self.delete)
+                + int(self.status_changed) + int(self.delete_job))
+
+    def requeue(self, seconds: float) -> None:
+        seconds = max(seconds, 0.0)
+        if self.requeue_after is None or seconds < self.requeue_after:
+            self.requeue_after = seconds

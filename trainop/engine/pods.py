@@ -1,0 +1,84 @@
+"""The desired pod and headless service of one replica."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from trainop.api import Job
+from trainop.engine import gang
+from trainop.engine.config import EngineConfig
+from trainop.engine.framework import Addressing, Framework
+from trainop.engine.labels import JOB_ROLE, object_meta, replica_labels, replica_name
+
+
+def pod_restart_policy(job: Job, rtype: str) -> str:
+    """The pod's restartPolicy: ExitCode and job-wide restarts leave restarts to trainop."""
+    policy = job.spec.replica_specs[rtype].restart_policy or job.info.default_restart_policy
+    if policy == "ExitCode" or job.spec.run_policy.restart_scope == "Job":
+        return "Never"
+    return policy
+
+
+def desired_pod(job: Job, rtype: str, index: int, framework: Framework, addr: Addressing,
+                config: EngineConfig) -> dict[str, Any]:
+    template = copy.deepcopy(job.spec.replica_specs[rtype].template or {})
+    tmeta = template.get("metadata") or {}
+    labels = {**(tmeta.get("labels") or {}), **replica_labels(job, rtype, index)}
+    if rtype in framework.master_role:
+        labels[JOB_ROLE] = "master"
+    meta = object_meta(job, replica_name(job, rtype, index), labels)
+    if tmeta.get("annotations"):
+        meta["annotations"] = dict(tmeta["annotations"])
+    spec = template.get("spec") or {}
+    spec["restartPolicy"] = pod_restart_policy(job, rtype)
+
+    env = framework.env(job, rtype, index, addr)
+    only = framework.env_containers(job)
+    for container in spec.get("containers") or []:
+        if only is None or container.get("name") == only:
+            _add_env(container, env)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    framework.decorate_pod(job, rtype, index, pod, addr)
+    if config.gang_scheduler:
+        gang.decorate_pod(job, rtype, pod, config)
+    return pod
+
+
+def _add_env(container: dict[str, Any], env: dict[str, str]) -> None:
+    """Append the framework's variables; a variable the user set keeps the user's value."""
+    current = container.get("env")
+    if not isinstance(current, list):
+        current = []
+    taken = {e.get("name") for e in current if isinstance(e, dict)}
+    current.extend({"name": k, "value": v} for k, v in env.items() if k not in taken)
+    if current:
+        container["env"] = current
+
+
+def service_ports(job: Job, rtype: str) -> list[dict[str, Any]]:
+    """The main container's named ports, as service ports."""
+    template = job.spec.replica_specs[rtype].template or {}
+    for container in (template.get("spec") or {}).get("containers") or []:
+        if container.get("name") == job.main_container:
+            return [
+                {"name": p["name"], "port": p["containerPort"], "targetPort": p["containerPort"]}
+                for p in container.get("ports") or []
+                if isinstance(p, dict) and p.get("name") and p.get("containerPort")
+            ]
+    return []
+
+
+def desired_service(job: Job, rtype: str, index: int) -> dict[str, Any] | None:
+    """A headless service named like the pod, selecting it; None when there is no port."""
+    ports = service_ports(job, rtype)
+    if not ports:
+        return None
+    labels = replica_labels(job, rtype, index)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(job, replica_name(job, rtype, index), labels),
+        "spec": {"clusterIP": "None", "selector": labels, "ports": ports,
+                 "publishNotReadyAddresses": True},
+    }

@@ -1,0 +1,440 @@
+"""The job engine: observed state in, a plan out. Pure: no I/O, no clock, no globals."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
+from trainop.engine import clock, elastic, gang
+from trainop.engine import conditions as cond
+from trainop.engine.config import EngineConfig
+from trainop.engine.framework import Addressing, Counts, Framework
+from trainop.engine.labels import replica_labels, replica_name, selector_string
+from trainop.engine.observed import Observed, OwnedObject, PodState
+from trainop.engine.plan import Event, ObjectRef, Plan
+from trainop.engine.pods import desired_pod, desired_service, pod_restart_policy
+
+RETRY, FAIL = "retry", "fail"
+
+
+@dataclass(frozen=True)
+class Failure:
+    pod: PodState
+    verdict: str  # RETRY or FAIL
+
+    def describe(self) -> str:
+        code = self.pod.exit_code
+        what = f"exited with code {code}" if code is not None else "failed"
+        reason = f" ({self.pod.reason})" if self.pod.reason else ""
+        return f"pod {self.pod.name} {what}{reason}"
+
+
+def classify(policy: str, pod: PodState) -> str:
+    """Whether a failed pod is restarted (RETRY) or fails the job (FAIL).
+
+    ExitCode: 128 and above are signals (OOM 137, SIGTERM 143): retryable; 1-127 are the
+    program's own verdict: permanent. No exit code at all (evicted, lost node): retryable.
+    """
+    if policy in ("OnFailure", "Always"):
+        return RETRY
+    if policy == "ExitCode":
+        code = pod.exit_code
+        return RETRY if code is None or code >= 128 else FAIL
+    return FAIL
+
+
+class _Run:
+    """One reconcile: the state shared by its steps."""
+
+    def __init__(self, job: Job, observed: Observed, now: dt.datetime, framework: Framework,
+                 addr: Addressing, config: EngineConfig):
+        self.job = job
+        self.observed = observed
+        self.now = clock.fmt(now)
+        self.now_dt = now
+        self.fw = framework
+        self.addr = addr
+        self.config = config
+        self.before = (job.status or JobStatus()).to_dict()
+        self.plan = Plan(status=JobStatus.model_validate(self.before))
+        self.kind = job.kind
+        self.specs = job.spec.replica_specs
+        self.slots = {(p.replica_type, p.index): p for p in observed.pods}
+
+    # -- helpers ----------------------------------------------------------------------
+    @property
+    def status(self) -> JobStatus:
+        return self.plan.status
+
+    def condition(self, ctype: str, value: str, reason: str, message: str,
+                  warning: bool = False) -> None:
+        changed = cond.set_condition(self.status, ctype, value, reason, message, self.now)
+        if changed and value == "True":
+            self.plan.transitions.append(ctype)
+            self.event(reason, message, warning)
+
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        self.plan.events.append(Event("Warning" if warning else "Normal", reason, message))
+
+    def title(self) -> str:
+        return f"{self.kind} {self.job.key}"
+
+    def delete_pods(self, pods: list[PodState], reason: str) -> None:
+        pods = [p for p in pods if not p.terminating]
+        if not pods:
+            return
+        for p in sorted(pods, key=lambda p: (p.replica_type, -p.index)):
+            self.plan.delete.append(ObjectRef("Pod", p.name))
+        names = ", ".join(p.name for p in pods[:5]) + (" ..." if len(pods) > 5 else "")
+        self.event("SuccessfulDeletePod", f"Deleted {len(pods)} pod(s) ({reason}): {names}")
+
+    def delete_services_of(self, pods: list[PodState]) -> None:
+        names = {p.name for p in pods}
+        for obj in self.observed.objects:
+            if obj.kind == "Service" and obj.name in names:
+                self.plan.delete.append(ObjectRef("Service", obj.name))
+
+    def delete_kind(self, kind: str, api_version: str = "v1") -> None:
+        for obj in self.observed.objects:
+            if obj.kind == kind:
+                self.plan.delete.append(ObjectRef(kind, obj.name, api_version))
+
+    def live_pods(self) -> list[PodState]:
+        return [p for p in self.observed.pods if not p.terminating]
+
+    # -- the steps --------------------------------------------------------------------
+    def run(self) -> Plan:
+        job = self.job
+        managed_by = job.spec.run_policy.managed_by
+        if managed_by and managed_by != OUR_MANAGER:
+            return self.plan  # another controller's job: observe, never act
+        if job.metadata.deletion_timestamp:
+            return self.plan  # being deleted: the garbage collector removes what it owns
+
+        if cond.get(self.status, cond.CREATED) is None:
+            self.condition(cond.CREATED, "True", f"{self.kind}Created",
+                           f"{self.title()} is created.")
+
+        if cond.is_finished(self.status):
+            self.finished()
+        elif job.spec.run_policy.suspend:
+            self.suspend()
+        else:
+            self.active()
+        self.finish_status()
+        return self.plan
+
+    def finished(self) -> None:
+        """A finished job: clean up as its policy says, then wait for the TTL."""
+        self.clean_up(deadline=False)
+        ttl = self.job.spec.run_policy.ttl_seconds_after_finished
+        done = self.status.completion_time
+        if ttl is not None and done:
+            left = (clock.parse(done) + dt.timedelta(seconds=ttl) - self.now_dt).total_seconds()
+            if left <= 0:
+                self.plan.delete_job = True
+                self.event("JobTTLExpired", f"{self.title()} deleted {ttl}s after finishing")
+            else:
+                self.plan.requeue(left)
+
+    def clean_up(self, deadline: bool) -> None:
+        policy = self.job.spec.run_policy.clean_pod_policy or "None"
+        live = self.live_pods()
+        if deadline or policy == "All":
+            doomed = live
+        elif policy == "Running":
+            doomed = [p for p in live if p.phase in ("Running", "Pending", "Unknown")]
+        else:
+            doomed = []
+        stop = set(self.fw.stop_on_finish)
+        doomed += [p for p in live if p.replica_type in stop and p not in doomed
+                   and p.phase in ("Running", "Pending", "Unknown")]
+        self.delete_pods(doomed, "job finished" if not deadline else "deadline exceeded")
+        if deadline or policy == "All":
+            self.delete_kind("Service")
+        else:
+            self.delete_services_of(doomed)
+        if self.config.gang_scheduler:
+            self.delete_kind("PodGroup", gang.api_version(self.config))
+
+    def suspend(self) -> None:
+        live = self.live_pods()
+        self.delete_pods(live, "job suspended")
+        self.delete_kind("Service")
+        if self.config.gang_scheduler:
+            self.delete_kind("PodGroup", gang.api_version(self.config))
+        hpa = self.observed.object("HorizontalPodAutoscaler", self.job.name)
+        if hpa is not None:
+            self.plan.delete.append(
+                ObjectRef("HorizontalPodAutoscaler", hpa.name, self.config.hpa_api_version)
+            )
+        if not cond.is_true(self.status, cond.SUSPENDED):
+            self.condition(cond.SUSPENDED, "True", f"{self.kind}Suspended",
+                           f"{self.title()} is suspended.")
+            if cond.is_true(self.status, cond.RUNNING):
+                cond.set_condition(self.status, cond.RUNNING, "False", f"{self.kind}Suspended",
+                                   f"{self.title()} is suspended.", self.now)
+            self.status.start_time = None
+        self.replica_statuses(self.count(self.observed.pods))
+
+    def active(self) -> None:
+        st = self.status
+        if cond.is_true(st, cond.SUSPENDED):
+            self.condition(cond.SUSPENDED, "False", f"{self.kind}Resumed",
+                           f"{self.title()} is resumed.")
+            self.event(f"{self.kind}Resumed", f"{self.title()} is resumed.")
+        if st.start_time is None:
+            st.start_time = self.now
+
+        ads = self.job.spec.run_policy.active_deadline_seconds
+        if ads is not None:
+            end = clock.parse(st.start_time) + dt.timedelta(seconds=ads)
+            left = (end - self.now_dt).total_seconds()
+            if left <= 0:
+                self.fail("DeadlineExceeded",
+                          f"{self.title()} has failed because it was active longer than "
+                          f"the deadline of {ads}s.")
+                self.clean_up(deadline=True)
+                self.replica_statuses(self.count(self.observed.pods))
+                return
+            self.plan.requeue(left)
+
+        self.scale_down()
+        counts = self.count(self.observed.pods)
+        if self.handle_failures(counts):
+            self.replica_statuses(self.count(self.observed.pods))
+            return
+
+        if self.fw.succeeded(self.job, counts):
+            self.replica_statuses(counts)
+            self.succeed()
+            return
+        self.create_missing()
+        self.replica_statuses(counts)
+        if self.all_running(counts):
+            self.condition(cond.RUNNING, "True", f"{self.kind}Running",
+                           f"{self.title()} is running.")
+
+    def scale_down(self) -> None:
+        """Pods and services past the replica count, or of a type no longer in the spec."""
+        extra = [p for p in self.live_pods() if not self.in_spec(p)]
+        self.delete_pods(extra, "scaled down")
+        if not self.fw.pod_services:
+            return
+        wanted = {replica_name(self.job, rt, i)
+                  for rt, r in self.specs.items() for i in range(r.replicas or 0)}
+        for obj in self.observed.objects:
+            if obj.kind == "Service" and obj.name not in wanted:
+                self.plan.delete.append(ObjectRef("Service", obj.name))
+
+    def in_spec(self, pod: PodState) -> bool:
+        rspec = self.specs.get(pod.replica_type)
+        return rspec is not None and pod.index < (rspec.replicas or 0)
+
+    def count(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
+        out = {}
+        for rtype, rspec in self.specs.items():
+            mine = [p for p in pods if p.replica_type == rtype
+                    and p.index < (rspec.replicas or 0)]
+            out[rtype] = Counts(
+                replicas=rspec.replicas or 0,
+                active=sum(1 for p in mine if p.phase == "Running" and not p.terminating),
+                succeeded=sum(1 for p in mine if p.phase == "Succeeded"),
+                failed=sum(1 for p in mine if p.phase == "Failed"),
+                succeeded_indexes=frozenset(p.index for p in mine if p.phase == "Succeeded"),
+            )
+        return out
+
+    def all_running(self, counts: dict[str, Counts]) -> bool:
+        busy = sum(c.active for c in counts.values())
+        return busy > 0 and all(c.active + c.succeeded >= c.replicas for c in counts.values())
+
+    def container_restarts(self, rtype: str | None = None) -> int:
+        total = 0
+        for p in self.live_pods():
+            if rtype is not None and p.replica_type != rtype:
+                continue
+            if p.replica_type in self.specs and p.phase in ("Running", "Pending") and \
+                    pod_restart_policy(self.job, p.replica_type) in ("OnFailure", "Always"):
+                total += p.restarts
+        return total
+
+    def recreations(self, rtype: str | None = None) -> int:
+        statuses = self.status.replica_statuses or {}
+        if rtype is not None:
+            rs = statuses.get(rtype)
+            return (rs.restarts or 0) if rs else 0
+        return sum(rs.restarts or 0 for rs in statuses.values())
+
+    def handle_failures(self, counts: dict[str, Counts]) -> bool:
+        """Restart or fail for failed pods and exceeded limits; True when the job stopped or
+        restarts (nothing more to create in this round)."""
+        rp = self.job.spec.run_policy
+        failures = []
+        for p in self.live_pods():
+            if p.phase != "Failed" or not self.in_spec(p):
+                continue
+            policy = self.specs[p.replica_type].restart_policy or "Never"
+            failures.append(Failure(p, classify(policy, p)))
+        failures.sort(key=lambda f: (f.pod.replica_type, f.pod.index))
+
+        # Restarts in place (OnFailure/Always) count against the limits too (upstream rule).
+        in_place = self.container_restarts()
+        if rp.backoff_limit is not None and in_place > 0 and (
+                in_place >= rp.backoff_limit or rp.backoff_limit == 0):
+            self.fail("BackoffLimitExceeded",
+                      f"{self.title()} has failed because it has reached the specified "
+                      f"backoff limit ({rp.backoff_limit}).")
+            self.clean_up(deadline=False)
+            return True
+
+        permanent = [f for f in failures if f.verdict == FAIL]
+        if permanent:
+            first = permanent[0]
+            self.record_failure(first)
+            n, rtype = sum(1 for f in permanent if f.pod.replica_type ==
+                           first.pod.replica_type), first.pod.replica_type
+            self.fail(f"{self.kind}Failed",
+                      f"{self.title()} is failed because {n} {rtype} replica(s) failed: "
+                      f"{first.describe()}.")
+            self.clean_up(deadline=False)
+            return True
+
+        retry = [f for f in failures if f.verdict == RETRY]
+        if not retry:
+            return False
+        first = retry[0]
+        self.record_failure(first)
+        if rp.backoff_limit is not None and \
+                self.recreations() + in_place >= rp.backoff_limit:
+            self.fail("BackoffLimitExceeded",
+                      f"{self.title()} has failed because it has reached the specified "
+                      f"backoff limit ({rp.backoff_limit}); last: {first.describe()}.")
+            self.clean_up(deadline=False)
+            return True
+        for rtype in sorted({f.pod.replica_type for f in retry}):
+            limit = self.specs[rtype].restart_limit
+            if limit is not None and \
+                    self.recreations(rtype) + self.container_restarts(rtype) >= limit:
+                self.fail("RestartLimitExceeded",
+                          f"{self.title()} has failed because {rtype} replicas reached their "
+                          f"restart limit ({limit}); last: {first.describe()}.")
+                self.clean_up(deadline=False)
+                return True
+
+        whole_job = rp.restart_scope == "Job"
+        doomed = self.live_pods() if whole_job else [f.pod for f in retry]
+        self.delete_pods(doomed, "restarting the whole job" if whole_job else "restarting")
+        statuses = self.status.replica_statuses or {}
+        bumped = {first.pod.replica_type} if whole_job else {f.pod.replica_type for f in retry}
+        for rtype in bumped:
+            rs = statuses.setdefault(rtype, ReplicaStatus())
+            step = 1 if whole_job else sum(1 for f in retry if f.pod.replica_type == rtype)
+            rs.restarts = (rs.restarts or 0) + step
+        self.status.replica_statuses = statuses
+        scope = "all replicas restart" if whole_job else "restarting"
+        self.condition(cond.RESTARTING, "True", f"{self.kind}Restarting",
+                       f"{self.title()} is restarting because {len(retry)} "
+                       f"{first.pod.replica_type} replica(s) failed ({scope}): "
+                       f"{first.describe()}.", warning=True)
+        if self.plan.transitions[-1:] != [cond.RESTARTING]:
+            # Restarting already True (a second restart): still worth an event.
+            self.event(f"{self.kind}Restarting", f"{first.describe()}; {scope}", True)
+        return True
+
+    def record_failure(self, f: Failure) -> None:
+        self.status.last_failure = FailureInfo(
+            replica_type=f.pod.replica_type, index=f.pod.index, pod=f.pod.name,
+            exit_code=f.pod.exit_code, reason=f.pod.reason, time=self.now,
+        )
+
+    def fail(self, reason: str, message: str) -> None:
+        self.condition(cond.FAILED, "True", reason, message, warning=True)
+        if self.status.completion_time is None:
+            self.status.completion_time = self.now
+
+    def succeed(self) -> None:
+        self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
+                       f"{self.title()} successfully completed.")
+        if self.status.completion_time is None:
+            self.status.completion_time = self.now
+        self.clean_up(deadline=False)
+        ttl = self.job.spec.run_policy.ttl_seconds_after_finished
+        if ttl is not None:
+            self.plan.requeue(ttl)
+
+    def create_missing(self) -> None:
+        job, plan = self.job, self.plan
+        desired: list[dict[str, object]] = []
+        for obj in self.fw.extra_objects(job, self.observed, self.addr):
+            desired.append(obj)
+        hpa = elastic.desired_hpa(job, self.config)
+        if hpa is not None:
+            desired.append(hpa)
+        held = False
+        if self.config.gang_scheduler:
+            desired.append(gang.desired_pod_group(job, self.config))
+            pg = self.observed.object("PodGroup", job.name)
+            held = self.config.volcano and (pg is None or pg.phase not in gang.ADMITTED_PHASES)
+        for obj in desired:
+            meta = obj["metadata"]
+            assert isinstance(meta, dict)
+            seen = self.observed.object(str(obj["kind"]), meta["name"])
+            if seen is None:
+                plan.create.append(obj)
+            elif seen.content is not None and _content(obj) != seen.content:
+                plan.update.append(obj)
+
+        services = {o.name for o in self.observed.objects if o.kind == "Service"}
+        created = []
+        for rtype, rspec in self.specs.items():
+            may = not held and self.fw.may_create(job, rtype, self.observed)
+            for i in range(rspec.replicas or 0):
+                name = replica_name(job, rtype, i)
+                if self.fw.pod_services and name not in services:
+                    svc = desired_service(job, rtype, i)
+                    if svc is not None:
+                        plan.create.append(svc)
+                if may and (rtype, i) not in self.slots:
+                    plan.create.append(desired_pod(job, rtype, i, self.fw, self.addr,
+                                                   self.config))
+                    created.append(name)
+        if created:
+            names = ", ".join(created[:5]) + (" ..." if len(created) > 5 else "")
+            self.event("SuccessfulCreatePod", f"Created {len(created)} pod(s): {names}")
+
+    def replica_statuses(self, counts: dict[str, Counts]) -> None:
+        old = self.status.replica_statuses or {}
+        new: dict[str, ReplicaStatus] = {}
+        for rtype, c in counts.items():
+            labels = replica_labels(self.job, rtype)
+            prev = old.get(rtype)
+            new[rtype] = ReplicaStatus(
+                active=c.active, succeeded=c.succeeded, failed=c.failed,
+                label_selector={"matchLabels": labels}, selector=selector_string(labels),
+                restarts=prev.restarts if prev else None,
+            )
+        self.status.replica_statuses = new
+
+    def finish_status(self) -> None:
+        after = self.status.to_dict()
+        if after != self.before:
+            self.status.last_reconcile_time = self.now
+            self.plan.status_changed = True
+
+
+def _content(obj: dict[str, object]) -> object:
+    """The part of an object the engine keeps up to date (see OwnedObject.content)."""
+    if obj["kind"] in ("ConfigMap", "Secret"):
+        return obj.get("data")
+    return obj.get("spec")
+
+
+def reconcile(job: Job, observed: Observed, now: dt.datetime, framework: Framework,
+              addr: Addressing, config: EngineConfig | None = None) -> Plan:
+    """Decide what to do for `job` (defaulted and valid) given what is observed of it."""
+    return _Run(job, observed, now, framework, addr, config or EngineConfig()).run()
+
+
+__all__ = ["Counts", "OwnedObject", "classify", "reconcile"]

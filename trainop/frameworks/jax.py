@@ -1,0 +1,24 @@
+"""JAXJob: jax.distributed coordinator on worker 0; success when every worker succeeds."""
+
+from __future__ import annotations
+
+from trainop.api import KINDS, Job
+from trainop.engine import Addressing, Counts, Framework
+from trainop.frameworks.common import all_succeeded, replicas
+
+
+class JAX(Framework):
+    info = KINDS["JAXJob"]
+    master_role = ()
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        return {
+            "COORDINATOR_ADDRESS": addr.host(job, "Worker", 0, qualified=False),
+            "COORDINATOR_PORT": str(addr.port(job, "Worker", 0)),
+            "NUM_PROCESSES": str(replicas(job, "Worker")),
+            "PROCESS_ID": str(index),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+        return all_succeeded(counts, "Worker")

@@ -1,0 +1,40 @@
+"""TFJob: TF_CONFIG for every replica; success by chief/master or worker 0 (or all)."""
+
+from __future__ import annotations
+
+import json
+
+from trainop.api import KINDS, Job
+from trainop.api.types import TFJobSpec
+from trainop.engine import Addressing, Counts, Framework
+from trainop.frameworks.common import all_succeeded, replicas, total_replicas
+
+
+class TensorFlow(Framework):
+    info = KINDS["TFJob"]
+    master_role = ("Chief", "Master")
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        # A single replica trains alone: no cluster to describe (upstream rule).
+        if total_replicas(job) <= 1:
+            return {}
+        cluster = {
+            rt.lower(): [f"{addr.host(job, rt, i)}:{addr.port(job, rt, i)}"
+                         for i in range(replicas(job, rt))]
+            for rt in job.spec.replica_specs
+            if rt != "Evaluator" and replicas(job, rt) > 0  # evaluators watch, not train
+        }
+        config = {"cluster": cluster, "task": {"type": rtype.lower(), "index": index},
+                  "environment": "cloud"}
+        return {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
+
+    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+        for chief in ("Chief", "Master"):
+            if replicas(job, chief) > 0:
+                return all_succeeded(counts, chief)
+        spec = job.spec
+        assert isinstance(spec, TFJobSpec)
+        if spec.success_policy == "AllWorkers":
+            return all_succeeded(counts, "Worker")
+        worker = counts.get("Worker")
+        return worker is not None and 0 in worker.succeeded_indexes

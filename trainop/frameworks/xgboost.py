@@ -1,0 +1,30 @@
+"""XGBoostJob: the collective tracker on the master (rank 0); success by the master."""
+
+from __future__ import annotations
+
+from trainop.api import KINDS, Job
+from trainop.engine import Addressing, Counts, Framework
+from trainop.frameworks.common import all_succeeded, replicas
+
+
+class XGBoost(Framework):
+    info = KINDS["XGBoostJob"]
+    master_role = ("Master",)
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        workers = replicas(job, "Worker")
+        rank = index + 1 if rtype == "Worker" else index
+        return {
+            "MASTER_ADDR": addr.host(job, "Master", 0, qualified=False),
+            "MASTER_PORT": str(addr.port(job, "Master", 0)),
+            "WORLD_SIZE": str(replicas(job, "Master") + workers),
+            "RANK": str(rank),
+            "WORKER_PORT": str(addr.port(job, rtype, index)),
+            "WORKER_ADDRS": ",".join(
+                addr.host(job, "Worker", i, qualified=False) for i in range(workers)
+            ),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+        return all_succeeded(counts, "Master")

@@ -1,0 +1,186 @@
+"""Start etcd and kube-apiserver on free loopback ports, envtest style.
+
+The binaries come from $KUBEBUILDER_ASSETS, else from ~/.cache/trainop/assets, else
+hack/test-assets.sh provides them (building kube-apiserver once). Token auth and RBAC
+are on; `admin_token` belongs to system:masters. Everything lives in one temporary
+folder and every process is stopped by `stop()`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from trainop.testing.certs import ca_and_serving_cert, rsa_key_pem
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def find_assets() -> Path:
+    """The folder holding kube-apiserver and etcd, provided on first use."""
+    for candidate in (
+        os.environ.get("KUBEBUILDER_ASSETS"),
+        str(Path(os.environ.get("TRAINOP_CACHE", Path.home() / ".cache/trainop")) / "assets"),
+    ):
+        if candidate and all((Path(candidate) / b).is_file() for b in ("etcd", "kube-apiserver")):
+            return Path(candidate)
+    script = REPO / "hack" / "test-assets.sh"
+    out = subprocess.run(["bash", str(script)], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class TestAPIServer:
+    """A running etcd + kube-apiserver pair; use as a context manager or call stop()."""
+
+    __test__ = False  # not a pytest test class
+
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="trainop-api-")))
+    extra_args: list[str] = field(default_factory=list)
+    url: str = ""
+    admin_token: str = "trainop-admin-token"
+    kubeconfig: Path = Path()
+    ca_file: Path = Path()
+    etcd_url: str = ""
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, timeout: float = 60) -> TestAPIServer:
+        assets = find_assets()
+        self._start_etcd(assets)
+        self._start_apiserver(assets, timeout)
+        return self
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept for the process
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self._procs.append(proc)
+        return proc
+
+    def _start_etcd(self, assets: Path) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        self._spawn("etcd", [
+            str(assets / "etcd"), "--name", "trainop-test",
+            "--data-dir", str(self.workdir / "etcd"),
+            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"trainop-test=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync",
+        ])
+
+    def _start_apiserver(self, assets: Path, timeout: float) -> None:
+        w = self.workdir
+        ca, serving = ca_and_serving_cert("kube-apiserver", ["localhost"], ["127.0.0.1"])
+        self.ca_file = w / "ca.crt"
+        self.ca_file.write_bytes(ca.cert_pem)
+        (w / "apiserver.crt").write_bytes(serving.cert_pem)
+        (w / "apiserver.key").write_bytes(serving.key_pem)
+        (w / "sa.key").write_bytes(rsa_key_pem())
+        (w / "tokens.csv").write_text(
+            f'{self.admin_token},trainop-admin,1,"system:masters"\n'
+        )
+        port = free_port()
+        self.url = f"https://127.0.0.1:{port}"
+        self._spawn("kube-apiserver", [
+            str(assets / "kube-apiserver"),
+            "--etcd-servers", self.etcd_url,
+            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            "--secure-port", str(port), "--insecure-port", "0",
+            "--tls-cert-file", str(w / "apiserver.crt"),
+            "--tls-private-key-file", str(w / "apiserver.key"),
+            "--cert-dir", str(w / "certs"),
+            "--token-auth-file", str(w / "tokens.csv"),
+            "--authorization-mode", "RBAC",
+            "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+            "--service-account-key-file", str(w / "sa.key"),
+            "--service-account-signing-key-file", str(w / "sa.key"),
+            "--service-cluster-ip-range", "10.0.0.0/24",
+            "--disable-admission-plugins", "ServiceAccount",
+            "--allow-privileged=true",
+            *self.extra_args,
+        ])
+        self.kubeconfig = w / "kubeconfig"
+        self.kubeconfig.write_text(yaml.safe_dump(self.kubeconfig_dict(self.admin_token)))
+        self._wait_ready(timeout)
+
+    def kubeconfig_dict(self, token: str, user: str = "admin") -> dict[str, object]:
+        """A kubeconfig for this server that authenticates with `token`."""
+        return {
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {
+                "server": self.url, "certificate-authority": str(self.ca_file)}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
+        }
+
+    def _wait_ready(self, timeout: float) -> None:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for proc in self._procs:
+                if proc.poll() is not None:
+                    name = Path(str(proc.args[0])).name
+                    tail = (self.workdir / f"{name}.log").read_text()[-2000:]
+                    self.stop()
+                    raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
+            req = urllib.request.Request(
+                f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
+            )
+            try:
+                with urllib.request.urlopen(req, context=ctx, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError) as err:
+                last = str(err)
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"kube-apiserver not ready after {timeout}s ({last})")
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True
+                ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this server as admin."""
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            input=input, capture_output=True, text=True, check=check, timeout=120,
+        )
+
+    def stop(self, keep_workdir: bool = False) -> None:
+        for proc in reversed(self._procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in reversed(self._procs):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self._procs.clear()
+        if not keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> TestAPIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
