@@ -41,7 +41,8 @@ SRC
 fi
 log "installing build tools and etcd (apt)"
 $sudo apt-get update -qq >&2
-$sudo apt-get install -y -qq --no-install-recommends golang-go rsync etcd-server dpkg-dev make >&2
+$sudo apt-get install -y -qq --no-install-recommends golang-go rsync etcd-server dpkg-dev make \
+  golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev >&2
 
 if [[ ! -x "$assets/etcd" ]]; then
   cp "$(command -v etcd || echo /usr/bin/etcd)" "$assets/etcd"
@@ -55,6 +56,15 @@ if [[ ! -x "$assets/kube-apiserver" ]]; then
   (cd "$build" && apt-get source -qq kubernetes >&2)
   tree=$(find "$build" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -1)
   [[ -n "$tree" ]] || { log "kubernetes source tree not found in $build"; exit 1; }
+  # Kubernetes 1.20 vendors reflect2 1.0.1, whose map iteration crashes the API server
+  # (SIGSEGV in aeshashbody) when built with Go >= 1.18. Debian ships the fixed releases
+  # (reflect2 1.0.2, json-iterator 1.1.12): put them in place of the vendored copies.
+  gocode=/usr/share/gocode/src/github.com
+  for dep in modern-go/reflect2 json-iterator/go; do
+    rm -rf "$tree/vendor/github.com/$dep"
+    cp -r "$gocode/$dep" "$tree/vendor/github.com/$dep"
+    find "$tree/vendor/github.com/$dep" -name '*_test.go' -delete
+  done
   log "building kube-apiserver in $tree (takes a few minutes)"
   # The Makefile generates files a plain `go build` would miss.
   (cd "$tree" && GOFLAGS=-mod=vendor GO111MODULE=on make WHAT=cmd/kube-apiserver >&2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ def read_documents(source: str) -> list[dict[str, Any]]:
 
 def parse_documents(text: str, where: str = "manifest") -> list[dict[str, Any]]:
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        # The JSON round trip gives every YAML alias (`template: *pod`) its own copy, so
+        # that defaulting one replica type never changes another.
+        docs = [json.loads(json.dumps(d)) for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from trainop.api.kinds import API_VERSION, KINDS, KindInfo
 from trainop.api.model import Model, Quantity, RawObject
@@ -104,6 +104,16 @@ class JobSpec(Model):
 
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unwritten_run_policy(
+        self, handler: SerializerFunctionWrapHandler
+    ) -> dict[str, Any]:
+        # runPolicy always exists in Python; a manifest that had none gets none back.
+        out: dict[str, Any] = handler(self)
+        if "run_policy" not in self.model_fields_set and not out.get("runPolicy"):
+            out.pop("runPolicy", None)
+        return out
 
 
 class TFJobSpec(JobSpec):

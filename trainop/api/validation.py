@@ -50,14 +50,12 @@ def parse_job(obj: Any) -> Job:
         raise InvalidJob([Problem("(document)", f"must be a mapping, got {_kind_of(obj)}")])
     kind = obj.get("kind")
     api_version = obj.get("apiVersion")
+    if kind not in JOB_MODELS:
+        # Not a job at all: the kind is the one thing worth saying.
+        raise InvalidJob([Problem("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")])
     problems = []
     if api_version != API_VERSION:
         problems.append(Problem("apiVersion", f"must be {API_VERSION}, got {api_version!r}"))
-    if kind not in JOB_MODELS:
-        problems.append(
-            Problem("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
-        )
-        raise InvalidJob(problems)
     try:
         job = JOB_MODELS[kind].model_validate(dict(obj))
     except ValidationError as err:
@@ -194,6 +192,20 @@ def _kind_problems(job: Job, field: str) -> list[Problem]:
     specs = job.spec.replica_specs
     kind = job.kind
     problems = []
+
+    def count(rtype: str) -> int:
+        r = specs.get(rtype)
+        return (r.replicas or 0) if r is not None else 0
+
+    if specs and sum(r.replicas or 0 for r in specs.values()) == 0:
+        problems.append(Problem(field, "must ask for at least one replica (all are 0)"))
+    # Every job needs a replica whose end decides the job's end (the kind's success rule).
+    elif kind == "TFJob" and not (count("Chief") or count("Master") or count("Worker")):
+        problems.append(Problem(field, "needs a Chief, a Master or at least one Worker"))
+    elif kind == "MXJob" and not (count("Scheduler") or count("Tuner") or (
+            count("Worker") == 1 and sum(r.replicas or 0 for r in specs.values()) == 1)):
+        problems.append(Problem(
+            field, "needs a Scheduler (MXTrain), a Tuner (MXTune), or a single Worker alone"))
     if kind == "TFJob":
         for rtype in ("Chief", "Master"):
             r = specs.get(rtype)

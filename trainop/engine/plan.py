@@ -43,6 +43,13 @@ class Plan:
         return (len(self.create) + len(self.update) + len(self.delete)
                 + int(self.status_changed) + int(self.delete_job))
 
+    def remove(self, ref: ObjectRef) -> bool:
+        """Plan a deletion once; False when it is already planned."""
+        if ref in self.delete:
+            return False
+        self.delete.append(ref)
+        return True
+
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
         if self.requeue_after is None or seconds < self.requeue_after:

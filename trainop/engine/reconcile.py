@@ -81,11 +81,10 @@ class _Run:
         return f"{self.kind} {self.job.key}"
 
     def delete_pods(self, pods: list[PodState], reason: str) -> None:
-        pods = [p for p in pods if not p.terminating]
+        pods = [p for p in sorted(pods, key=lambda p: (p.replica_type, -p.index))
+                if not p.terminating and self.plan.remove(ObjectRef("Pod", p.name))]
         if not pods:
             return
-        for p in sorted(pods, key=lambda p: (p.replica_type, -p.index)):
-            self.plan.delete.append(ObjectRef("Pod", p.name))
         names = ", ".join(p.name for p in pods[:5]) + (" ..." if len(pods) > 5 else "")
         self.event("SuccessfulDeletePod", f"Deleted {len(pods)} pod(s) ({reason}): {names}")
 
@@ -93,12 +92,12 @@ class _Run:
         names = {p.name for p in pods}
         for obj in self.observed.objects:
             if obj.kind == "Service" and obj.name in names:
-                self.plan.delete.append(ObjectRef("Service", obj.name))
+                self.plan.remove(ObjectRef("Service", obj.name))
 
     def delete_kind(self, kind: str, api_version: str = "v1") -> None:
         for obj in self.observed.objects:
             if obj.kind == kind:
-                self.plan.delete.append(ObjectRef(kind, obj.name, api_version))
+                self.plan.remove(ObjectRef(kind, obj.name, api_version))
 
     def live_pods(self) -> list[PodState]:
         return [p for p in self.observed.pods if not p.terminating]
@@ -166,7 +165,7 @@ class _Run:
             self.delete_kind("PodGroup", gang.api_version(self.config))
         hpa = self.observed.object("HorizontalPodAutoscaler", self.job.name)
         if hpa is not None:
-            self.plan.delete.append(
+            self.plan.remove(
                 ObjectRef("HorizontalPodAutoscaler", hpa.name, self.config.hpa_api_version)
             )
         if not cond.is_true(self.status, cond.SUSPENDED):
@@ -176,7 +175,7 @@ class _Run:
                 cond.set_condition(self.status, cond.RUNNING, "False", f"{self.kind}Suspended",
                                    f"{self.title()} is suspended.", self.now)
             self.status.start_time = None
-        self.replica_statuses(self.count(self.observed.pods))
+        self.replica_statuses(self.count(()))  # every pod is gone or going
 
     def active(self) -> None:
         st = self.status
@@ -226,7 +225,7 @@ class _Run:
                   for rt, r in self.specs.items() for i in range(r.replicas or 0)}
         for obj in self.observed.objects:
             if obj.kind == "Service" and obj.name not in wanted:
-                self.plan.delete.append(ObjectRef("Service", obj.name))
+                self.plan.remove(ObjectRef("Service", obj.name))
 
     def in_spec(self, pod: PodState) -> bool:
         rspec = self.specs.get(pod.replica_type)

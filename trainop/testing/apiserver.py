@@ -160,10 +160,13 @@ class TestAPIServer:
     def kubectl(self, *args: str, input: str | None = None, check: bool = True
                 ) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this server as admin."""
-        return subprocess.run(
+        out = subprocess.run(
             ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
-            input=input, capture_output=True, text=True, check=check, timeout=120,
+            input=input, capture_output=True, text=True, timeout=120,
         )
+        if check and out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+        return out
 
     def stop(self, keep_workdir: bool = False) -> None:
         for proc in reversed(self._procs):

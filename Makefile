@@ -1,0 +1,33 @@
+# trainop: `make run` trains the PyTorch DDP example locally; `make test` runs every test.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: run test lint crds venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip==25.3
+
+venv: $(BIN)/python
+
+## run: install trainop and PyTorch (CPU), then run the embedded PyTorch DDP job locally
+run: venv
+	$(BIN)/pip install -q -e '.[train]'
+	$(BIN)/trainop run
+
+## test: lint, type-check, then unit, integration (real kube-apiserver + etcd) and e2e tests
+test: venv
+	$(BIN)/pip install -q -e '.[train,e2e,dev]'
+	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
+	$(BIN)/ruff check trainop tests bench && \
+	$(BIN)/mypy && \
+	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check trainop tests bench
+	$(BIN)/mypy
+
+## crds: regenerate config/crd from the API models
+crds:
+	$(BIN)/trainop crds -o config/crd

@@ -1,0 +1,103 @@
+"""A tiny in-memory cluster for engine tests: apply plans, move pods between phases."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+from trainop.api import Job
+from trainop.engine import (
+    ClusterAddressing,
+    EngineConfig,
+    Observed,
+    OwnedObject,
+    Plan,
+    PodState,
+    SSHKeyPair,
+    reconcile,
+)
+from trainop.engine.labels import REPLICA_INDEX
+from trainop.frameworks import framework_for
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+KEY = SSHKeyPair("PRIVATE", "PUBLIC")
+
+
+class Cluster:
+    """Holds one job, its objects and the clock; `step()` reconciles and applies."""
+
+    def __init__(self, job: Job, config: EngineConfig | None = None, now: dt.datetime = T0):
+        self.job = job
+        self.config = config or EngineConfig()
+        self.now = now
+        self.pods: dict[str, PodState] = {}
+        self.objects: dict[tuple[str, str], OwnedObject] = {}
+        self.created: dict[str, dict[str, Any]] = {}
+        self.deleted_job = False
+        self.plans: list[Plan] = []
+
+    @property
+    def observed(self) -> Observed:
+        return Observed(pods=tuple(self.pods.values()), objects=tuple(self.objects.values()),
+                        ssh_key=KEY)
+
+    def plan(self) -> Plan:
+        return reconcile(self.job, self.observed, self.now, framework_for(self.job.kind),
+                         ClusterAddressing(), self.config)
+
+    def step(self) -> Plan:
+        plan = self.plan()
+        self.apply(plan)
+        return plan
+
+    def apply(self, plan: Plan) -> None:
+        self.plans.append(plan)
+        for ref in plan.delete:
+            if ref.kind == "Pod":
+                self.pods.pop(ref.name, None)
+            else:
+                self.objects.pop((ref.kind, ref.name), None)
+        for obj in plan.create + plan.update:
+            meta = obj["metadata"]
+            self.created[f"{obj['kind']}/{meta['name']}"] = obj
+            if obj["kind"] == "Pod":
+                labels = meta["labels"]
+                rtype = next(rt for rt in self.job.spec.replica_specs
+                             if rt.lower() == labels["training.kubeflow.org/replica-type"])
+                self.pods[meta["name"]] = PodState(meta["name"], rtype,
+                                                   int(labels[REPLICA_INDEX]))
+            else:
+                content = obj.get("data") if obj["kind"] == "ConfigMap" else None
+                self.objects[(obj["kind"], meta["name"])] = OwnedObject(
+                    obj["kind"], meta["name"], content=content)
+        self.job = self.job.model_copy(update={"status": plan.status})
+        self.deleted_job = self.deleted_job or plan.delete_job
+
+    def set(self, name: str, **changes: Any) -> None:
+        self.pods[name] = dataclasses.replace(self.pods[name], **changes)
+
+    def all(self, phase: str, rtype: str | None = None, **changes: Any) -> None:
+        for name, pod in list(self.pods.items()):
+            if rtype is None or pod.replica_type == rtype:
+                self.set(name, phase=phase, **changes)
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+    def condition(self, ctype: str) -> Any:
+        for c in (self.job.status.conditions if self.job.status else None) or []:
+            if c.type == ctype:
+                return c
+        return None
+
+    def last_condition(self) -> str:
+        assert self.job.status and self.job.status.conditions
+        return self.job.status.conditions[-1].type
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.created[f"Pod/{name}"]
+
+    def env(self, name: str, container: int = 0) -> dict[str, str]:
+        c = self.pod(name)["spec"]["containers"][container]
+        return {e["name"]: e["value"] for e in c.get("env", [])}

@@ -1,0 +1,69 @@
+"""The command line, run as a user runs it: one readable line and a non-zero exit on bad
+input, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.jobs import manifest
+
+
+def trainop(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trainop.cli", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_help_lists_the_commands() -> None:
+    out = trainop("--help")
+    assert out.returncode == 0
+    for command in ("crds", "validate", "run", "manager"):
+        assert f"  {command} " in out.stdout
+
+
+@pytest.mark.parametrize(("args", "stdin", "message"), [
+    (["validate", "/no/such/job.yaml"], None, "trainop: /no/such/job.yaml: no such file"),
+    (["validate", "-"], "a: [\n", "trainop: stdin: line 2: not valid YAML"),
+    (["validate", "-"], "- 1\n- 2\n", "trainop: stdin: document 1 is not a Kubernetes object"),
+    (["validate", "-"], "", "trainop: stdin: holds no document"),
+    (["validate", "-"], "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
+     "Pod/a: kind: must be one of TFJob, PyTorchJob"),
+])
+def test_bad_input_gives_one_line_and_nonzero_exit(args: list[str], stdin: str | None,
+                                                   message: str) -> None:
+    out = trainop(*args, stdin=stdin)
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), out.stderr
+
+
+def test_validate_reports_every_problem_with_its_path() -> None:
+    doc = manifest("PyTorchJob", {"Master": 2, "Worker": 1}, name="Bad")
+    out = trainop("validate", "-", stdin=yaml.safe_dump(doc))
+    assert out.returncode == 1
+    assert "PyTorchJob/Bad: spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in \
+        out.stderr
+    assert "PyTorchJob/Bad: metadata.name: must be a DNS-1035 label" in out.stderr
+
+
+def test_validate_shows_defaults() -> None:
+    out = trainop("validate", "--show-defaults", "-",
+                  stdin=yaml.safe_dump(manifest("TFJob", {"worker": None})))
+    assert out.returncode == 0, out.stderr
+    job = yaml.safe_load(out.stdout)
+    assert job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 1
+    assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+
+
+def test_crds_to_a_folder(tmp_path: Path) -> None:
+    out = trainop("crds", "-o", str(tmp_path))
+    assert out.returncode == 0
+    assert len(list(tmp_path.glob("kubeflow.org_*.yaml"))) == 7
+    printed = list(yaml.safe_load_all(trainop("crds").stdout))
+    assert {c["spec"]["names"]["kind"] for c in printed} == {
+        "TFJob", "PyTorchJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob"}

@@ -1,0 +1,91 @@
+"""The CRDs are generated from the models; the checked-in ones must match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from trainop.api import KINDS
+from trainop.api.crd import all_crds
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "config" / "crd"
+GENERATED = all_crds()
+
+
+def test_checked_in_crds_match_the_models() -> None:
+    on_disk = {p.name for p in CRD_DIR.glob("kubeflow.org_*.yaml")}
+    assert on_disk == set(GENERATED), "run: trainop crds -o config/crd"
+    for name, crd in GENERATED.items():
+        assert yaml.safe_load((CRD_DIR / name).read_text()) == crd, \
+            f"config/crd/{name} drifted from the models; run: trainop crds -o config/crd"
+
+
+def _crd(kind: str) -> dict[str, Any]:
+    return GENERATED[f"kubeflow.org_{KINDS[kind].plural}.yaml"]
+
+
+def _walk(schema: Any) -> list[dict[str, Any]]:
+    out = []
+    if isinstance(schema, dict):
+        out.append(schema)
+        for v in schema.values():
+            out.extend(_walk(v))
+    elif isinstance(schema, list):
+        for v in schema:
+            out.extend(_walk(v))
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_names_and_printer_columns(kind: str) -> None:
+    crd = _crd(kind)
+    names = crd["spec"]["names"]
+    assert names == {"kind": kind, "listKind": f"{kind}List",
+                     "plural": KINDS[kind].plural, "singular": kind.lower()}
+    version = crd["spec"]["versions"][0]
+    assert version["name"] == "v1" and version["served"] and version["storage"]
+    cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert cols == {"State": ".status.conditions[-1:].type", "Age": ".metadata.creationTimestamp"}
+    assert version["subresources"]["status"] == {}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_schema_is_structural(kind: str) -> None:
+    schema = _crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for node in _walk(schema):
+        if "properties" in node or "additionalProperties" in node:
+            assert node.get("type") == "object"
+        assert "$ref" not in node
+    field = KINDS[kind].replica_specs_field
+    replica = schema["properties"]["spec"]["properties"][field]["additionalProperties"]
+    assert replica["properties"]["template"]["x-kubernetes-preserve-unknown-fields"] is True
+    min_res = (schema["properties"]["spec"]["properties"]["runPolicy"]["properties"]
+               ["schedulingPolicy"]["properties"]["minResources"]["additionalProperties"])
+    assert min_res["x-kubernetes-int-or-string"] is True
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_scale_subresource_where_upstream_has_it(kind: str) -> None:
+    sub = _crd(kind)["spec"]["versions"][0]["subresources"]
+    if kind in ("PyTorchJob", "PaddleJob", "JAXJob"):
+        field = KINDS[kind].replica_specs_field
+        assert sub["scale"] == {
+            "specReplicasPath": f".spec.{field}.Worker.replicas",
+            "statusReplicasPath": ".status.replicaStatuses.Worker.active",
+            "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
+        }
+    else:
+        assert "scale" not in sub
+
+
+def test_extensions_are_in_the_schema() -> None:
+    schema = _crd("PyTorchJob")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]["properties"]
+    assert spec["runPolicy"]["properties"]["restartScope"]["enum"] == ["Replica", "Job"]
+    replica = spec["pytorchReplicaSpecs"]["additionalProperties"]["properties"]
+    assert replica["restartLimit"]["type"] == "integer"
+    status = schema["properties"]["status"]["properties"]
+    assert set(status["lastFailure"]["properties"]) >= {"replicaType", "index", "pod", "exitCode"}

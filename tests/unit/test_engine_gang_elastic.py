@@ -1,0 +1,121 @@
+"""Gang scheduling (Volcano, scheduler-plugins) and the elastic HPA."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from tests.jobs import job
+from tests.sim import Cluster
+from trainop.engine import EngineConfig, OwnedObject
+from trainop.engine import quantity
+
+VOLCANO = EngineConfig(gang_scheduler="volcano")
+PLUGINS = EngineConfig(gang_scheduler="scheduler-plugins-scheduler")
+
+
+def resources(cpu: str, memory: str) -> dict[str, object]:
+    return {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "i",
+        "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}}
+
+
+def test_volcano_pod_group_and_pods_held_until_admitted() -> None:
+    j = job("PyTorchJob", {"Master": 1, "Worker": 2}, replica_extra={
+        "Master": resources("500m", "1Gi"), "Worker": resources("1", "512Mi")},
+        spec={"runPolicy": {"schedulingPolicy": {"queue": "research", "priorityClass": "high"}}})
+    c = Cluster(j, VOLCANO)
+    plan = c.step()
+    pg = c.created["PodGroup/job"]
+    assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert pg["spec"] == {"minMember": 3, "queue": "research", "priorityClassName": "high",
+                          "minResources": {"cpu": "2500m", "memory": str(2 * 2**30)}}
+    assert [o["kind"] for o in plan.create if o["kind"] == "Pod"] == []
+    c.objects[("PodGroup", "job")] = OwnedObject("PodGroup", "job", phase="Pending")
+    assert not [o for o in c.step().create if o["kind"] == "Pod"]
+    c.objects[("PodGroup", "job")] = OwnedObject("PodGroup", "job", phase="Inqueue")
+    plan = c.step()
+    pods = [o for o in plan.create if o["kind"] == "Pod"]
+    assert len(pods) == 3
+    master = c.pod("job-master-0")
+    assert master["spec"]["schedulerName"] == "volcano"
+    assert master["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "job",
+                                                 "volcano.sh/task-spec": "master"}
+
+
+def test_scheduler_plugins_pod_group() -> None:
+    j = job("TFJob", {"Worker": 4}, spec={"runPolicy": {"schedulingPolicy": {
+        "minAvailable": 2, "scheduleTimeoutSeconds": 120, "minResources": {"cpu": 4}}}})
+    c = Cluster(j, PLUGINS)
+    plan = c.step()
+    pg = c.created["PodGroup/job"]
+    assert pg["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert pg["spec"] == {"minMember": 2, "minResources": {"cpu": "4"},
+                          "scheduleTimeoutSeconds": 120}
+    assert len([o for o in plan.create if o["kind"] == "Pod"]) == 4  # no admission to wait for
+    pod = c.pod("job-worker-3")
+    assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "job"
+
+
+def test_pod_group_deleted_when_the_job_finishes() -> None:
+    c = Cluster(job("JAXJob", {"Worker": 1}), PLUGINS)
+    c.step()
+    c.all("Succeeded")
+    plan = c.step()
+    assert [(r.kind, r.api_version) for r in plan.delete] == [
+        ("PodGroup", "scheduling.x-k8s.io/v1alpha1")]
+
+
+def test_no_gang_no_pod_group() -> None:
+    c = Cluster(job("JAXJob", {"Worker": 1}))
+    c.step()
+    assert "PodGroup/job" not in c.created
+    assert "schedulerName" not in c.pod("job-worker-0")["spec"]
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("1", Fraction(1)), ("500m", Fraction(1, 2)), ("1Gi", Fraction(2**30)),
+    ("2k", Fraction(2000)), ("1.5", Fraction(3, 2)), (3, Fraction(3)), ("1e3", Fraction(1000))])
+def test_quantities(text: str | int, value: Fraction) -> None:
+    assert quantity.parse(text) == value
+
+
+def test_quantity_format_and_errors() -> None:
+    assert quantity.fmt(Fraction(5, 2)) == "2500m"
+    assert quantity.fmt(Fraction(7)) == "7"
+    with pytest.raises(ValueError):
+        quantity.parse("lots")
+
+
+METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {
+    "type": "Utilization", "averageUtilization": 80}}}]
+
+
+@pytest.mark.parametrize("version", ["autoscaling/v2", "autoscaling/v2beta2"])
+def test_elastic_hpa_targets_the_scale_subresource(version: str) -> None:
+    j = job("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": {
+        "minReplicas": 1, "maxReplicas": 5, "metrics": METRICS}})
+    c = Cluster(j, EngineConfig(hpa_api_version=version))
+    c.step()
+    hpa = c.created["HorizontalPodAutoscaler/job"]
+    assert hpa["apiVersion"] == version
+    assert hpa["spec"] == {
+        "scaleTargetRef": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job"},
+        "minReplicas": 1, "maxReplicas": 5, "metrics": METRICS}
+
+
+def test_no_metrics_no_hpa() -> None:
+    c = Cluster(job("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": {"maxReplicas": 3}}))
+    c.step()
+    assert "HorizontalPodAutoscaler/job" not in c.created
+
+
+def test_hpa_deleted_on_suspend() -> None:
+    j = job("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": {"metrics": METRICS}})
+    c = Cluster(j)
+    c.step()
+    c.job.spec.run_policy.suspend = True
+    plan = c.step()
+    assert ("HorizontalPodAutoscaler", "job") in [(r.kind, r.name) for r in plan.delete]

@@ -1,0 +1,476 @@
+"""The engine's job lifecycle: objects, conditions, restarts, limits, cleanup, suspend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.jobs import TYPICAL, job
+from tests.sim import Cluster
+from trainop.api import KINDS
+
+ALL = sorted(KINDS)
+
+
+def names(plan: Any, kind: str) -> list[str]:
+    return [o["metadata"]["name"] for o in plan.create if o["kind"] == kind]
+
+
+def deleted(plan: Any, kind: str = "Pod") -> list[str]:
+    return [r.name for r in plan.delete if r.kind == kind]
+
+
+# -- objects --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ALL)
+def test_first_reconcile_creates_every_replica(kind: str) -> None:
+    c = Cluster(job(kind))
+    plan = c.step()
+    expected = sorted(f"job-{rt.lower()}-{i}" for rt, n in TYPICAL[kind].items()
+                      for i in range(n or 0))
+    assert sorted(names(plan, "Pod")) == expected
+    if kind == "MPIJob":
+        assert names(plan, "Service") == ["job"]
+        assert sorted(names(plan, "ConfigMap") + names(plan, "Secret")) == [
+            "job-config", "job-ssh"]
+    else:
+        assert sorted(names(plan, "Service")) == expected
+    assert c.condition("Created").reason == f"{kind}Created"
+    assert c.job.status.start_time == "2026-01-01T00:00:00Z"
+    assert any(e.reason == "SuccessfulCreatePod" for e in plan.events)
+
+
+def test_pod_labels_owner_and_restart_policy() -> None:
+    c = Cluster(job("PyTorchJob", uid="u-123"))
+    c.step()
+    pod = c.pod("job-master-0")
+    assert pod["metadata"]["labels"] == {
+        "training.kubeflow.org/job-name": "job",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/replica-type": "master",
+        "training.kubeflow.org/replica-index": "0",
+        "training.kubeflow.org/job-role": "master",
+    }
+    assert "training.kubeflow.org/job-role" not in c.pod("job-worker-1")["metadata"]["labels"]
+    assert pod["metadata"]["ownerReferences"] == [{
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job", "uid": "u-123",
+        "controller": True, "blockOwnerDeletion": True}]
+    assert pod["metadata"]["namespace"] == "default"
+    assert pod["spec"]["restartPolicy"] == "OnFailure"
+
+
+def test_template_labels_and_annotations_are_kept() -> None:
+    extra = {"Worker": {"template": {"metadata": {"labels": {"team": "ml"},
+                                                  "annotations": {"note": "x"}},
+                                     "spec": {"containers": [{"name": "tensorflow",
+                                                              "image": "i"}],
+                                              "nodeSelector": {"gpu": "yes"}}}}}
+    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra=extra))
+    c.step()
+    pod = c.pod("job-worker-0")
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    assert pod["metadata"]["annotations"] == {"note": "x"}
+    assert pod["spec"]["nodeSelector"] == {"gpu": "yes"}
+
+
+def test_service_is_headless_and_selects_its_pod() -> None:
+    c = Cluster(job("TFJob", {"Worker": 2}))
+    plan = c.step()
+    svc = next(o for o in plan.create if o["kind"] == "Service"
+               and o["metadata"]["name"] == "job-worker-1")
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"]["training.kubeflow.org/replica-index"] == "1"
+    assert svc["spec"]["selector"]["training.kubeflow.org/replica-type"] == "worker"
+    assert svc["spec"]["ports"] == [{"name": "tfjob-port", "port": 2222, "targetPort": 2222}]
+    assert svc["metadata"]["ownerReferences"][0]["kind"] == "TFJob"
+
+
+@pytest.mark.parametrize(("policy", "pod_policy"), [
+    ("Always", "Always"), ("OnFailure", "OnFailure"), ("Never", "Never"),
+    ("ExitCode", "Never")])
+def test_restart_policy_copied_to_the_pod(policy: str, pod_policy: str) -> None:
+    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra={"Worker": {"restartPolicy": policy}}))
+    c.step()
+    assert c.pod("job-worker-0")["spec"]["restartPolicy"] == pod_policy
+
+
+# -- steady state and the condition machine -------------------------------------------
+
+@pytest.mark.parametrize("kind", ALL)
+def test_steady_state_plans_nothing(kind: str) -> None:
+    c = Cluster(job(kind))
+    c.step()
+    assert c.plan().writes == 0
+    c.all("Running", ready=True)
+    c.step()
+    assert c.last_condition() == "Running"
+    again = c.plan()
+    assert again.writes == 0 and not again.events
+
+
+@pytest.mark.parametrize("kind", ALL)
+def test_running_then_succeeded(kind: str) -> None:
+    c = Cluster(job(kind))
+    c.step()
+    c.all("Running", ready=True)
+    c.step()
+    running = c.condition("Running")
+    assert running.status == "True" and running.reason == f"{kind}Running"
+    c.advance(30)
+    c.all("Succeeded", exit_code=0)
+    plan = c.step()
+    assert c.last_condition() == "Succeeded"
+    assert c.condition("Succeeded").reason == f"{kind}Succeeded"
+    assert c.condition("Running").status == "False"
+    assert c.job.status.completion_time == "2026-01-01T00:00:30Z"
+    assert "Succeeded" in plan.transitions
+    assert c.plan().writes == 0
+
+
+def test_replica_statuses_count_and_select() -> None:
+    c = Cluster(job("PyTorchJob"))
+    c.step()
+    c.set("job-worker-0", phase="Running")
+    c.set("job-master-0", phase="Running")
+    c.step()
+    rs = c.job.status.replica_statuses
+    assert (rs["Worker"].active, rs["Worker"].succeeded, rs["Worker"].failed) == (1, 0, 0)
+    assert rs["Worker"].selector == (
+        "training.kubeflow.org/job-name=job,training.kubeflow.org/operator-name="
+        "pytorchjob-controller,training.kubeflow.org/replica-type=worker")
+    assert rs["Master"].label_selector == {"matchLabels": {
+        "training.kubeflow.org/job-name": "job",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/replica-type": "master"}}
+    assert c.condition("Running") is None  # one worker is still pending
+
+
+def test_conditions_keep_the_last_updated_last_and_times() -> None:
+    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra={
+        "Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.advance(10)
+    c.all("Failed", exit_code=137, reason="OOMKilled")
+    c.step()
+    types = [x.type for x in c.job.status.conditions]
+    assert types == ["Created", "Restarting"]  # Restarting replaced Running
+    c.step()  # pod recreated
+    c.advance(10)
+    c.all("Running")
+    c.step()
+    types = [x.type for x in c.job.status.conditions]
+    assert types == ["Created", "Running"]
+    running = c.condition("Running")
+    assert running.last_transition_time == "2026-01-01T00:00:20Z"
+
+
+def test_nothing_changes_after_failed() -> None:
+    c = Cluster(job("TFJob", {"Worker": 2}))
+    c.step()
+    c.set("job-worker-0", phase="Failed", exit_code=1)
+    c.step()
+    assert c.last_condition() == "Failed"
+    before = c.job.status.to_dict()
+    c.set("job-worker-1", phase="Succeeded")
+    c.advance(60)
+    assert c.plan().writes == 0
+    c.step()
+    assert c.job.status.to_dict() == before
+
+
+# -- restarts ---------------------------------------------------------------------------
+
+def test_exit_code_retryable_restarts_the_pod() -> None:
+    c = Cluster(job("TFJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=137, reason="OOMKilled")
+    plan = c.step()
+    assert deleted(plan) == ["job-worker-1"]
+    restarting = c.condition("Restarting")
+    assert restarting.reason == "TFJobRestarting"
+    assert "pod job-worker-1 exited with code 137 (OOMKilled)" in restarting.message
+    assert c.job.status.replica_statuses["Worker"].restarts == 1
+    assert c.job.status.last_failure.exit_code == 137
+    assert c.job.status.last_failure.pod == "job-worker-1"
+    assert any(e.type == "Warning" and e.reason == "TFJobRestarting" for e in plan.events)
+    plan = c.step()
+    assert names(plan, "Pod") == ["job-worker-1"]
+
+
+@pytest.mark.parametrize("code", [1, 2, 127])
+def test_exit_code_permanent_fails_the_job(code: int) -> None:
+    c = Cluster(job("TFJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.set("job-worker-0", phase="Failed", exit_code=code, reason="Error")
+    plan = c.step()
+    failed = c.condition("Failed")
+    assert failed.reason == "TFJobFailed"
+    assert failed.message == (f"TFJob default/job is failed because 1 Worker replica(s) failed: "
+                              f"pod job-worker-0 exited with code {code} (Error).")
+    assert c.job.status.completion_time is not None
+    assert deleted(plan) == []  # cleanPodPolicy None
+    assert "Failed" in plan.transitions
+
+
+@pytest.mark.parametrize("code", [128, 137, 143, 255])
+def test_exit_code_signals_are_retryable(code: int) -> None:
+    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.set("job-worker-0", phase="Failed", exit_code=code)
+    c.step()
+    assert c.last_condition() == "Restarting"
+
+
+def test_evicted_pod_under_onfailure_is_recreated() -> None:
+    c = Cluster(job("PyTorchJob"))
+    c.step()
+    c.set("job-worker-0", phase="Failed", reason="Evicted")
+    plan = c.step()
+    assert deleted(plan) == ["job-worker-0"]
+    assert c.last_condition() == "Restarting"
+    assert "pod job-worker-0 failed (Evicted)" in c.condition("Restarting").message
+
+
+def test_never_fails_on_any_failure() -> None:
+    c = Cluster(job("XGBoostJob"))
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=137)
+    c.step()
+    assert c.last_condition() == "Failed"
+
+
+def test_terminating_pod_blocks_its_slot() -> None:
+    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.set("job-worker-0", phase="Failed", exit_code=137, terminating=True)
+    plan = c.plan()
+    assert plan.create == [] and deleted(plan) == []
+
+
+# -- limits ---------------------------------------------------------------------------
+
+def test_backoff_limit_counts_container_restarts() -> None:
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"backoffLimit": 3}}))
+    c.step()
+    c.all("Running")
+    c.set("job-worker-0", restarts=2)
+    c.step()
+    assert c.last_condition() == "Running"
+    c.set("job-worker-1", restarts=1)
+    c.step()
+    failed = c.condition("Failed")
+    assert failed.reason == "BackoffLimitExceeded"
+    assert "backoff limit (3)" in failed.message
+
+
+def test_backoff_limit_zero_fails_on_the_first_restart() -> None:
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"backoffLimit": 0}}))
+    c.step()
+    c.all("Running")
+    c.step()
+    assert c.last_condition() == "Running"
+    c.set("job-worker-0", restarts=1)
+    c.step()
+    assert c.condition("Failed").reason == "BackoffLimitExceeded"
+
+
+def test_backoff_limit_counts_recreations() -> None:
+    c = Cluster(job("TFJob", {"Worker": 1}, spec={"runPolicy": {"backoffLimit": 2}},
+                    replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    for _ in range(2):
+        c.set("job-worker-0", phase="Failed", exit_code=137)
+        c.step()
+        assert c.last_condition() == "Restarting"
+        c.step()  # recreated
+    c.set("job-worker-0", phase="Failed", exit_code=143)
+    c.step()
+    failed = c.condition("Failed")
+    assert failed.reason == "BackoffLimitExceeded"
+    assert "pod job-worker-0 exited with code 143" in failed.message
+    assert c.job.status.replica_statuses["Worker"].restarts == 2
+
+
+def test_restart_limit_per_replica_type() -> None:
+    c = Cluster(job("TFJob", {"PS": 1, "Worker": 1}, replica_extra={
+        "Worker": {"restartPolicy": "ExitCode", "restartLimit": 1},
+        "PS": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.set("job-ps-0", phase="Failed", exit_code=137)
+    c.step()
+    c.step()
+    c.set("job-ps-0", phase="Failed", exit_code=137)
+    c.step()
+    c.step()
+    assert c.last_condition() != "Failed"  # PS has no limit
+    c.set("job-worker-0", phase="Failed", exit_code=137)
+    c.step()
+    c.step()
+    c.set("job-worker-0", phase="Failed", exit_code=137)
+    c.step()
+    failed = c.condition("Failed")
+    assert failed.reason == "RestartLimitExceeded"
+    assert "Worker replicas reached their restart limit (1)" in failed.message
+
+
+def test_active_deadline() -> None:
+    c = Cluster(job("TFJob", {"Worker": 2}, spec={"runPolicy": {"activeDeadlineSeconds": 60}}))
+    plan = c.step()
+    assert plan.requeue_after == 60
+    c.all("Running")
+    c.advance(45)
+    plan = c.step()
+    assert plan.requeue_after == 15
+    c.advance(15)
+    plan = c.step()
+    failed = c.condition("Failed")
+    assert failed.reason == "DeadlineExceeded"
+    assert sorted(deleted(plan)) == ["job-worker-0", "job-worker-1"]
+    assert sorted(deleted(plan, "Service")) == ["job-worker-0", "job-worker-1"]
+
+
+def test_ttl_after_finished() -> None:
+    c = Cluster(job("TFJob", {"Worker": 1}, spec={"runPolicy": {"ttlSecondsAfterFinished": 100}}))
+    c.step()
+    c.all("Succeeded")
+    plan = c.step()
+    assert plan.requeue_after == 100 and not plan.delete_job
+    c.advance(40)
+    plan = c.step()
+    assert plan.requeue_after == 60 and not plan.delete_job and plan.writes == 0
+    c.advance(60)
+    plan = c.step()
+    assert plan.delete_job
+
+
+# -- cleanup ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    ("None", []),
+    ("Running", ["job-ps-0"]),
+    ("All", ["job-chief-0", "job-ps-0", "job-worker-0"]),
+])
+def test_clean_pod_policy_on_success(policy: str, expected: list[str]) -> None:
+    c = Cluster(job("TFJob", {"Chief": 1, "PS": 1, "Worker": 1},
+                    spec={"runPolicy": {"cleanPodPolicy": policy}}))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-chief-0", phase="Succeeded")
+    c.set("job-worker-0", phase="Succeeded")
+    plan = c.step()
+    assert c.last_condition() == "Succeeded"
+    assert sorted(deleted(plan)) == expected
+    assert sorted(deleted(plan, "Service")) == expected
+    assert c.plan().writes == 0
+
+
+@pytest.mark.parametrize("policy", ["Running", "All"])
+def test_clean_pod_policy_holds_when_a_limit_fails_the_job(policy: str) -> None:
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"cleanPodPolicy": policy,
+                                                      "backoffLimit": 1}}))
+    c.step()
+    c.all("Running")
+    c.set("job-worker-0", restarts=1)
+    plan = c.step()
+    assert c.condition("Failed").reason == "BackoffLimitExceeded"
+    assert sorted(deleted(plan)) == ["job-master-0", "job-worker-0", "job-worker-1"]
+
+
+# -- suspend ----------------------------------------------------------------------------
+
+def test_suspend_and_resume() -> None:
+    c = Cluster(job("PyTorchJob"))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.job.spec.run_policy.suspend = True
+    c.advance(5)
+    plan = c.step()
+    assert sorted(deleted(plan)) == ["job-master-0", "job-worker-0", "job-worker-1"]
+    assert len(deleted(plan, "Service")) == 3
+    assert c.condition("Suspended").status == "True"
+    assert c.condition("Suspended").reason == "PyTorchJobSuspended"
+    assert c.condition("Running").status == "False"
+    assert c.job.status.start_time is None
+    assert c.plan().writes == 0
+    c.job.spec.run_policy.suspend = False
+    c.advance(5)
+    plan = c.step()
+    assert c.condition("Suspended").status == "False"
+    assert c.condition("Suspended").reason == "PyTorchJobResumed"
+    assert c.job.status.start_time == "2026-01-01T00:00:10Z"
+    assert len(names(plan, "Pod")) == 3
+
+
+def test_suspended_from_the_start_creates_nothing() -> None:
+    c = Cluster(job("JAXJob", spec={"runPolicy": {"suspend": True}}))
+    plan = c.step()
+    assert names(plan, "Pod") == []
+    assert c.condition("Suspended").status == "True"
+
+
+# -- managedBy ----------------------------------------------------------------------------
+
+def test_a_job_managed_by_someone_else_is_left_alone() -> None:
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}}))
+    plan = c.step()
+    assert plan.writes == 0 and plan.events == [] and c.job.status.conditions is None
+
+
+def test_a_job_managed_by_the_training_operator_name_is_ours() -> None:
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {
+        "managedBy": "kubeflow.org/training-operator"}}))
+    assert len(names(c.step(), "Pod")) == 3
+
+
+# -- scaling ------------------------------------------------------------------------------
+
+def test_scale_down_deletes_the_highest_indexes_first_then_scale_up() -> None:
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 4}))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.job.spec.replica_specs["Worker"].replicas = 2
+    plan = c.step()
+    assert deleted(plan) == ["job-worker-3", "job-worker-2"]
+    assert sorted(deleted(plan, "Service")) == ["job-worker-2", "job-worker-3"]
+    c.job.spec.replica_specs["Worker"].replicas = 3
+    plan = c.step()
+    assert names(plan, "Pod") == ["job-worker-2"]
+    assert c.env("job-worker-2")["WORLD_SIZE"] == "4"
+
+
+# -- job-wide restart ---------------------------------------------------------------------
+
+def test_job_wide_restart_restarts_every_replica() -> None:
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"restartScope": "Job", "backoffLimit": 5}}))
+    c.step()
+    assert all(c.pod(n)["spec"]["restartPolicy"] == "Never"
+               for n in ("job-master-0", "job-worker-0"))
+    c.all("Running")
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=137, reason="OOMKilled")
+    plan = c.step()
+    assert sorted(deleted(plan)) == ["job-master-0", "job-worker-0", "job-worker-1"]
+    assert c.job.status.replica_statuses["Worker"].restarts == 1
+    msg = c.condition("Restarting").message
+    assert "all replicas restart" in msg and "job-worker-1 exited with code 137" in msg
+    plan = c.step()
+    assert len(names(plan, "Pod")) == 3
+
+
+def test_job_wide_restart_counts_against_backoff_limit() -> None:
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"restartScope": "Job", "backoffLimit": 1}}))
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=1)
+    c.step()
+    c.step()
+    c.set("job-master-0", phase="Failed", exit_code=1)
+    c.step()
+    assert c.condition("Failed").reason == "BackoffLimitExceeded"

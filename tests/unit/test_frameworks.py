@@ -1,0 +1,284 @@
+"""Each framework's environment (exact), success rule and extra objects."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from tests.jobs import job
+from tests.sim import Cluster
+from trainop.engine import Counts
+from trainop.frameworks import framework_for
+
+
+def started(kind: str, replicas: dict[str, int | None], **kw: object) -> Cluster:
+    c = Cluster(job(kind, replicas, namespace="ns", **kw))  # type: ignore[arg-type]
+    c.step()
+    return c
+
+
+# -- TensorFlow -------------------------------------------------------------------------
+
+def test_tf_config_multi_replica() -> None:
+    c = started("TFJob", {"Chief": 1, "PS": 1, "Worker": 2, "Evaluator": 1})
+    env = c.env("job-worker-1")
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {
+            "chief": ["job-chief-0.ns.svc:2222"],
+            "ps": ["job-ps-0.ns.svc:2222"],
+            "worker": ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"],
+        },
+        "task": {"type": "worker", "index": 1},
+        "environment": "cloud",
+    }
+    assert json.loads(c.env("job-evaluator-0")["TF_CONFIG"])["task"] == {
+        "type": "evaluator", "index": 0}
+    assert set(env) == {"TF_CONFIG"}
+
+
+def test_tf_single_replica_gets_no_tf_config() -> None:
+    assert started("TFJob", {"Worker": 1}).env("job-worker-0") == {}
+
+
+def test_tf_config_only_in_the_tensorflow_container() -> None:
+    extra = {"Worker": {"template": {"spec": {"containers": [
+        {"name": "sidecar", "image": "s"}, {"name": "tensorflow", "image": "t"}]}}}}
+    c = started("TFJob", {"Worker": 2}, replica_extra=extra)
+    assert c.env("job-worker-0", 0) == {}
+    assert "TF_CONFIG" in c.env("job-worker-0", 1)
+
+
+def test_tf_uses_the_users_port() -> None:
+    extra = {"Worker": {"template": {"spec": {"containers": [{
+        "name": "tensorflow", "image": "t",
+        "ports": [{"name": "tfjob-port", "containerPort": 5000}]}]}}}}
+    c = started("TFJob", {"Worker": 2}, replica_extra=extra)
+    cluster = json.loads(c.env("job-worker-0")["TF_CONFIG"])["cluster"]
+    assert cluster["worker"] == ["job-worker-0.ns.svc:5000", "job-worker-1.ns.svc:5000"]
+
+
+def test_user_env_wins_over_the_frameworks() -> None:
+    extra = {"Worker": {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "t", "env": [{"name": "MASTER_PORT", "value": "1"}]}]}}}}
+    c = started("PyTorchJob", {"Master": 1, "Worker": 1}, replica_extra=extra)
+    env = c.env("job-worker-0")
+    assert env["MASTER_PORT"] == "1" and env["MASTER_ADDR"] == "job-master-0"
+
+
+# -- PyTorch ------------------------------------------------------------------------------
+
+def test_pytorch_env_with_master() -> None:
+    c = started("PyTorchJob", {"Master": 1, "Worker": 2})
+    common = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456",
+              "PET_MASTER_ADDR": "job-master-0", "PET_MASTER_PORT": "23456",
+              "WORLD_SIZE": "3", "PET_NNODES": "3", "PET_NPROC_PER_NODE": "auto",
+              "PYTHONUNBUFFERED": "1"}
+    assert c.env("job-master-0") == {**common, "RANK": "0", "PET_NODE_RANK": "0"}
+    assert c.env("job-worker-0") == {**common, "RANK": "1", "PET_NODE_RANK": "1"}
+    assert c.env("job-worker-1") == {**common, "RANK": "2", "PET_NODE_RANK": "2"}
+
+
+def test_pytorch_single_worker() -> None:
+    env = started("PyTorchJob", {"Worker": 1}).env("job-worker-0")
+    assert env["MASTER_ADDR"] == "job-worker-0" and env["WORLD_SIZE"] == "1"
+    assert env["RANK"] == "0"
+
+
+def test_pytorch_nproc_multiplies_world_size() -> None:
+    c = started("PyTorchJob", {"Master": 1, "Worker": 1}, spec={"nprocPerNode": "4"})
+    env = c.env("job-worker-0")
+    assert env["WORLD_SIZE"] == "8" and env["PET_NPROC_PER_NODE"] == "4"
+
+
+def test_pytorch_elastic_env() -> None:
+    c = started("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": {
+        "minReplicas": 1, "maxReplicas": 4, "maxRestarts": 3, "rdzvId": "abc",
+        "rdzvConf": [{"key": "timeout", "value": "900"}, {"key": "x", "value": "y"}]}})
+    env = c.env("job-worker-1")
+    assert env["PET_RDZV_ENDPOINT"] == "job-worker-0:23456"
+    assert env["PET_RDZV_BACKEND"] == "c10d"
+    assert env["PET_NNODES"] == "1:4"
+    assert env["PET_MAX_RESTARTS"] == "3"
+    assert env["PET_RDZV_ID"] == "abc"
+    assert env["PET_RDZV_CONF"] == "timeout=900,x=y"
+
+
+def test_pytorch_env_goes_to_every_container() -> None:
+    extra = {"Worker": {"template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "t"}, {"name": "helper", "image": "h"}]}}}}
+    c = started("PyTorchJob", {"Worker": 2}, replica_extra=extra)
+    assert c.env("job-worker-1", 1)["RANK"] == "1"
+
+
+# -- XGBoost, Paddle, JAX, MXNet ------------------------------------------------------------
+
+def test_xgboost_env() -> None:
+    c = started("XGBoostJob", {"Master": 1, "Worker": 2})
+    common = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "9999", "WORLD_SIZE": "3",
+              "WORKER_PORT": "9999", "WORKER_ADDRS": "job-worker-0,job-worker-1",
+              "PYTHONUNBUFFERED": "1"}
+    assert c.env("job-master-0") == {**common, "RANK": "0"}
+    assert c.env("job-worker-1") == {**common, "RANK": "2"}
+    solo = started("XGBoostJob", {"Master": 1}).env("job-master-0")
+    assert solo["WORLD_SIZE"] == "1" and solo["WORKER_ADDRS"] == ""
+
+
+def test_paddle_collective_env() -> None:
+    c = started("PaddleJob", {"Worker": 3})
+    assert c.env("job-worker-2") == {"PADDLE_MASTER": "job-worker-0:36543",
+                                      "PADDLE_NNODES": "3", "PADDLE_JOB_ID": "job",
+                                      "PYTHONUNBUFFERED": "1"}
+
+
+def test_paddle_ps_env() -> None:
+    env = started("PaddleJob", {"Master": 1, "Worker": 2}).env("job-worker-0")
+    assert env["PADDLE_MASTER"] == "job-master-0:36543"
+    assert (env["PADDLE_SERVER_NUM"], env["PADDLE_TRAINER_NUM"]) == ("1", "2")
+
+
+def test_jax_env() -> None:
+    c = started("JAXJob", {"Worker": 3})
+    assert c.env("job-worker-2") == {"COORDINATOR_ADDRESS": "job-worker-0",
+                                      "COORDINATOR_PORT": "6666", "NUM_PROCESSES": "3",
+                                      "PROCESS_ID": "2", "PYTHONUNBUFFERED": "1"}
+    assert started("JAXJob", {"Worker": 1}).env("job-worker-0")["NUM_PROCESSES"] == "1"
+
+
+def test_mxnet_env() -> None:
+    c = started("MXJob", {"Scheduler": 1, "Server": 1, "Worker": 2})
+    env = c.env("job-server-0")
+    assert env["DMLC_ROLE"] == "server"
+    assert env["DMLC_PS_ROOT_URI"] == "job-scheduler-0.ns.svc"
+    assert env["DMLC_PS_ROOT_PORT"] == "9091"
+    assert (env["DMLC_NUM_SERVER"], env["DMLC_NUM_WORKER"]) == ("1", "2")
+    assert env["DMLC_USE_KUBERNETES"] == "1"
+    config = json.loads(env["MX_CONFIG"])
+    assert config["task"] == {"type": "server", "index": 0}
+    assert config["cluster"]["worker"] == [
+        {"url": "job-worker-0.ns.svc", "port": 9091}, {"url": "job-worker-1.ns.svc", "port": 9091}]
+
+
+# -- MPI ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("impl", "hostfile"), [
+    ("OpenMPI", "job-worker-0.job.ns.svc slots=2\njob-worker-1.job.ns.svc slots=2\n"),
+    ("Intel", "job-worker-0.job.ns.svc:2\njob-worker-1.job.ns.svc:2\n"),
+    ("MPICH", "job-worker-0.job.ns.svc:2\njob-worker-1.job.ns.svc:2\n"),
+])
+def test_mpi_hostfile_formats(impl: str, hostfile: str) -> None:
+    c = started("MPIJob", {"Launcher": 1, "Worker": 2},
+                spec={"slotsPerWorker": 2, "mpiImplementation": impl})
+    cm = c.created["ConfigMap/job-config"]
+    assert cm["data"]["hostfile"] == hostfile
+    assert cm["data"]["discover_hosts.sh"] == (
+        "#!/bin/sh\necho job-worker-0.job.ns.svc\necho job-worker-1.job.ns.svc\n")
+
+
+@pytest.mark.parametrize(("impl", "var"), [
+    ("OpenMPI", "OMPI_MCA_orte_default_hostfile"), ("Intel", "I_MPI_HYDRA_HOST_FILE"),
+    ("MPICH", "HYDRA_HOST_FILE")])
+def test_mpi_launcher_env(impl: str, var: str) -> None:
+    c = started("MPIJob", {"Launcher": 1, "Worker": 1}, spec={"mpiImplementation": impl})
+    env = c.env("job-launcher-0")
+    assert env[var] == "/etc/mpi/hostfile" and env["K_MPI_JOB_ROLE"] == "launcher"
+    assert c.env("job-worker-0") == {"K_MPI_JOB_ROLE": "worker"}
+
+
+def test_mpi_pods_secret_and_service() -> None:
+    c = started("MPIJob", {"Launcher": 1, "Worker": 2})
+    worker = c.pod("job-worker-1")
+    assert worker["spec"]["hostname"] == "job-worker-1"
+    assert worker["spec"]["subdomain"] == "job"
+    assert worker["spec"]["containers"][0]["volumeMounts"] == [
+        {"name": "ssh-auth", "mountPath": "/root/.ssh"}]
+    launcher = c.pod("job-launcher-0")
+    mounts = {m["mountPath"] for m in launcher["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts == {"/root/.ssh", "/etc/mpi"}
+    secret = c.created["Secret/job-ssh"]
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert base64.b64decode(secret["data"]["ssh-privatekey"]) == b"PRIVATE"
+    assert secret["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
+    svc = c.created["Service/job"]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == {"training.kubeflow.org/job-name": "job",
+                                       "training.kubeflow.org/operator-name": "mpijob-controller"}
+    assert "kubectl" not in json.dumps(launcher)
+
+
+def test_mpi_hostfile_follows_worker_scaling() -> None:
+    c = started("MPIJob", {"Launcher": 1, "Worker": 1})
+    c.job.spec.replica_specs["Worker"].replicas = 2
+    plan = c.step()
+    assert [o["kind"] for o in plan.update] == ["ConfigMap"]
+    assert plan.update[0]["data"]["hostfile"].count("slots=1") == 2
+
+
+def test_mpi_launcher_waits_for_ready_workers() -> None:
+    c = Cluster(job("MPIJob", {"Launcher": 1, "Worker": 2},
+                    spec={"launcherCreationPolicy": "WaitForWorkersReady"}))
+    c.step()
+    assert "job-launcher-0" not in c.pods
+    c.all("Running", ready=True, rtype="Worker")
+    c.set("job-worker-1", ready=False)
+    c.step()
+    assert "job-launcher-0" not in c.pods
+    c.set("job-worker-1", ready=True)
+    c.step()
+    assert "job-launcher-0" in c.pods
+
+
+def test_mpi_workers_stop_when_the_launcher_is_done() -> None:
+    c = started("MPIJob", {"Launcher": 1, "Worker": 2})
+    c.all("Running", ready=True)
+    c.step()
+    c.set("job-launcher-0", phase="Succeeded")
+    plan = c.step()
+    assert c.last_condition() == "Succeeded"
+    assert sorted(r.name for r in plan.delete if r.kind == "Pod") == [
+        "job-worker-0", "job-worker-1"]
+
+
+# -- success rules ----------------------------------------------------------------------------
+
+def counts(**per_type: tuple[int, set[int]]) -> dict[str, Counts]:
+    return {rt: Counts(replicas=n, succeeded=len(done), succeeded_indexes=frozenset(done))
+            for rt, (n, done) in per_type.items()}
+
+
+@pytest.mark.parametrize(("kind", "replicas", "spec", "state", "expected"), [
+    ("TFJob", {"Chief": 1, "Worker": 2}, {}, counts(Chief=(1, {0}), Worker=(2, set())), True),
+    ("TFJob", {"Chief": 1, "Worker": 2}, {}, counts(Chief=(1, set()), Worker=(2, {0, 1})), False),
+    ("TFJob", {"Worker": 2}, {}, counts(Worker=(2, {0})), True),
+    ("TFJob", {"Worker": 2}, {}, counts(Worker=(2, {1})), False),
+    ("TFJob", {"Worker": 2}, {"successPolicy": "AllWorkers"}, counts(Worker=(2, {0})), False),
+    ("TFJob", {"Worker": 2}, {"successPolicy": "AllWorkers"}, counts(Worker=(2, {0, 1})), True),
+    ("PyTorchJob", {"Master": 1, "Worker": 2}, {}, counts(Master=(1, {0}), Worker=(2, set())),
+     True),
+    ("PyTorchJob", {"Worker": 2}, {}, counts(Worker=(2, {0})), False),
+    ("PyTorchJob", {"Worker": 2}, {}, counts(Worker=(2, {0, 1})), True),
+    ("PyTorchJob", {"Worker": 2}, {"elasticPolicy": {"minReplicas": 1}}, counts(Worker=(2, {1})),
+     True),
+    ("XGBoostJob", {"Master": 1, "Worker": 2}, {}, counts(Master=(1, {0}), Worker=(2, set())),
+     True),
+    ("XGBoostJob", {"Master": 1, "Worker": 2}, {}, counts(Master=(1, set()), Worker=(2, {0, 1})),
+     False),
+    ("PaddleJob", {"Master": 1, "Worker": 2}, {}, counts(Master=(1, {0}), Worker=(2, set())),
+     True),
+    ("PaddleJob", {"Worker": 2}, {}, counts(Worker=(2, {0})), False),
+    ("PaddleJob", {"Worker": 2}, {}, counts(Worker=(2, {0, 1})), True),
+    ("JAXJob", {"Worker": 2}, {}, counts(Worker=(2, {0})), False),
+    ("JAXJob", {"Worker": 2}, {}, counts(Worker=(2, {0, 1})), True),
+    ("MPIJob", {"Launcher": 1, "Worker": 2}, {}, counts(Launcher=(1, {0}), Worker=(2, set())),
+     True),
+    ("MPIJob", {"Launcher": 1, "Worker": 2}, {}, counts(Launcher=(1, set()), Worker=(2, {0, 1})),
+     False),
+    ("MXJob", {"Scheduler": 1, "Worker": 2}, {}, counts(Scheduler=(1, {0}), Worker=(2, set())),
+     True),
+    ("MXJob", {"Worker": 1}, {}, counts(Worker=(1, {0})), True),
+])
+def test_success_rules(kind: str, replicas: dict[str, int | None], spec: dict[str, object],
+                       state: dict[str, Counts], expected: bool) -> None:
+    j = job(kind, replicas, spec=spec)
+    assert framework_for(kind).succeeded(j, state) is expected
