@@ -8,8 +8,7 @@ import pytest
 
 from tests.jobs import job
 from tests.sim import Cluster
-from trainop.engine import EngineConfig, OwnedObject
-from trainop.engine import quantity
+from trainop.engine import EngineConfig, OwnedObject, quantity
 
 VOLCANO = EngineConfig(gang_scheduler="volcano")
 PLUGINS = EngineConfig(gang_scheduler="scheduler-plugins-scheduler")

@@ -11,6 +11,7 @@ from tests.sim import Cluster
 from trainop.api import KINDS
 
 ALL = sorted(KINDS)
+EXIT_CODE = {"Worker": {"restartPolicy": "ExitCode"}}
 
 
 def names(plan: Any, kind: str) -> list[str]:
@@ -184,7 +185,7 @@ def test_nothing_changes_after_failed() -> None:
 # -- restarts ---------------------------------------------------------------------------
 
 def test_exit_code_retryable_restarts_the_pod() -> None:
-    c = Cluster(job("TFJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c = Cluster(job("TFJob", {"Worker": 2}, replica_extra=EXIT_CODE))
     c.step()
     c.all("Running")
     c.step()
@@ -204,7 +205,7 @@ def test_exit_code_retryable_restarts_the_pod() -> None:
 
 @pytest.mark.parametrize("code", [1, 2, 127])
 def test_exit_code_permanent_fails_the_job(code: int) -> None:
-    c = Cluster(job("TFJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c = Cluster(job("TFJob", {"Worker": 2}, replica_extra=EXIT_CODE))
     c.step()
     c.set("job-worker-0", phase="Failed", exit_code=code, reason="Error")
     plan = c.step()
@@ -219,7 +220,7 @@ def test_exit_code_permanent_fails_the_job(code: int) -> None:
 
 @pytest.mark.parametrize("code", [128, 137, 143, 255])
 def test_exit_code_signals_are_retryable(code: int) -> None:
-    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra=EXIT_CODE))
     c.step()
     c.set("job-worker-0", phase="Failed", exit_code=code)
     c.step()
@@ -245,7 +246,7 @@ def test_never_fails_on_any_failure() -> None:
 
 
 def test_terminating_pod_blocks_its_slot() -> None:
-    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c = Cluster(job("TFJob", {"Worker": 1}, replica_extra=EXIT_CODE))
     c.step()
     c.set("job-worker-0", phase="Failed", exit_code=137, terminating=True)
     plan = c.plan()

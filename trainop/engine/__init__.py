@@ -12,6 +12,7 @@ from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.reconcile import classify, reconcile
 
 __all__ = [
-    "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Event", "Framework", "ObjectRef", "Observed",
-    "OwnedObject", "Plan", "PodState", "SSHKeyPair", "classify", "reconcile",
+    "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Event", "Framework",
+    "ObjectRef", "Observed", "OwnedObject", "Plan", "PodState", "SSHKeyPair", "classify",
+    "reconcile",
 ]
