@@ -20,12 +20,12 @@ run: venv
 test: venv
 	$(BIN)/pip install -q -e '.[train,e2e,dev]'
 	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
-	$(BIN)/ruff check trainop tests bench && \
+	$(BIN)/ruff check . && \
 	$(BIN)/mypy && \
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
 
 lint: venv
-	$(BIN)/ruff check trainop tests bench
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 ## crds: regenerate config/crd from the API models

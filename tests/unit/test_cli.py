@@ -21,7 +21,7 @@ def trainop(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 def test_help_lists_the_commands() -> None:
     out = trainop("--help")
     assert out.returncode == 0
-    for command in ("crds", "validate", "run", "manager"):
+    for command in ("crds", "validate", "run"):
         assert f"  {command} " in out.stdout
 
 

@@ -45,6 +45,9 @@ class Framework(ABC):
     """Replica types labelled training.kubeflow.org/job-role=master."""
     pod_services: bool = True
     """One headless service per pod, exposing the main container's named ports."""
+    started_by_launcher: tuple[str, ...] = ()
+    """Replica types whose work the launcher starts itself (MPI workers only run sshd):
+    the local runtime runs no process for them."""
     stop_on_finish: tuple[str, ...] = ()
     """Replica types whose running pods are deleted when the job ends, whatever the
     cleanPodPolicy (MPI workers that would otherwise run sshd forever)."""

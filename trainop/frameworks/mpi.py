@@ -66,6 +66,7 @@ class MPI(Framework):
     info = KINDS["MPIJob"]
     master_role = ("Launcher",)
     pod_services = False
+    started_by_launcher = ("Worker",)
     stop_on_finish = ("Worker",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:

@@ -1,0 +1,118 @@
+"""Restarts, failures, timeouts and Ctrl-C in `trainop run`."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import processes_with, trainop_run
+
+pytestmark = pytest.mark.e2e
+
+
+def job(script: str, policy: str = "ExitCode", workers: int = 2, **run_policy: object) -> str:
+    """A JAXJob (any kind would do) whose workers run `script` with plain Python."""
+    template = {"spec": {"containers": [{"name": "jax", "image": "python:3.11",
+                                         "command": ["python", "-c", script]}]}}
+    return yaml.safe_dump({
+        "apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": "t"},
+        "spec": {"runPolicy": run_policy, "jaxReplicaSpecs": {
+            "Worker": {"replicas": workers, "restartPolicy": policy, "template": template}}}})
+
+
+KILLED_ONCE = """
+import os, pathlib, signal
+marker = pathlib.Path(f"killed-{os.environ['PROCESS_ID']}")
+if os.environ["PROCESS_ID"] == "1" and not marker.exists():
+    marker.write_text("x")
+    print("killing myself", flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+print("worker", os.environ["PROCESS_ID"], "finished", flush=True)
+"""
+
+
+def test_exit_137_restarts_the_replica_then_succeeds(tmp_path: Path) -> None:
+    out = trainop_run("-", "--workdir", str(tmp_path), cwd=tmp_path, stdin=job(KILLED_ONCE))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[worker-1] killing myself" in out.stdout
+    assert "JAXJobRestarting" in out.stdout
+    assert "pod t-worker-1 exited with code 137 (SIGKILL)" in out.stdout
+    assert "[worker-1] worker 1 finished" in out.stdout
+    assert "Succeeded in" in out.stdout
+
+
+def test_exit_1_fails_the_job_and_names_the_replica(tmp_path: Path) -> None:
+    script = "import os, sys; sys.exit(1 if os.environ['PROCESS_ID'] == '0' else 0)"
+    out = trainop_run("-", cwd=tmp_path, stdin=job(script))
+    assert out.returncode == 1
+    assert ("Failed      True  JAXJobFailed: JAXJob default/t is failed because 1 Worker "
+            "replica(s) failed: pod t-worker-0 exited with code 1 (Error).") in out.stdout
+
+
+def test_onfailure_restarts_in_place_until_the_backoff_limit(tmp_path: Path) -> None:
+    out = trainop_run("-", cwd=tmp_path, stdin=job("raise SystemExit(3)", policy="OnFailure",
+                                                   workers=1, backoffLimit=2), timeout=120)
+    assert out.returncode == 1, out.stdout
+    assert "exited with code 3; restarting" in out.stdout
+    assert "BackoffLimitExceeded" in out.stdout
+
+
+def test_timeout_stops_everything(tmp_path: Path) -> None:
+    marker = f"TRAINOP_TEST={uuid.uuid4().hex}"
+    out = trainop_run("-", "--timeout", "3", "--env", marker, cwd=tmp_path,
+                      stdin=job("import time; time.sleep(600)", policy="Never"))
+    assert out.returncode == 124
+    assert "TimedOut in" in out.stdout
+    assert processes_with(marker) == []
+
+
+def test_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
+    marker = f"TRAINOP_TEST={uuid.uuid4().hex}"
+    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "print('up', flush=True)\ntime.sleep(600)\n")  # ignores SIGTERM: needs SIGKILL
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(job(script, policy="Never", workers=3))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainop.cli", "run", "--no-live", str(manifest), "--env", marker],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    assert proc.stdout is not None
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 3 and time.monotonic() < deadline:
+        if "] up" in proc.stdout.readline():
+            seen += 1
+    assert seen == 3
+    assert len(processes_with(marker)) >= 3
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "Interrupted" in out
+    assert processes_with(marker) == []
+
+
+def test_a_container_without_command_is_refused(tmp_path: Path) -> None:
+    doc = yaml.safe_load(job("pass"))
+    del doc["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"]
+    out = trainop_run("-", cwd=tmp_path, stdin=yaml.safe_dump(doc))
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith("has no command (locally trainop runs the container's "
+                                       "command and args)")
+    assert "Traceback" not in out.stderr
+
+
+def test_invalid_job_is_refused_with_every_problem(tmp_path: Path) -> None:
+    doc = yaml.safe_load(job("pass"))
+    doc["spec"]["jaxReplicaSpecs"]["Master"] = doc["spec"]["jaxReplicaSpecs"]["Worker"]
+    doc["spec"]["runPolicy"] = {"backoffLimit": -1}
+    out = trainop_run("-", cwd=tmp_path, stdin=yaml.safe_dump(doc))
+    assert out.returncode == 2
+    assert "spec.jaxReplicaSpecs.Master: unknown replica type" in out.stderr
+    assert "spec.runPolicy.backoffLimit: must be 0 or more, got -1" in out.stderr

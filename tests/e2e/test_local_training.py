@@ -1,0 +1,47 @@
+"""`trainop run` with real frameworks: every rank takes part and the loss falls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import EXAMPLES, losses, ranks_joined, trainop_run
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize(("example", "world"), [
+    ("pytorch-ddp.yaml", 3), ("xgboost.yaml", 3), ("jax.yaml", 2), ("pytorch-elastic.yaml", 2)])
+def test_distributed_training_succeeds(tmp_path: Path, example: str, world: int) -> None:
+    out = trainop_run(str(EXAMPLES / example), "--workdir", str(tmp_path / "run"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ranks_joined(out.stdout) == {(r, world) for r in range(world)}
+    curve = losses(out.stdout)
+    assert len(curve) >= 5 and curve[-1] < curve[0] * 0.8, curve
+    assert "Succeeded in" in out.stdout
+    logs = sorted(p.name for p in (tmp_path / "run").glob("*.log"))
+    assert len(logs) >= world and all(p.stat().st_size > 0 for p in (tmp_path / "run").glob(
+        "*.log"))
+
+
+def test_default_job_is_the_pytorch_ddp_example(tmp_path: Path) -> None:
+    out = trainop_run("--workdir", str(tmp_path / "run"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "from the built-in example pytorch-ddp.yaml" in out.stdout
+    assert ranks_joined(out.stdout) == {(0, 3), (1, 3), (2, 3)}
+    assert {p.name for p in (tmp_path / "run").glob("*.log")} == {
+        "pytorch-ddp-master-0.log", "pytorch-ddp-worker-0.log", "pytorch-ddp-worker-1.log"}
+    assert "[master-0] epoch 7 loss" in out.stdout
+
+
+def test_replicas_override(tmp_path: Path) -> None:
+    out = trainop_run(str(EXAMPLES / "jax.yaml"), "--replicas", "worker=3", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert ranks_joined(out.stdout) == {(0, 3), (1, 3), (2, 3)}
+
+
+def test_dmlc_layout_runs(tmp_path: Path) -> None:
+    out = trainop_run(str(EXAMPLES / "mxnet.yaml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "scheduler: registered ['server', 'worker', 'worker']" in out.stdout

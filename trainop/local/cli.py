@@ -1,0 +1,148 @@
+"""The `trainop run` command's work: load, override, run, report."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from trainop.api import InvalidJob, Job, load_job
+from trainop.engine import EngineConfig, Observed, reconcile
+from trainop.frameworks import framework_for
+from trainop.local.addressing import LocalAddressing
+from trainop.local.process import NotRunnable, command_of
+from trainop.local.runner import LocalRun, RunOptions, RunResult
+from trainop.local.view import RunView
+
+
+def _err(message: str) -> int:
+    print(f"trainop: {message}", file=sys.stderr)
+    return 2
+
+
+def prepare(doc: dict[str, Any], replicas: dict[str, str]) -> Job:
+    """The job with --replicas applied, defaulted and validated (InvalidJob otherwise)."""
+    doc = dict(doc)
+    meta = dict(doc.get("metadata") or {})
+    meta.setdefault("namespace", "default")
+    meta.setdefault("uid", "local")
+    doc["metadata"] = meta
+    if replicas:
+        job = load_job(doc)  # validate first, so that the override names a real type
+        info = job.info
+        specs = doc["spec"][info.replica_specs_field]
+        for rtype, count in replicas.items():
+            canonical = info.canonical_replica_type(rtype)
+            if canonical is None or not count.isdigit():
+                raise ValueError(f"--replicas {rtype}={count}: expected one of "
+                                 f"{', '.join(job.spec.replica_specs)} and a whole number")
+            key = next(k for k in specs if k.lower() == canonical.lower())
+            specs[key] = {**specs[key], "replicas": int(count)}
+    return load_job(doc)
+
+
+def run_job(doc: dict[str, Any], where: str, replicas: dict[str, str], env: dict[str, str],
+            workdir: Path | None, timeout: float | None, dry_run: bool,
+            live: bool | None) -> int:
+    try:
+        job = prepare(doc, replicas)
+    except InvalidJob as err:
+        for problem in err.problems:
+            print(f"trainop: {where}: {problem}", file=sys.stderr)
+        return 2
+    except ValueError as err:
+        return _err(str(err))
+
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = (workdir or Path("runs") / f"{job.name}-{stamp}").resolve()
+    console = Console(highlight=False)
+    if dry_run:
+        return dry_run_report(job, run_dir, env, console)
+
+    console.print(f"trainop: running {job.kind} {job.name} from {where} locally; "
+                  f"logs in {run_dir}", highlight=False, soft_wrap=True)
+    if any(_images(job)):
+        console.print(f"trainop: images are not used locally ({', '.join(sorted(_images(job)))}"
+                      "); commands run in this Python environment", style="dim", soft_wrap=True)
+    view = RunView(console, job.name, live=console.is_terminal if live is None else live)
+    run = LocalRun(job, RunOptions(run_dir=run_dir, env=env, timeout=timeout),
+                   on_line=view.line, on_event=view.event, on_change=view.changed)
+    view.run = run
+    with view:
+        result = asyncio.run(_run_until_signal(run))
+    if run.error:
+        return _err(run.error)
+    view.summary(result, str(run_dir))
+    return result.exit_code
+
+
+async def _run_until_signal(run: LocalRun) -> RunResult:
+    """Run; on SIGINT or SIGTERM stop every replica (process groups) and report."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+    try:
+        return await run.run()
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        with contextlib.suppress(asyncio.CancelledError):
+            await run.stop_all()
+        return RunResult("Interrupted", run.job.status, 0.0)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _images(job: Job) -> set[str]:
+    out = set()
+    for rspec in job.spec.replica_specs.values():
+        for c in ((rspec.template or {}).get("spec") or {}).get("containers") or []:
+            if c.get("image"):
+                out.add(str(c["image"]))
+    return out
+
+
+def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Console) -> int:
+    """Print every replica's command and trainop's environment for it; start nothing."""
+    fw = framework_for(job.kind)
+    plan = reconcile(job, Observed(), dt.datetime.now(dt.UTC), fw, LocalAddressing(),
+                     EngineConfig())
+    report = []
+    for obj in plan.create:
+        if obj["kind"] != "Pod":
+            continue
+        name = obj["metadata"]["name"]
+        rtype = obj["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+        entry: dict[str, Any] = {"replica": name, "restartPolicy": obj["spec"]["restartPolicy"]}
+        if rtype.capitalize() in fw.started_by_launcher:
+            entry["process"] = "none (started by the launcher)"
+        else:
+            try:
+                cmd = command_of(obj, job.main_container, run_dir, env, {})
+            except NotRunnable as err:
+                return _err(str(err))
+            entry["command"] = cmd.argv[:2] + (["..."] if len(cmd.argv) > 2 else [])
+            main = next((c for c in obj["spec"]["containers"]
+                         if c.get("name") == job.main_container), obj["spec"]["containers"][0])
+            entry["env"] = {e["name"]: e["value"] for e in main.get("env") or [] if "value" in e}
+        report.append(entry)
+    console.print(yaml.safe_dump({"job": f"{job.kind}/{job.name}", "replicas": report},
+                                 sort_keys=False), highlight=False, soft_wrap=True)
+    return 0

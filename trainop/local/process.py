@@ -1,0 +1,178 @@
+"""One replica as a local process, with the kubelet's part: restarts in place, exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainop.engine import PodState
+
+PYTHONS = ("python", "python3")
+MAX_BACKOFF = 10.0
+
+
+class NotRunnable(ValueError):
+    """A pod that cannot run as a local process (no command, say)."""
+
+
+@dataclass
+class Command:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+def command_of(pod: dict[str, Any], main: str, run_dir: Path, extra_env: dict[str, str],
+               mounts: dict[str, Path]) -> Command:
+    """The main container's command, args and environment, mapped to this machine.
+
+    `python`/`python3` become this interpreter, so a job runs in the environment trainop
+    runs in; paths under a mounted volume (e.g. /etc/mpi) point into the run folder.
+    """
+    containers = pod["spec"].get("containers") or []
+    container = next((c for c in containers if c.get("name") == main), containers[0])
+    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    name = pod["metadata"]["name"]
+    if not argv:
+        raise NotRunnable(f"pod {name}: container {container.get('name')!r} has no command "
+                          "(locally trainop runs the container's command and args)")
+    if argv[0] in PYTHONS:
+        argv[0] = sys.executable
+    env = dict(os.environ)
+    for item in container.get("env") or []:
+        if "value" in item:
+            env[item["name"]] = _map_paths(str(item["value"]), mounts)
+    env.update(extra_env)
+    cwd = Path(container["workingDir"]) if Path(container.get("workingDir") or "/nonexistent"
+                                                ).is_dir() else run_dir
+    return Command(argv, env, cwd)
+
+
+def _map_paths(value: str, mounts: dict[str, Path]) -> str:
+    for mount, local in mounts.items():
+        if value == mount or value.startswith(mount.rstrip("/") + "/"):
+            return str(local) + value[len(mount.rstrip("/")):]
+    return value
+
+
+@dataclass
+class LocalPod:
+    """The process behind one pod, and the PodState the engine reads of it."""
+
+    name: str
+    replica_type: str
+    index: int
+    command: Command | None
+    """None: a placeholder that stays Running (MPI workers; the launcher starts the ranks)."""
+    restart_policy: str
+    log_path: Path
+    on_line: Callable[[str, str], None]
+    on_change: Callable[[], None]
+    phase: str = "Pending"
+    exit_code: int | None = None
+    reason: str | None = None
+    restarts: int = 0
+    terminating: bool = False
+    _proc: asyncio.subprocess.Process | None = None
+    _task: asyncio.Task[None] | None = None
+    _stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def state(self) -> PodState:
+        return PodState(self.name, self.replica_type, self.index, phase=self.phase,
+                        terminating=self.terminating, exit_code=self.exit_code,
+                        reason=self.reason, restarts=self.restarts,
+                        ready=self.phase == "Running")
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        if self.command is None:
+            self.phase = "Running"
+            self.on_change()
+            await self._stopped.wait()
+            return
+        backoff = 1.0
+        with open(self.log_path, "ab") as log:
+            while not self._stopped.is_set():
+                code = await self._once(log)
+                if self._stopped.is_set():
+                    break
+                retry = self.restart_policy == "Always" or (
+                    self.restart_policy == "OnFailure" and code != 0)
+                if not retry:
+                    self._finish(code)
+                    return
+                # the kubelet's part: restart the container in place, with a back-off
+                self.restarts += 1
+                self.exit_code = code
+                self.reason = _reason(code)
+                self.on_line(self.name, f"exited with code {code}; restarting in {backoff:.0f}s "
+                                        f"(restart {self.restarts})")
+                self.on_change()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+
+    async def _once(self, log: Any) -> int:
+        assert self.command is not None
+        self._proc = await asyncio.create_subprocess_exec(
+            *self.command.argv, env=self.command.env, cwd=self.command.cwd,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        self.phase = "Running"
+        self.on_change()
+        assert self._proc.stdout is not None
+        async for raw in self._proc.stdout:
+            log.write(raw)
+            log.flush()
+            self.on_line(self.name, raw.decode(errors="replace").rstrip("\n"))
+        code = await self._proc.wait()
+        return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell says
+
+    def _finish(self, code: int) -> None:
+        self.exit_code = code
+        self.phase = "Succeeded" if code == 0 else "Failed"
+        self.reason = None if code == 0 else _reason(code)
+        self.on_change()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Delete the pod: SIGTERM its process group, SIGKILL after `grace` seconds."""
+        self.terminating = True
+        self._stopped.set()
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                _signal_group(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def _reason(code: int) -> str:
+    if code > 128:
+        try:
+            return signal.Signals(code - 128).name
+        except ValueError:
+            return f"signal {code - 128}"
+    return "Error"

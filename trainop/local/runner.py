@@ -1,0 +1,183 @@
+"""`trainop run`: observe local processes, reconcile with the engine, apply the plan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainop.api import Job
+from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, reconcile
+from trainop.engine import conditions as cond
+from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE
+from trainop.frameworks import framework_for
+from trainop.local.addressing import LocalAddressing
+from trainop.local.process import LocalPod, NotRunnable, command_of
+
+TICK = 1.0
+"""Seconds between reconciles when nothing happens (deadlines are checked this often)."""
+
+
+@dataclass
+class RunOptions:
+    run_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    grace: float = 5.0
+
+
+@dataclass
+class RunResult:
+    outcome: str  # Succeeded, Failed, TimedOut, Interrupted, Suspended
+    status: Any
+    duration: float
+
+    @property
+    def exit_code(self) -> int:
+        return {"Succeeded": 0, "Failed": 1, "TimedOut": 124, "Interrupted": 130,
+                "Suspended": 3}[self.outcome]
+
+
+class LocalRun:
+    """Runs one job to its end. Output goes through `on_line(replica, line)`, engine
+    events through `on_event(event)`; `on_change()` is called whenever state changed."""
+
+    def __init__(self, job: Job, options: RunOptions,
+                 on_line: Callable[[str, str], None] = lambda r, s: None,
+                 on_event: Callable[[Event], None] = lambda e: None,
+                 on_change: Callable[[], None] = lambda: None):
+        self.job = job
+        self.options = options
+        self.framework = framework_for(job.kind)
+        self.addr = LocalAddressing()
+        self.pods: dict[str, LocalPod] = {}
+        self.objects: dict[tuple[str, str], OwnedObject] = {}
+        self.on_line, self.on_event, self.on_change = on_line, on_event, on_change
+        self._wake = asyncio.Event()
+        self.started = time.monotonic()
+        self.error: str | None = None
+
+    # -- observe ---------------------------------------------------------------------
+    def observed(self) -> Observed:
+        return Observed(pods=tuple(p.state() for p in self.pods.values()),
+                        objects=tuple(self.objects.values()))
+
+    def finished(self) -> str | None:
+        status = self.job.status
+        if status is None:
+            return None
+        for outcome in (cond.SUCCEEDED, cond.FAILED):
+            if cond.is_true(status, outcome):
+                return outcome
+        return None
+
+    # -- apply -----------------------------------------------------------------------
+    async def apply(self, plan: Plan) -> None:
+        for event in plan.events:
+            self.on_event(event)
+        self.job = self.job.model_copy(update={"status": plan.status})
+        for ref in plan.delete:
+            if ref.kind == "Pod" and ref.name in self.pods:
+                pod = self.pods[ref.name]
+                asyncio.get_running_loop().create_task(self._delete(pod))
+            else:
+                self.objects.pop((ref.kind, ref.name), None)
+        for obj in plan.create + plan.update:
+            if obj["kind"] == "Pod":
+                self._create_pod(obj)
+            else:
+                self._store(obj)
+        self.on_change()
+
+    async def _delete(self, pod: LocalPod) -> None:
+        await pod.stop(self.options.grace)
+        if self.pods.get(pod.name) is pod:
+            del self.pods[pod.name]
+        self.wake()
+
+    def _store(self, obj: dict[str, Any]) -> None:
+        """ConfigMaps become files in the run folder; other objects only exist by name."""
+        name = obj["metadata"]["name"]
+        data = obj.get("data") if obj["kind"] == "ConfigMap" else None
+        if data:
+            folder = self.options.run_dir / "volumes" / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for key, text in data.items():
+                (folder / key).write_text(text)
+        self.objects[(obj["kind"], name)] = OwnedObject(obj["kind"], name, content=data)
+
+    def _mounts(self, pod: dict[str, Any]) -> dict[str, Path]:
+        """Mount path -> local folder, for the pod's ConfigMap volumes."""
+        volumes = {v["name"]: v["configMap"]["name"] for v in pod["spec"].get("volumes") or []
+                   if "configMap" in v}
+        mounts = {}
+        for container in pod["spec"].get("containers") or []:
+            for m in container.get("volumeMounts") or []:
+                if m["name"] in volumes:
+                    mounts[m["mountPath"]] = self.options.run_dir / "volumes" / volumes[m["name"]]
+        return mounts
+
+    def _create_pod(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        name = meta["name"]
+        rtype = next(rt for rt in self.job.spec.replica_specs
+                     if rt.lower() == meta["labels"][REPLICA_TYPE])
+        index = int(meta["labels"][REPLICA_INDEX])
+        command = None
+        if rtype not in self.framework.started_by_launcher:
+            command = command_of(pod, self.job.main_container, self.options.run_dir,
+                                 self.options.env, self._mounts(pod))
+        local = LocalPod(name=name, replica_type=rtype, index=index, command=command,
+                         restart_policy=pod["spec"]["restartPolicy"],
+                         log_path=self.options.run_dir / f"{name}.log",
+                         on_line=self.on_line, on_change=self.wake)
+        self.pods[name] = local
+        local.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+        self.on_change()
+
+    # -- the loop --------------------------------------------------------------------
+    async def run(self) -> RunResult:
+        self.options.run_dir.mkdir(parents=True, exist_ok=True)
+        deadline = None if self.options.timeout is None else \
+            self.started + self.options.timeout
+        outcome = "Interrupted"
+        try:
+            while True:
+                self._wake.clear()
+                plan = reconcile(self.job, self.observed(), dt.datetime.now(dt.UTC),
+                                 self.framework, self.addr, EngineConfig())
+                await self.apply(plan)
+                done = self.finished()
+                if done:
+                    outcome = done
+                    break
+                if self.job.spec.run_policy.suspend:
+                    outcome = "Suspended"
+                    break
+                wait = TICK if plan.requeue_after is None else min(TICK, plan.requeue_after)
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        outcome = "TimedOut"
+                        break
+                    wait = min(wait, left)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+        except NotRunnable as err:
+            self.error = str(err)
+            outcome = "Failed"
+        finally:
+            await self.stop_all()
+        return RunResult(outcome, self.job.status, time.monotonic() - self.started)
+
+    async def stop_all(self) -> None:
+        """Stop every process still running: a local run ends with its job."""
+        await asyncio.gather(*(p.stop(self.options.grace) for p in list(self.pods.values())))
