@@ -11,7 +11,7 @@ import click
 import yaml
 
 from trainop import __version__
-from trainop.api import InvalidJob, ManifestError, load_job, read_documents
+from trainop.api import KINDS, InvalidJob, ManifestError, load_job, read_documents
 from trainop.api.crd import all_crds
 from trainop.api.manifest import parse_documents
 
@@ -127,6 +127,85 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
         _fail(str(err))
     overrides = _pairs(replicas, "--replicas")
     code = run_job(doc, where, overrides, _pairs(env, "--env"), workdir, timeout, dry_run, live)
+    sys.exit(code)
+
+
+@main.command()
+@click.option("--enable-scheme", "schemes", multiple=True, metavar="KIND",
+              help="Run the controller of this kind (tfjob, pytorchjob, mpijob, xgboostjob, "
+                   "paddlejob, jaxjob, mxjob); repeat for more [default: all].")
+@click.option("--namespace", help="Watch and manage jobs in this namespace only "
+                                  "[default: every namespace].")
+@click.option("--gang-scheduler-name", help="volcano, or the name of a scheduler-plugins "
+                                            "scheduler: create a PodGroup per job.")
+@click.option("--leader-elect", is_flag=True, help="Take part in leader election (a Lease); "
+                                                   "only the leader acts.")
+@click.option("--leader-election-namespace",
+              help="Namespace of the Lease [default: the manager's namespace].")
+@click.option("--leader-election-id", default="trainop.kubeflow.org", show_default=True,
+              help="Name of the Lease.")
+@click.option("--lease-duration", type=click.FloatRange(min=1), default=15.0,
+              show_default=True, help="Seconds a lease lasts without renewal.")
+@click.option("--renew-deadline", type=click.FloatRange(min=0.5), default=10.0,
+              show_default=True, help="Seconds the leader may fail to renew before it stops.")
+@click.option("--retry-period", type=click.FloatRange(min=0.1), default=2.0,
+              show_default=True, help="Seconds between lease attempts.")
+@click.option("--metrics-bind-address", default=":8080", show_default=True,
+              help="Address of /metrics ('0' disables it).")
+@click.option("--health-probe-bind-address", default=":8081", show_default=True,
+              help="Address of /healthz and /readyz ('0' disables them).")
+@click.option("--controller-threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Jobs of one kind reconciled at once.")
+@click.option("--kube-api-qps", type=click.FloatRange(min=0), default=20.0, show_default=True,
+              help="Requests per second to the API server (0: no limit).")
+@click.option("--kube-api-burst", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Requests allowed at once above the QPS.")
+@click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
+                                   "~/.kube/config].")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name: str | None,
+            leader_elect: bool, leader_election_namespace: str | None,
+            leader_election_id: str, lease_duration: float, renew_deadline: float,
+            retry_period: float, metrics_bind_address: str, health_probe_bind_address: str,
+            controller_threads: int, kube_api_qps: float, kube_api_burst: int,
+            kubeconfig: str | None, log_level: str) -> None:
+    """Run the controller manager against a cluster: one process, one shared cache, one
+    controller per enabled job kind."""
+    import asyncio
+
+    from trainop.cluster.leader import LeaseTimes
+    from trainop.cluster.manager import (
+        ManagerOptions,
+        StartupError,
+        configure_logging,
+        run_manager,
+    )
+
+    by_name = {k.lower(): k for k in KINDS}
+    kinds: list[str] = []
+    for scheme in schemes:
+        if scheme.lower() not in by_name:
+            _fail(f"--enable-scheme {scheme}: unknown; choose from {', '.join(by_name)}")
+        if by_name[scheme.lower()] not in kinds:
+            kinds.append(by_name[scheme.lower()])
+    if renew_deadline >= lease_duration:
+        _fail("--renew-deadline must be shorter than --lease-duration")
+    configure_logging(log_level)
+    opts = ManagerOptions(
+        kinds=kinds or list(KINDS), namespace=namespace, gang_scheduler=gang_scheduler_name,
+        leader_elect=leader_elect, leader_election_namespace=leader_election_namespace,
+        leader_election_id=leader_election_id,
+        lease=LeaseTimes(lease_duration, renew_deadline, retry_period),
+        metrics_address=metrics_bind_address, health_address=health_probe_bind_address,
+        threads=controller_threads, qps=kube_api_qps, burst=kube_api_burst,
+        kubeconfig=kubeconfig)
+    try:
+        code = asyncio.run(run_manager(opts))
+    except StartupError as err:
+        _fail(str(err), 1)
+    except OSError as err:  # e.g. a bind address in use
+        _fail(f"manager: {err}", 1)
     sys.exit(code)
 
 

@@ -1,0 +1,1 @@
+"""The Kubernetes runtime: API client, shared informers, work queues, controllers, manager."""

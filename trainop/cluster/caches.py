@@ -1,0 +1,79 @@
+"""The manager's shared caches: one informer per resource type, for every controller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainop.cluster.client import Client
+from trainop.cluster.informer import Informer
+from trainop.cluster.records import (
+    ObjectRecord,
+    PodRecord,
+    job_record,
+    object_record,
+    pod_record,
+)
+from trainop.cluster.resources import (
+    CONFIGMAPS,
+    JOBS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
+from trainop.engine.labels import JOB_NAME
+
+OWNED_SELECTOR = JOB_NAME
+"""Only objects carrying trainop's job-name label are listed and watched (server side)."""
+
+
+def _job_key(obj: dict[str, Any]) -> str:
+    m = obj.get("metadata") or {}
+    return f"{m.get('namespace', '')}/{m.get('name', '')}"
+
+
+def _no_owner(obj: dict[str, Any]) -> str | None:
+    return None
+
+
+@dataclass
+class Caches:
+    jobs: dict[str, Informer[dict[str, Any]]] = field(default_factory=dict)
+    pods: Informer[PodRecord] | None = None
+    objects: dict[str, Informer[ObjectRecord]] = field(default_factory=dict)
+    """Kind -> informer, for Service, ConfigMap, Secret, PodGroup, HorizontalPodAutoscaler."""
+
+    def all(self) -> list[Informer[Any]]:
+        return [*self.jobs.values(), *([self.pods] if self.pods else []),
+                *self.objects.values()]
+
+    def owned_objects(self, uid: str) -> list[ObjectRecord]:
+        out: list[ObjectRecord] = []
+        for informer in self.objects.values():
+            out.extend(informer.owned_by(uid))
+        return out
+
+
+def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[dict[str, Any]]:
+    return Informer(client, JOBS[kind], job_record, _job_key, _no_owner, namespace,
+                    version=lambda o: (o.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def build(client: Client, kinds: list[str], namespace: str | None,
+          extra: dict[str, Resource]) -> Caches:
+    """Informers for the enabled kinds and what they own. ConfigMaps and Secrets are
+    watched only when MPIJob is enabled (no other kind makes them)."""
+    caches = Caches()
+    for kind in kinds:
+        caches.jobs[kind] = job_informer(client, kind, namespace)
+    caches.pods = Informer(client, PODS, pod_record, lambda r: r.meta.key,
+                           lambda r: r.meta.owner_uid, namespace, OWNED_SELECTOR)
+    owned = {"Service": SERVICES, **extra}
+    if "MPIJob" in kinds:
+        owned.update({"ConfigMap": CONFIGMAPS, "Secret": SECRETS})
+    for kind, resource in owned.items():
+        caches.objects[kind] = Informer(
+            client, resource, lambda obj, k=kind: object_record(k, obj),  # type: ignore[misc]
+            lambda r: r.meta.key, lambda r: r.meta.owner_uid, namespace, OWNED_SELECTOR)
+    return caches

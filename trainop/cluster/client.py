@@ -1,0 +1,162 @@
+"""A small asyncio client for the Kubernetes API: JSON over aiohttp, a QPS/burst limiter,
+429 back-off, streaming watches, and a count of every request for the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+from prometheus_client import Counter
+
+from trainop.cluster.config import ClusterConfig
+
+API_REQUESTS = Counter("trainop_api_requests_total", "Requests sent to the Kubernetes API",
+                       ["verb", "resource", "code"])
+MAX_429_RETRIES = 8
+
+
+class APIError(Exception):
+    """A non-2xx answer from the API server."""
+
+    def __init__(self, status: int, body: dict[str, Any] | str):
+        self.status = status
+        self.body = body
+        message = body.get("message", "") if isinstance(body, dict) else str(body)[:300]
+        self.reason = body.get("reason", "") if isinstance(body, dict) else ""
+        super().__init__(f"{status} {self.reason}: {message}".strip())
+
+    @property
+    def message(self) -> str:
+        return self.body.get("message", "") if isinstance(self.body, dict) else str(self.body)
+
+
+class TokenBucket:
+    """client-go's flowcontrol: `qps` tokens a second, at most `burst` saved up."""
+
+    def __init__(self, qps: float, burst: int):
+        self.qps = qps
+        self.burst = max(burst, 1)
+        self.tokens = float(self.burst)
+        self.last = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def take(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+            self.last = now
+            if self.tokens < 1:
+                await asyncio.sleep((1 - self.tokens) / self.qps)
+                self.tokens = 1
+                self.last = time.monotonic()
+            self.tokens -= 1
+
+
+def _resource_of(path: str) -> str:
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
+        i = parts.index("namespaces") + 2
+        return "/".join(parts[i:i + 1] + parts[i + 2:i + 3])
+    return parts[-1] if parts else ""
+
+
+class Client:
+    def __init__(self, config: ClusterConfig, qps: float = 20, burst: int = 30,
+                 max_connections: int = 64):
+        self.config = config
+        self.limiter = TokenBucket(qps, burst)
+        self._connector_limit = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self.config.ssl_context(),
+                                               limit=self._connector_limit),
+                json_serialize=json.dumps)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _headers(self, content_type: str = "application/json") -> dict[str, str]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        token = self.config.bearer()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    async def request(self, method: str, path: str, body: Any = None,
+                      params: dict[str, str] | None = None,
+                      content_type: str = "application/json") -> dict[str, Any]:
+        verb = method.lower()
+        for attempt in range(MAX_429_RETRIES + 1):
+            await self.limiter.take()
+            async with self.session.request(
+                method, self.config.server + path, params=params,
+                data=None if body is None else json.dumps(body),
+                headers=self._headers(content_type),
+                timeout=aiohttp.ClientTimeout(total=60),
+            ) as resp:
+                API_REQUESTS.labels(verb, _resource_of(path), str(resp.status)).inc()
+                text = await resp.text()
+                if resp.status == 429 and attempt < MAX_429_RETRIES:
+                    # The server asks us to slow down: wait as long as it says.
+                    delay = float(resp.headers.get("Retry-After", "1") or 1)
+                    await asyncio.sleep(min(delay, 10) * (1 + attempt / 4))
+                    continue
+                try:
+                    data = json.loads(text) if text else {}
+                except ValueError:
+                    data = {"message": text}
+                if resp.status >= 400:
+                    raise APIError(resp.status, data)
+                return data
+        raise AssertionError("unreachable")
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        return await self.request("GET", path, params=params)
+
+    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", path, obj)
+
+    async def replace(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("PUT", path, obj)
+
+    async def patch(self, path: str, patch: dict[str, Any],
+                    kind: str = "application/merge-patch+json") -> dict[str, Any]:
+        return await self.request("PATCH", path, patch, content_type=kind)
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        return await self.request("DELETE", path, body)
+
+    async def watch(self, path: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """Stream watch events ({type, object}) until the server ends the watch."""
+        params = {**params, "watch": "true", "allowWatchBookmarks": "true"}
+        async with self.session.get(
+            self.config.server + path, params=params, headers=self._headers(),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None),
+        ) as resp:
+            API_REQUESTS.labels("watch", _resource_of(path), str(resp.status)).inc()
+            if resp.status >= 400:
+                text = await resp.text()
+                try:
+                    raise APIError(resp.status, json.loads(text))
+                except ValueError:
+                    raise APIError(resp.status, text) from None
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)

@@ -1,0 +1,304 @@
+"""One controller per job kind: work queue -> engine -> API writes."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trainop.api import InvalidJob, JobStatus, load_job
+from trainop.cluster import metrics
+from trainop.cluster.caches import Caches
+from trainop.cluster.client import APIError, Client
+from trainop.cluster.events import EventRecorder
+from trainop.cluster.expectations import Expectations
+from trainop.cluster.records import ObjectRecord, PodRecord
+from trainop.cluster.resources import (
+    CONFIGMAPS,
+    JOBS,
+    PLUGINS_PODGROUPS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    VOLCANO_PODGROUPS,
+    Resource,
+    hpa,
+)
+from trainop.cluster.sshkeys import new_key_pair
+from trainop.cluster.workqueue import WorkQueue
+from trainop.engine import (
+    ClusterAddressing,
+    EngineConfig,
+    Event,
+    ObjectRef,
+    Observed,
+    OwnedObject,
+    Plan,
+    PodState,
+    reconcile,
+)
+from trainop.engine import conditions as cond
+from trainop.engine.gang import VOLCANO_API
+from trainop.frameworks import framework_for
+
+log = logging.getLogger("trainop.controller")
+MAX_BATCH = 64
+REJECTED = (400, 422)
+"""API answers that mean the object itself is wrong: retrying cannot help."""
+
+
+@dataclass
+class ControllerConfig:
+    engine: EngineConfig
+    threads: int = 1
+
+
+class JobController:
+    def __init__(self, kind: str, client: Client, caches: Caches, config: ControllerConfig,
+                 recorder: EventRecorder, leading: Callable[[], bool]):
+        self.kind = kind
+        self.client = client
+        self.caches = caches
+        self.config = config
+        self.recorder = recorder
+        self.leading = leading
+        self.framework = framework_for(kind)
+        self.addr = ClusterAddressing()
+        self.queue = WorkQueue(kind)
+        self.expectations = Expectations()
+        self.jobs = caches.jobs[kind]
+        self.jobs.add_handler(self._on_job)
+        assert caches.pods is not None
+        caches.pods.add_handler(self._on_pod)
+        for informer in caches.objects.values():
+            informer.add_handler(self._on_object)
+
+    # -- informer events -> queue ----------------------------------------------------
+    def _on_job(self, kind: str, new: Any, old: Any) -> None:
+        obj = new or old
+        m = obj.get("metadata") or {}
+        key = f"{m.get('namespace')}/{m.get('name')}"
+        if kind == "DELETED":
+            self.expectations.forget(key)
+            return
+        if old is not None and new is not None and \
+                old.get("metadata", {}).get("resourceVersion") == \
+                new.get("metadata", {}).get("resourceVersion"):
+            return  # our own write, already in the cache: nothing new
+        self.queue.add(key)
+
+    def _owner_key(self, rec: PodRecord | ObjectRecord) -> str | None:
+        if rec.meta.owner_kind != self.kind or not rec.meta.owner_name:
+            return None
+        return f"{rec.meta.namespace}/{rec.meta.owner_name}"
+
+    def _on_pod(self, kind: str, new: PodRecord | None, old: PodRecord | None) -> None:
+        rec = new or old
+        assert rec is not None
+        key = self._owner_key(rec)
+        if key is None:
+            return
+        if kind == "ADDED":
+            self.expectations.observed_add(key, rec.meta.name)
+        elif kind == "DELETED":
+            self.expectations.observed_delete(key, rec.meta.name)
+        self.queue.add(key)
+
+    def _on_object(self, kind: str, new: ObjectRecord | None, old: ObjectRecord | None) -> None:
+        rec = new or old
+        assert rec is not None
+        key = self._owner_key(rec)
+        if key is not None:
+            self.queue.add(key)
+
+    # -- workers -----------------------------------------------------------------------
+    async def run(self) -> None:
+        for key in list(self.jobs.items):
+            self.queue.add(key)
+        await asyncio.gather(*(self._worker() for _ in range(self.config.threads)))
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            started = time.perf_counter()
+            try:
+                requeue = await self.sync(key)
+            except asyncio.CancelledError:
+                raise
+            except (APIError, OSError, TimeoutError) as err:
+                metrics.RECONCILE_ERRORS.labels(self.kind).inc()
+                log.warning("%s %s: %s; retrying", self.kind, key, err)
+                self.queue.add_rate_limited(key)
+            except Exception:
+                metrics.RECONCILE_ERRORS.labels(self.kind).inc()
+                log.exception("%s %s: reconcile failed; retrying", self.kind, key)
+                self.queue.add_rate_limited(key)
+            else:
+                self.queue.forget(key)
+                if requeue is not None:
+                    self.queue.add_after(key, requeue)
+            finally:
+                metrics.RECONCILE_SECONDS.labels(self.kind).observe(
+                    time.perf_counter() - started)
+                self.queue.done(key)
+
+    # -- one reconcile -------------------------------------------------------------------
+    def observed(self, uid: str, spec_types: list[str], main: str) -> Observed:
+        canonical = {rt.lower(): rt for rt in spec_types}
+        assert self.caches.pods is not None
+        pods = tuple(
+            PodState(p.meta.name, canonical.get(p.replica_type, p.replica_type), p.index,
+                     phase=p.phase, terminating=p.terminating, exit_code=p.exit_code(main),
+                     reason=p.reason, restarts=p.restarts, ready=p.ready)
+            for p in self.caches.pods.owned_by(uid))
+        objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
+                        for o in self.caches.owned_objects(uid))
+        return Observed(pods=pods, objects=objects)
+
+    async def sync(self, key: str) -> float | None:
+        if not self.leading():
+            return None
+        obj = self.jobs.get(key)
+        if obj is None or not self.expectations.satisfied(key):
+            return None  # deleted, or waiting for the cache to show our last writes
+        try:
+            job = load_job(obj)
+        except InvalidJob as err:
+            await self._fail_invalid(obj, err)
+            return None
+        uid = job.metadata.uid or ""
+        observed = self.observed(uid, list(job.spec.replica_specs), job.main_container)
+        if job.kind == "MPIJob" and observed.object("Secret", f"{job.name}-ssh") is None:
+            observed = Observed(observed.pods, observed.objects, ssh_key=new_key_pair())
+        plan = reconcile(job, observed, dt.datetime.now(dt.UTC), self.framework, self.addr,
+                         self.config.engine)
+        await self.apply(key, obj, plan)
+        return plan.requeue_after
+
+    async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+        ns = obj["metadata"]["namespace"]
+        pods = [o for o in plan.create if o["kind"] == "Pod"]
+        others = [o for o in plan.create if o["kind"] != "Pod"]
+        pod_deletes = [r.name for r in plan.delete if r.kind == "Pod"]
+        self.expectations.expect(key, [p["metadata"]["name"] for p in pods], pod_deletes)
+
+        for event in plan.events:
+            self.recorder.record(obj, event)
+        rejected: list[str] = []
+        rejected += await self._batches(others, lambda o: self._create(key, ns, o))
+        if not rejected:
+            rejected += await self._batches(pods, lambda o: self._create(key, ns, o))
+        else:
+            self.expectations.lower(key, adds=[p["metadata"]["name"] for p in pods])
+        for o in plan.update:
+            await self.client.patch(self._resource(o["kind"], o["apiVersion"]).path(
+                ns, o["metadata"]["name"]), {k: o[k] for k in ("data", "spec") if k in o})
+        await self._batches(plan.delete, lambda r: self._delete(key, ns, r))
+
+        status = plan.status
+        if rejected:
+            status = status.model_copy(deep=True)
+            message = f"{self.kind} {key} cannot run: {rejected[0]}"
+            now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            if cond.set_condition(status, cond.FAILED, "True", "CreateFailed", message, now):
+                plan.transitions.append(cond.FAILED)
+                status.completion_time = status.completion_time or now
+                self.recorder.record(obj, Event("Warning", "CreateFailed", message))
+        if plan.status_changed or rejected:
+            await self._write_status(key, obj, status)
+        framework = self.framework.info.framework
+        for transition in plan.transitions:
+            counter = metrics.BY_TRANSITION.get(transition)
+            if counter is not None:
+                counter.labels(ns, framework).inc()
+        if plan.delete_job:
+            try:
+                await self.client.delete(JOBS[self.kind].path(ns, obj["metadata"]["name"]),
+                                         {"propagationPolicy": "Background"})
+                metrics.JOBS_DELETED.labels(ns, framework).inc()
+            except APIError as err:
+                if err.status != 404:
+                    raise
+
+    async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[str | None]]
+                       ) -> list[str]:
+        """Run `fn` over items in growing parallel batches (1, 2, 4, ... 64), stopping at
+        the first batch that had an object rejected: a bad template fails once, not N
+        times. Returns the rejections' messages."""
+        size, i = 1, 0
+        while i < len(items):
+            batch = items[i:i + size]
+            results = await asyncio.gather(*(fn(x) for x in batch))
+            rejected = [r for r in results if r]
+            if rejected:
+                return rejected
+            i += len(batch)
+            size = min(size * 2, MAX_BATCH)
+        return []
+
+    def _resource(self, kind: str, api_version: str) -> Resource:
+        simple = {"Pod": PODS, "Service": SERVICES, "ConfigMap": CONFIGMAPS, "Secret": SECRETS}
+        if kind in simple:
+            return simple[kind]
+        if kind == "PodGroup":
+            return VOLCANO_PODGROUPS if api_version == VOLCANO_API else PLUGINS_PODGROUPS
+        if kind == "HorizontalPodAutoscaler":
+            return hpa(api_version)
+        raise ValueError(f"trainop does not manage {kind}")
+
+    async def _create(self, key: str, ns: str, obj: dict[str, Any]) -> str | None:
+        name = obj["metadata"]["name"]
+        try:
+            await self.client.create(self._resource(obj["kind"], obj["apiVersion"]).path(ns),
+                                     obj)
+        except APIError as err:
+            if obj["kind"] == "Pod":
+                self.expectations.lower(key, adds=[name])
+            if err.status == 409:
+                return None  # already there: the cache will show it
+            if err.status in REJECTED:
+                return f"{obj['kind']} {name} was rejected by the API server: {err.message}"
+            raise
+        return None
+
+    async def _delete(self, key: str, ns: str, ref: ObjectRef) -> str | None:
+        try:
+            await self.client.delete(self._resource(ref.kind, ref.api_version).path(
+                ns, ref.name))
+        except APIError as err:
+            if ref.kind == "Pod":
+                self.expectations.lower(key, deletes=[ref.name])
+            if err.status != 404:
+                raise
+        return None
+
+    async def _write_status(self, key: str, obj: dict[str, Any], status: JobStatus) -> None:
+        body = {**obj, "status": status.to_dict()}
+        try:
+            written = await self.client.replace(JOBS[self.kind].path(
+                obj["metadata"]["namespace"], obj["metadata"]["name"], "status"), body)
+        except APIError as err:
+            if err.status == 404:
+                return
+            raise  # 409: someone changed the job; retried with the fresh object
+        self.jobs.put_newer(written)
+
+    async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:
+        """A job that got past the schema but cannot run: Failed, once, with the reason."""
+        try:
+            status = JobStatus.model_validate(obj.get("status") or {})
+        except ValueError:
+            status = JobStatus()
+        m = obj["metadata"]
+        message = f"{self.kind} {m['namespace']}/{m['name']} is invalid: {err}"
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if not cond.set_condition(status, cond.FAILED, "True", "InvalidSpec", message, now):
+            return
+        status.completion_time = status.completion_time or now
+        self.recorder.record(obj, Event("Warning", "InvalidSpec", message))
+        metrics.JOBS_FAILED.labels(m["namespace"], self.framework.info.framework).inc()
+        await self._write_status(f"{m['namespace']}/{m['name']}", obj, status)

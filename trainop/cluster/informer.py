@@ -1,0 +1,201 @@
+"""Shared informers: list + watch one resource type into an indexed cache of slim records.
+
+One informer per resource type serves every controller. It lists (in pages), then
+watches from the list's resourceVersion with bookmarks; a 410 Gone (the server no longer
+has that version) re-lists and reports what changed meanwhile, deletions included; a
+broken connection reconnects with exponential back-off and resumes from the last version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+from prometheus_client import Counter
+
+from trainop.cluster.client import APIError, Client
+from trainop.cluster.resources import Resource
+
+log = logging.getLogger("trainop.informer")
+R = TypeVar("R")
+Handler = Callable[[str, Any, Any], None]
+"""(event type ADDED/MODIFIED/DELETED, new record or None, old record or None)"""
+
+RELISTS = Counter("trainop_informer_relists_total", "Full re-lists after a watch expired",
+                  ["resource"])
+PAGE = 500
+
+
+class Informer(Generic[R]):
+    def __init__(self, client: Client, resource: Resource, decode: Callable[[dict[str, Any]],
+                 R | None], key: Callable[[R], str], owner: Callable[[R], str | None],
+                 namespace: str | None = None, label_selector: str | None = None,
+                 version: Callable[[R], str] | None = None):
+        self.client = client
+        self.resource = resource
+        self.decode = decode
+        self.key_of = key
+        self.owner_of = owner
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.version = version
+        self.items: dict[str, R] = {}
+        self.by_owner: dict[str, dict[str, R]] = defaultdict(dict)
+        self.handlers: list[Handler] = []
+        self.synced = asyncio.Event()
+        self.resource_version: str | None = None
+        self.watch_timeout = (240, 480)
+
+    def add_handler(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    def get(self, key: str) -> R | None:
+        return self.items.get(key)
+
+    def owned_by(self, uid: str) -> list[R]:
+        return list(self.by_owner.get(uid, {}).values())
+
+    # -- the cache -------------------------------------------------------------------
+    def _older(self, rec: R, than: R | None) -> bool:
+        """Whether `rec` is older than the cached `than` (etcd revisions are integers)."""
+        if self.version is None or than is None:
+            return False
+        new, cur = self.version(rec), self.version(than)
+        return new.isdigit() and cur.isdigit() and int(new) < int(cur)
+
+    def put_newer(self, obj: dict[str, Any]) -> None:
+        """Cache what a write returned, silently: the watch brings the same version later,
+        and in between no reconcile may see the state from before the write."""
+        rec = self.decode(obj)
+        if rec is None or self._older(rec, self.items.get(self.key_of(rec))):
+            return
+        self._put(rec, emit=False)
+
+    def _put(self, rec: R, emit: bool = True) -> None:
+        key = self.key_of(rec)
+        old = self.items.get(key)
+        if self._older(rec, old):
+            return  # a watch event from before our own write
+        if old is not None:
+            self._unindex(key, old)
+        self.items[key] = rec
+        owner = self.owner_of(rec)
+        if owner:
+            self.by_owner[owner][key] = rec
+        if emit:
+            self._emit("MODIFIED" if old is not None else "ADDED", rec, old)
+
+    def _remove(self, key: str) -> None:
+        old = self.items.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+            self._emit("DELETED", None, old)
+
+    def _unindex(self, key: str, rec: R) -> None:
+        owner = self.owner_of(rec)
+        if owner and owner in self.by_owner:
+            self.by_owner[owner].pop(key, None)
+            if not self.by_owner[owner]:
+                del self.by_owner[owner]
+
+    def _emit(self, kind: str, new: R | None, old: R | None) -> None:
+        for handler in self.handlers:
+            try:
+                handler(kind, new, old)
+            except Exception:  # a handler's bug must not stop the informer
+                log.exception("informer handler failed for %s", self.resource.plural)
+
+    # -- list and watch --------------------------------------------------------------
+    def _params(self) -> dict[str, str]:
+        return {"labelSelector": self.label_selector} if self.label_selector else {}
+
+    async def _list(self) -> None:
+        path = self.resource.path(self.namespace)
+        seen: set[str] = set()
+        cont = ""
+        while True:
+            params = {**self._params(), "limit": str(PAGE)}
+            if cont:
+                params["continue"] = cont
+            page = await self.client.get(path, params)
+            for obj in page.get("items") or []:
+                obj.setdefault("metadata", {})
+                rec = self.decode(obj)
+                if rec is None:
+                    continue
+                key = self.key_of(rec)
+                seen.add(key)
+                self._put(rec)
+            cont = (page.get("metadata") or {}).get("continue") or ""
+            if not cont:
+                self.resource_version = (page.get("metadata") or {}).get("resourceVersion")
+                break
+        for key in [k for k in self.items if k not in seen]:
+            self._remove(key)  # deleted while we were not watching
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        assert self.resource_version is not None
+        params = {**self._params(), "resourceVersion": self.resource_version,
+                  "timeoutSeconds": str(random.randint(*self.watch_timeout))}
+        async for event in self.client.watch(self.resource.path(self.namespace), params):
+            kind, obj = event.get("type"), event.get("object") or {}
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise APIError(410, obj)
+                raise APIError(int(obj.get("code") or 500), obj)
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if kind == "BOOKMARK":
+                self.resource_version = rv or self.resource_version
+                continue
+            rec = self.decode(obj)
+            if rec is not None:
+                if kind == "DELETED":
+                    self._remove(self.key_of(rec))
+                else:
+                    self._put(rec)
+            elif kind in ("ADDED", "MODIFIED"):
+                m = obj.get("metadata") or {}
+                self._remove(f"{m.get('namespace', '')}/{m.get('name', '')}")
+            self.resource_version = rv or self.resource_version
+
+    async def run(self) -> None:
+        """List and watch until cancelled; never raises."""
+        backoff = 0.5
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                await self._watch()
+                backoff = 0.5  # a watch that ends normally (timeout) is renewed at once
+            except asyncio.CancelledError:
+                raise
+            except APIError as err:
+                if err.status == 410:
+                    log.info("%s: watch expired (410 Gone); re-listing", self.resource.plural)
+                    RELISTS.labels(self.resource.plural).inc()
+                    self.resource_version = None
+                    continue
+                log.warning("%s: %s; retrying in %.1fs", self.resource.plural, err, backoff)
+            except (aiohttp.ClientError, TimeoutError, ConnectionError, ValueError) as err:
+                log.warning("%s: connection lost (%s); retrying in %.1fs",
+                            self.resource.plural, err or type(err).__name__, backoff)
+            await asyncio.sleep(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, 30.0)
+
+
+async def wait_synced(informers: list[Informer[Any]], timeout: float | None = None) -> None:
+    waits = [asyncio.create_task(i.synced.wait()) for i in informers]
+    try:
+        await asyncio.wait_for(asyncio.gather(*waits), timeout)
+    finally:
+        for w in waits:
+            w.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await w

@@ -1,0 +1,118 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection.
+
+Only the leader's controllers act. A leader that cannot renew within the renew deadline
+stops acting at once (the manager then exits, to be restarted clean).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from trainop.cluster.client import APIError, Client
+from trainop.cluster.resources import LEASES
+
+log = logging.getLogger("trainop.leader")
+
+
+@dataclass
+class LeaseTimes:
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+def _micro_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(self, client: Client, namespace: str, name: str, identity: str,
+                 times: LeaseTimes | None = None):
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.times = times or LeaseTimes()
+        self.leading = False
+        self.became_leader = asyncio.Event()
+        self.lost = asyncio.Event()
+        self._observed: tuple[str, str] | None = None
+        self._observed_at = 0.0
+        self._last_renew = 0.0
+
+    async def _try(self) -> bool:
+        """One acquire-or-renew attempt; True when we hold the lease afterwards."""
+        path = LEASES.path(self.namespace, self.name)
+        now = _micro_now()
+        mine = {"holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.times.lease_duration), "renewTime": now}
+        try:
+            lease: dict[str, Any] = await self.client.get(path)
+        except APIError as err:
+            if err.status != 404:
+                raise
+            await self.client.create(LEASES.path(self.namespace), {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {**mine, "acquireTime": now, "leaseTransitions": 0}})
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, spec.get("renewTime") or "")
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        expired = time.monotonic() - self._observed_at > float(
+            spec.get("leaseDurationSeconds") or self.times.lease_duration)
+        if holder and holder != self.identity and not expired:
+            return False
+        new_spec = {**spec, **mine}
+        if holder != self.identity:
+            new_spec["acquireTime"] = now
+            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        await self.client.replace(path, {**lease, "spec": new_spec})  # resourceVersion guards
+        return True
+
+    async def run(self) -> None:
+        """Campaign, then renew, until the lease is lost (sets `lost`) or cancelled."""
+        while True:
+            try:
+                held = await self._try()
+            except (APIError, aiohttp.ClientError, OSError, TimeoutError) as err:
+                log.warning("lease %s/%s: %s", self.namespace, self.name, err)
+                held = False
+            now = time.monotonic()
+            if held:
+                self._last_renew = now
+                if not self.leading:
+                    log.info("became leader (lease %s/%s, identity %s)", self.namespace,
+                             self.name, self.identity)
+                    self.leading = True
+                    self.became_leader.set()
+            elif self.leading and now - self._last_renew > self.times.renew_deadline:
+                log.error("lost the lease %s/%s: stopping", self.namespace, self.name)
+                self.leading = False
+                self.lost.set()
+                return
+            await asyncio.sleep(self.times.retry_period)
+
+    async def release(self) -> None:
+        """Give the lease up on a clean shutdown, so that another manager takes over now."""
+        if not self.leading:
+            return
+        self.leading = False
+        path = LEASES.path(self.namespace, self.name)
+        try:
+            lease = await self.client.get(path)
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                lease["spec"]["holderIdentity"] = ""
+                lease["spec"]["leaseDurationSeconds"] = 1
+                await self.client.replace(path, lease)
+        except (APIError, aiohttp.ClientError, OSError, TimeoutError) as err:
+            log.warning("lease not released: %s", err)

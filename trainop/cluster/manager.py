@@ -1,0 +1,188 @@
+"""`trainop manager`: one process, one shared cache, one controller per enabled kind."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from trainop.api import KINDS
+from trainop.cluster import caches as caches_mod
+from trainop.cluster import config as cluster_config
+from trainop.cluster import server
+from trainop.cluster.client import APIError, Client
+from trainop.cluster.controller import ControllerConfig, JobController
+from trainop.cluster.events import EventRecorder
+from trainop.cluster.informer import wait_synced
+from trainop.cluster.leader import LeaderElector, LeaseTimes
+from trainop.cluster.resources import (
+    JOBS,
+    PLUGINS_PODGROUPS,
+    VOLCANO_PODGROUPS,
+    Resource,
+    hpa,
+)
+from trainop.engine import EngineConfig
+
+log = logging.getLogger("trainop.manager")
+
+
+class StartupError(RuntimeError):
+    """The manager cannot start; the message is the one line the user sees."""
+
+
+@dataclass
+class ManagerOptions:
+    kinds: list[str] = field(default_factory=lambda: list(KINDS))
+    namespace: str | None = None
+    gang_scheduler: str | None = None
+    leader_elect: bool = False
+    leader_election_namespace: str | None = None
+    leader_election_id: str = "trainop.kubeflow.org"
+    lease: LeaseTimes = field(default_factory=LeaseTimes)
+    metrics_address: str = ":8080"
+    health_address: str = ":8081"
+    threads: int = 1
+    qps: float = 20.0
+    burst: int = 30
+    kubeconfig: str | None = None
+
+
+async def _discover(client: Client, opts: ManagerOptions) -> tuple[str, dict[str, Resource]]:
+    """Check the cluster has what the options need; the HPA version and extra informers."""
+    try:
+        await client.get("/version")
+    except (aiohttp.ClientError, OSError, TimeoutError) as err:
+        raise StartupError(f"cannot reach the API server at {client.config.server}: "
+                           f"{err or type(err).__name__}") from None
+    except APIError as err:
+        raise StartupError(f"the API server at {client.config.server} refused us: {err}") \
+            from None
+    for kind in opts.kinds:
+        path = JOBS[kind].path(opts.namespace)
+        try:
+            await client.get(path, {"limit": "1"})
+        except APIError as err:
+            if err.status == 404:
+                raise StartupError(
+                    f"the CRD {KINDS[kind].plural}.kubeflow.org is not installed: install the "
+                    f"CRDs (trainop crds | kubectl apply --server-side -f -) or leave {kind} "
+                    f"out of --enable-scheme") from None
+            raise StartupError(f"cannot list {KINDS[kind].plural}: {err}") from None
+    extra: dict[str, Resource] = {}
+    if opts.gang_scheduler:
+        group = VOLCANO_PODGROUPS if opts.gang_scheduler == "volcano" else PLUGINS_PODGROUPS
+        try:
+            await client.get(f"/apis/{group.group}/{group.version}")
+        except APIError:
+            raise StartupError(f"--gang-scheduler-name={opts.gang_scheduler} needs the PodGroup "
+                               f"CRD {group.plural}.{group.group} ({group.api_version}), "
+                               "which is not installed") from None
+        extra["PodGroup"] = group
+    hpa_version = "autoscaling/v2"
+    try:
+        groups = await client.get("/apis/autoscaling")
+        served = {v["groupVersion"] for v in groups.get("versions") or []}
+        if "autoscaling/v2" not in served and "autoscaling/v2beta2" in served:
+            hpa_version = "autoscaling/v2beta2"
+    except APIError:
+        pass
+    if "PyTorchJob" in opts.kinds or "PaddleJob" in opts.kinds:
+        extra["HorizontalPodAutoscaler"] = hpa(hpa_version)
+    return hpa_version, extra
+
+
+async def run_manager(opts: ManagerOptions) -> int:
+    try:
+        cfg = cluster_config.load(opts.kubeconfig)
+    except cluster_config.ConfigError as err:
+        raise StartupError(str(err)) from None
+    client = Client(cfg, qps=opts.qps, burst=opts.burst)
+    tasks: list[asyncio.Task[object]] = []
+    runners = []
+    elector: LeaderElector | None = None
+    recorder = EventRecorder(client)
+    try:
+        hpa_version, extra = await _discover(client, opts)
+        caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
+        engine = EngineConfig(gang_scheduler=opts.gang_scheduler, hpa_api_version=hpa_version)
+        if opts.leader_elect:
+            elector = LeaderElector(
+                client, opts.leader_election_namespace or cfg.namespace,
+                opts.leader_election_id, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+                opts.lease)
+        leading = (lambda: elector.leading) if elector else (lambda: True)
+        controllers = [JobController(kind, client, caches, ControllerConfig(engine, opts.threads),
+                                     recorder, leading) for kind in opts.kinds]
+        synced = False
+
+        def ready() -> tuple[int, str, str]:
+            return (200, "text/plain", "ok") if synced else (500, "text/plain", "caches syncing")
+
+        runners.append(await server.start(opts.metrics_address,
+                                          {"/metrics": server.metrics_body}))
+        runners.append(await server.start(opts.health_address, {
+            "/healthz": lambda: (200, "text/plain", "ok"), "/readyz": ready}))
+        for informer in caches.all():
+            tasks.append(asyncio.create_task(informer.run()))
+        await wait_synced(caches.all())
+        synced = True
+        log.info("caches synced: %s; controllers for %s%s", ", ".join(
+            i.resource.plural for i in caches.all()), ", ".join(opts.kinds),
+            f" in namespace {opts.namespace}" if opts.namespace else "")
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        if elector is not None:
+            tasks.append(asyncio.create_task(elector.run()))
+            log.info("waiting for the lease %s/%s", elector.namespace, elector.name)
+            await _first(elector.became_leader.wait(), stop.wait())
+        if stop.is_set():
+            return 0
+        for controller in controllers:
+            tasks.append(asyncio.create_task(controller.run()))
+        waits = [stop.wait()] + ([elector.lost.wait()] if elector else [])
+        await _first(*waits)
+        if elector is not None and elector.lost.is_set():
+            return 1
+        log.info("stopping")
+        return 0
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if elector is not None:
+            await elector.release()
+        await recorder.drain()
+        for runner in runners:
+            if runner is not None:
+                await runner.cleanup()
+        await client.close()
+
+
+async def _first(*aws: Awaitable[object]) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")

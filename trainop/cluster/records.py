@@ -1,0 +1,105 @@
+"""Slim records: what the caches keep of each object (no managedFields, no pod specs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE
+
+
+@dataclass(slots=True)
+class Meta:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    owner_uid: str | None
+    owner_kind: str | None
+    owner_name: str | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def meta_of(obj: dict[str, Any]) -> Meta:
+    m = obj.get("metadata") or {}
+    owner = next((o for o in m.get("ownerReferences") or [] if o.get("controller")), None)
+    return Meta(m.get("namespace", ""), m.get("name", ""), m.get("uid", ""),
+                m.get("resourceVersion", ""),
+                owner.get("uid") if owner else None, owner.get("kind") if owner else None,
+                owner.get("name") if owner else None)
+
+
+@dataclass(slots=True)
+class PodRecord:
+    meta: Meta
+    replica_type: str  # lower case, as in the label
+    index: int
+    phase: str
+    terminating: bool
+    restarts: int
+    ready: bool
+    reason: str | None
+    exit_codes: dict[str, int] | None
+    """Terminated containers' exit codes by container name (None when none ended)."""
+
+    def exit_code(self, main: str) -> int | None:
+        if not self.exit_codes:
+            return None
+        if main in self.exit_codes:
+            return self.exit_codes[main]
+        return next(iter(self.exit_codes.values()))
+
+
+def pod_record(obj: dict[str, Any]) -> PodRecord | None:
+    """None for a pod without trainop's replica labels (not one of ours to count)."""
+    meta = meta_of(obj)
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    rtype, index = labels.get(REPLICA_TYPE), labels.get(REPLICA_INDEX)
+    if not rtype or index is None or not str(index).isdigit():
+        return None
+    status = obj.get("status") or {}
+    restarts, ready, reason = 0, True, status.get("reason")
+    codes: dict[str, int] = {}
+    statuses = status.get("containerStatuses") or []
+    for cs in statuses:
+        restarts += int(cs.get("restartCount") or 0)
+        ready = ready and bool(cs.get("ready"))
+        state = cs.get("state") or {}
+        term = state.get("terminated") or (cs.get("lastState") or {}).get("terminated") \
+            if status.get("phase") == "Failed" else state.get("terminated")
+        if term and term.get("exitCode") is not None:
+            codes[cs.get("name", "")] = int(term["exitCode"])
+            reason = reason or term.get("reason")
+    return PodRecord(
+        meta=meta, replica_type=rtype, index=int(index),
+        phase=status.get("phase") or "Pending",
+        terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
+        restarts=restarts, ready=ready and bool(statuses), reason=reason,
+        exit_codes=codes or None,
+    )
+
+
+@dataclass(slots=True)
+class ObjectRecord:
+    meta: Meta
+    kind: str
+    phase: str | None = None
+    content: dict[str, Any] | None = None
+
+
+def object_record(kind: str, obj: dict[str, Any]) -> ObjectRecord:
+    phase = (obj.get("status") or {}).get("phase") if kind == "PodGroup" else None
+    # ConfigMap data is compared to keep MPI hostfiles current; Secret data is never kept.
+    content = obj.get("data") if kind == "ConfigMap" else None
+    return ObjectRecord(meta_of(obj), kind, phase, content)
+
+
+def job_record(obj: dict[str, Any]) -> dict[str, Any]:
+    """Jobs are kept whole (the engine parses them), less the server's field bookkeeping."""
+    meta = obj.get("metadata") or {}
+    if "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
