@@ -1,0 +1,38 @@
+"""Fixtures for the manager's integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.kube import Kube, Manager
+from trainop.testing.apiserver import TestAPIServer
+
+
+@pytest.fixture
+def kube(apiserver: TestAPIServer) -> Kube:
+    return Kube(apiserver)
+
+
+@pytest.fixture
+def start_manager(apiserver: TestAPIServer, kube: Kube, tmp_path: Path
+                  ) -> Iterator[Callable[..., Manager]]:
+    """Start `trainop manager --namespace <the test's namespace> ARGS`; stopped after."""
+    started: list[Manager] = []
+
+    def start(*args: str, namespace: bool = True, ready: bool = True) -> Manager:
+        extra = ("--namespace", kube.ns) if namespace else ()
+        m = Manager(apiserver, *extra, *args, log_dir=tmp_path)
+        started.append(m)
+        return m.wait_ready() if ready else m
+
+    yield start
+    for m in started:
+        m.stop()
+
+
+@pytest.fixture
+def manager(start_manager: Callable[..., Manager]) -> Manager:
+    return start_manager()

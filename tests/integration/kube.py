@@ -1,0 +1,175 @@
+"""Helpers for integration tests: a trainop manager subprocess, and a test's view of the
+API server (apply, read, drive pod phases as a kubelet would)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from trainop.testing.apiserver import TestAPIServer, free_port
+
+T = TypeVar("T")
+WRITE_VERBS = ("post", "put", "patch", "delete")
+
+
+def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30,
+             every: float = 0.2) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Manager:
+    """`trainop manager` as a subprocess against the test API server."""
+
+    def __init__(self, api: TestAPIServer, *args: str, log_dir: Path):
+        self.metrics_port, self.health_port = free_port(), free_port()
+        self.log_path = log_dir / f"manager-{uuid.uuid4().hex[:6]}.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig", str(api.kubeconfig),
+             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", *args],
+            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+    def wait_ready(self, timeout: float = 30) -> Manager:
+        def ready() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"manager exited {self.proc.returncode}: {self.log()}")
+            try:
+                with urllib.request.urlopen(
+                        f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_for("manager ready", ready, timeout)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text()[-4000:]
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=5) as r:
+            return str(r.read().decode())
+
+    def counter(self, name: str, **labels: str) -> float:
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def writes(self) -> float:
+        """API writes so far (events and lease renewals left out)."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            m = re.match(r'trainop_api_requests_total\{(.*)\} ([0-9.e+]+)', line)
+            if not m:
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if labels["verb"] in WRITE_VERBS and labels["resource"] not in ("events", "leases"):
+                total += float(m.group(2))
+        return total
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Kube:
+    """One test's namespace on the test API server."""
+
+    def __init__(self, api: TestAPIServer):
+        self.api = api
+        self.ns = f"t-{uuid.uuid4().hex[:8]}"
+        api.kubectl("create", "namespace", self.ns)
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        return self.api.kubectl(*args, "-n", self.ns, input=input).stdout
+
+    def apply(self, doc: dict[str, Any]) -> None:
+        doc = json.loads(json.dumps(doc))
+        doc["metadata"].pop("uid", None)
+        doc["metadata"]["namespace"] = self.ns
+        self.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc))
+
+    def get(self, resource: str, name: str | None = None) -> Any:
+        args = ["get", resource, "-o", "json"] + ([name] if name else [])
+        out = self.api.kubectl(*args, "-n", self.ns, check=False)
+        if out.returncode != 0:
+            if "NotFound" in out.stderr:
+                return None
+            raise RuntimeError(out.stderr)
+        return json.loads(out.stdout)
+
+    def items(self, resource: str) -> list[dict[str, Any]]:
+        return list(self.get(resource)["items"])
+
+    def names(self, resource: str) -> list[str]:
+        return sorted(i["metadata"]["name"] for i in self.items(resource))
+
+    def job(self, kind: str, name: str) -> dict[str, Any]:
+        return dict(self.get(f"{kind.lower()}s.kubeflow.org", name))
+
+    def condition(self, kind: str, name: str, ctype: str) -> dict[str, Any] | None:
+        job = self.job(kind, name)
+        for c in (job.get("status") or {}).get("conditions") or []:
+            if c["type"] == ctype and c["status"] == "True":
+                return dict(c)
+        return None
+
+    def wait_condition(self, kind: str, name: str, ctype: str, timeout: float = 30
+                       ) -> dict[str, Any]:
+        return wait_for(f"{kind}/{name} {ctype}",
+                        lambda: self.condition(kind, name, ctype), timeout)
+
+    def wait_pods(self, count: int, timeout: float = 30) -> list[str]:
+        return wait_for(f"{count} pods", lambda: (lambda n: n if len(n) == count else None)(
+            self.names("pods")), timeout)
+
+    def set_pod(self, name: str, phase: str, exit_code: int | None = None,
+                restarts: int = 0, reason: str | None = None, container: str = "main") -> None:
+        """Move a pod to `phase`, as a kubelet would report it."""
+        state: dict[str, Any] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+        if exit_code is not None:
+            state = {"terminated": {"exitCode": exit_code, "reason": reason or (
+                "Completed" if exit_code == 0 else "Error")}}
+        pod = self.get("pod", name)
+        if pod is None:
+            return  # deleted meanwhile (an MPI worker once the launcher is done)
+        cname = pod["spec"]["containers"][0]["name"] if container == "main" else container
+        status = {"phase": phase, "containerStatuses": [{
+            "name": cname, "ready": phase == "Running", "restartCount": restarts,
+            "image": "x", "imageID": "", "state": state}]}
+        out = self.api.kubectl("patch", "pod", name, "-n", self.ns, "--subresource=status",
+                               "--type=merge", "-p", json.dumps({"status": status}),
+                               check=False)
+        if out.returncode != 0 and "NotFound" not in out.stderr:
+            raise RuntimeError(out.stderr)
+
+    def set_all(self, phase: str, prefix: str = "", **kw: Any) -> None:
+        for name in self.names("pods"):
+            if name.startswith(prefix):
+                self.set_pod(name, phase, **kw)

@@ -1,0 +1,180 @@
+"""Gang scheduling, elastic HPA, leader election, flags, bad jobs, scale and steady state."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.kube import Kube, Manager, wait_for
+from tests.jobs import manifest
+from trainop.testing.apiserver import TestAPIServer
+
+pytestmark = pytest.mark.integration
+CRDS = Path(__file__).parent / "crds"
+
+
+@pytest.fixture(scope="module")
+def podgroup_crds(apiserver: TestAPIServer) -> None:
+    apiserver.kubectl("apply", "--server-side", "-f", str(CRDS / "podgroups.yaml"))
+    apiserver.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                      "crd/podgroups.scheduling.volcano.sh", "crd/podgroups.scheduling.x-k8s.io")
+
+
+def test_volcano_gang(kube: Kube, start_manager: Callable[..., Manager],
+                      podgroup_crds: None) -> None:
+    start_manager("--gang-scheduler-name", "volcano")
+    resources = {"template": {"spec": {"containers": [{"name": "pytorch", "image": "i",
+                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}}
+    kube.apply(manifest("PyTorchJob", {"Master": 1, "Worker": 2}, name="pt",
+                        replica_extra={"Master": resources, "Worker": resources},
+                        spec={"runPolicy": {"schedulingPolicy": {"queue": "q1"}}}))
+    pg = wait_for("podgroup", lambda: kube.get("podgroups.scheduling.volcano.sh", "pt"))
+    assert pg["spec"] == {"minMember": 3, "queue": "q1",
+                          "minResources": {"cpu": "3", "memory": str(3 * 2**30)}}
+    time.sleep(1)
+    assert kube.names("pods") == []  # held until Volcano admits the group
+    kube.kubectl("patch", "podgroups.scheduling.volcano.sh", "pt", "--subresource=status",
+                 "--type=merge", "-p", json.dumps({"status": {"phase": "Inqueue"}}))
+    kube.wait_pods(3)
+    pod = kube.get("pod", "pt-worker-0")
+    assert pod["spec"]["schedulerName"] == "volcano"
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "pt"
+    assert pod["metadata"]["annotations"]["volcano.sh/task-spec"] == "worker"
+
+
+def test_scheduler_plugins_gang(kube: Kube, start_manager: Callable[..., Manager],
+                                podgroup_crds: None) -> None:
+    start_manager("--gang-scheduler-name", "scheduler-plugins-scheduler")
+    kube.apply(manifest("JAXJob", {"Worker": 2}, name="jx", spec={"runPolicy": {
+        "schedulingPolicy": {"minAvailable": 2, "scheduleTimeoutSeconds": 60}}}))
+    kube.wait_pods(2)
+    pg = kube.get("podgroups.scheduling.x-k8s.io", "jx")
+    assert pg["spec"]["minMember"] == 2 and pg["spec"]["scheduleTimeoutSeconds"] == 60
+    pod = kube.get("pod", "jx-worker-1")
+    assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "jx"
+
+
+def test_elastic_pytorch_hpa(kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    start_manager()
+    metrics = [{"type": "Resource", "resource": {"name": "cpu", "target": {
+        "type": "Utilization", "averageUtilization": 80}}}]
+    kube.apply(manifest("PyTorchJob", {"Worker": 2}, name="el", spec={"elasticPolicy": {
+        "minReplicas": 1, "maxReplicas": 4, "metrics": metrics}}))
+    hpa = wait_for("hpa", lambda: kube.get("hpa.v2beta2.autoscaling", "el"))
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "kubeflow.org/v1",
+                                             "kind": "PyTorchJob", "name": "el"}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 4)
+    env = kube.get("pod", "el-worker-0")["spec"]["containers"][0]["env"]
+    assert {"name": "PET_NNODES", "value": "1:4"} in env
+    # the HPA scales through the job's scale subresource; the manager follows
+    kube.kubectl("scale", "pytorchjob", "el", "--replicas=3")
+    kube.wait_pods(3)
+
+
+def test_enable_scheme_and_namespace_are_honoured(apiserver: TestAPIServer, kube: Kube,
+                                                  start_manager: Callable[..., Manager]) -> None:
+    m = start_manager("--enable-scheme", "jaxjob")
+    other = Kube(apiserver)
+    kube.apply(manifest("JAXJob", {"Worker": 1}, name="jx"))
+    kube.apply(manifest("TFJob", {"Worker": 1}, name="tf"))
+    other.apply(manifest("JAXJob", {"Worker": 1}, name="jx"))
+    kube.wait_pods(1)
+    time.sleep(2)
+    assert kube.names("pods") == ["jx-worker-0"]
+    assert other.names("pods") == []
+    assert "tfjobs" not in m.log()
+
+
+def test_invalid_job_fails_once_without_a_hot_loop(kube: Kube, manager: Manager) -> None:
+    kube.apply(manifest("PyTorchJob", {"Master": 2, "Worker": 1}, name="bad"))
+    failed = kube.wait_condition("PyTorchJob", "bad", "Failed")
+    assert failed["reason"] == "InvalidSpec"
+    assert "spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in failed["message"]
+    writes = manager.writes()
+    time.sleep(3)
+    assert manager.writes() == writes
+    assert kube.names("pods") == []
+    events = [e for e in kube.items("events") if e["reason"] == "InvalidSpec"]
+    assert len(events) == 1 and events[0]["type"] == "Warning"
+
+
+def test_template_the_api_server_rejects_fails_the_job(kube: Kube, manager: Manager) -> None:
+    bad = {"template": {"spec": {"containers": [{"name": "jax", "image": "i", "resources": {
+        "limits": {"cpu": "1"}, "requests": {"cpu": "2"}}}]}}}  # requests above limits
+    kube.apply(manifest("JAXJob", {"Worker": 4}, name="rej", replica_extra={"Worker": bad}))
+    failed = kube.wait_condition("JAXJob", "rej", "Failed")
+    assert failed["reason"] == "CreateFailed"
+    assert "Pod rej-worker-0 was rejected by the API server" in failed["message"]
+    posts = manager.counter("trainop_api_requests_total", verb="post", resource="pods")
+    time.sleep(3)
+    assert manager.counter("trainop_api_requests_total", verb="post", resource="pods") == posts
+    assert posts <= 1  # slow start: the first pod's rejection stopped the rest
+
+
+def test_hundred_replicas_and_a_steady_state_without_writes(kube: Kube,
+                                                            manager: Manager) -> None:
+    kube.apply(manifest("PyTorchJob", {"Master": 1, "Worker": 99}, name="big"))
+    pods = kube.wait_pods(100, timeout=60)
+    assert len(set(pods)) == 100
+    wait_for("100 services", lambda: len(kube.names("services")) == 100, 60)
+    for name in pods:
+        kube.set_pod(name, "Running")
+    kube.wait_condition("PyTorchJob", "big", "Running", timeout=60)
+    time.sleep(2)
+    before = manager.writes()
+    time.sleep(5)
+    assert manager.writes() == before, "a steady job must cost no API writes"
+    assert len(kube.names("pods")) == 100
+
+
+def test_leader_election_hands_over(kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    args = ("--leader-elect", "--leader-election-namespace", kube.ns, "--lease-duration", "4",
+            "--renew-deadline", "3", "--retry-period", "0.5")
+    first = start_manager(*args)
+    wait_for("first leads", lambda: "became leader" in first.log())
+    second = start_manager(*args)
+    kube.apply(manifest("JAXJob", {"Worker": 1}, name="one"))
+    kube.wait_pods(1)
+    time.sleep(1)
+    assert "became leader" not in second.log()
+    assert second.writes() == 0  # only the leader writes
+    first.proc.kill()  # no clean release: the lease must expire
+    first.proc.wait()
+    killed = time.monotonic()
+    wait_for("second leads", lambda: "became leader" in second.log(), 15)
+    assert time.monotonic() - killed < 4 + 0.5 + 2  # lease duration + retry period (+ slack)
+    kube.apply(manifest("JAXJob", {"Worker": 1}, name="two"))
+    kube.wait_pods(2)
+
+
+def test_startup_errors_are_one_line(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "x", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
+    out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
+                          str(kubeconfig)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1].startswith(
+        "trainop: cannot reach the API server at https://127.0.0.1:1")
+    assert "Traceback" not in out.stderr
+
+
+def test_missing_crd_is_one_line(tmp_path: Path) -> None:
+    with TestAPIServer() as bare:
+        out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
+                              str(bare.kubeconfig), "--enable-scheme", "tfjob"],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        "trainop: the CRD tfjobs.kubeflow.org is not installed: install the CRDs (trainop crds "
+        "| kubectl apply --server-side -f -) or leave TFJob out of --enable-scheme")
