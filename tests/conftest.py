@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from trainop.testing.apiserver import TestAPIServer
 
+CRDS = Path(__file__).resolve().parents[1] / "config" / "crd"
+SA_TOKEN = "trainop-manager-sa-token"
+SA_USER = "system:serviceaccount:trainop-system:trainop-manager"
+SA_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:trainop-system",
+             "system:authenticated"]
+"""The manager's ServiceAccount, as the API server sees it (the test server runs no token
+controller, so the token is a static one)."""
+
 
 @pytest.fixture(scope="session")
 def apiserver() -> Iterator[TestAPIServer]:
     """etcd + kube-apiserver on loopback with the trainop CRDs installed."""
-    server = TestAPIServer().start()
+    server = TestAPIServer(users={SA_TOKEN: (SA_USER, SA_GROUPS)}).start()
     try:
-        server.kubectl("apply", "--server-side", "-f", "config/crd/")
+        server.kubectl("apply", "--server-side", "-k", str(CRDS))
         server.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         yield server
     finally:

@@ -160,6 +160,18 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
               help="Requests per second to the API server (0: no limit).")
 @click.option("--kube-api-burst", type=click.IntRange(min=1), default=30, show_default=True,
               help="Requests allowed at once above the QPS.")
+@click.option("--webhook-port", type=click.IntRange(min=0, max=65535), default=9443,
+              show_default=True, help="Port of the admission webhook (TLS); 0 disables it.")
+@click.option("--webhook-cert-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("/tmp/k8s-webhook-server/serving-certs"), show_default=True,
+              help="tls.crt and tls.key (e.g. from cert-manager); made and renewed by the "
+                   "manager when absent.")
+@click.option("--webhook-service-name", default="trainop-webhook", show_default=True,
+              help="Service in front of the webhook (names the self-made certificate).")
+@click.option("--webhook-service-namespace", default="trainop-system", show_default=True,
+              envvar="POD_NAMESPACE", help="Namespace of that Service [env: POD_NAMESPACE].")
+@click.option("--webhook-config-name", default="trainop", show_default=True,
+              help="Validating/MutatingWebhookConfiguration that gets the CA bundle.")
 @click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
                                    "~/.kube/config].")
 @click.option("--log-level", default="info", show_default=True,
@@ -169,6 +181,8 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             leader_election_id: str, lease_duration: float, renew_deadline: float,
             retry_period: float, metrics_bind_address: str, health_probe_bind_address: str,
             controller_threads: int, kube_api_qps: float, kube_api_burst: int,
+            webhook_port: int, webhook_cert_dir: Path, webhook_service_name: str,
+            webhook_service_namespace: str, webhook_config_name: str,
             kubeconfig: str | None, log_level: str) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
@@ -181,6 +195,7 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
         configure_logging,
         run_manager,
     )
+    from trainop.cluster.webhook import WebhookOptions
 
     by_name = {k.lower(): k for k in KINDS}
     kinds: list[str] = []
@@ -199,7 +214,11 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
         lease=LeaseTimes(lease_duration, renew_deadline, retry_period),
         metrics_address=metrics_bind_address, health_address=health_probe_bind_address,
         threads=controller_threads, qps=kube_api_qps, burst=kube_api_burst,
-        kubeconfig=kubeconfig)
+        kubeconfig=kubeconfig,
+        webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,
+                               service_name=webhook_service_name,
+                               service_namespace=webhook_service_namespace,
+                               config_name=webhook_config_name) if webhook_port else None)
     try:
         code = asyncio.run(run_manager(opts))
     except StartupError as err:

@@ -39,11 +39,13 @@ class Manager:
 
     def __init__(self, api: TestAPIServer, *args: str, log_dir: Path):
         self.metrics_port, self.health_port = free_port(), free_port()
+        self.webhook_port = 0
         self.log_path = log_dir / f"manager-{uuid.uuid4().hex[:6]}.log"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig", str(api.kubeconfig),
              "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", *args],
+             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
+             *(() if "--webhook-port" in args else ("--webhook-port", "0")), *args],
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
 
     def wait_ready(self, timeout: float = 30) -> Manager:

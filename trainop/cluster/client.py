@@ -132,7 +132,7 @@ class Client:
     async def replace(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         return await self.request("PUT", path, obj)
 
-    async def patch(self, path: str, patch: dict[str, Any],
+    async def patch(self, path: str, patch: dict[str, Any] | list[dict[str, Any]],
                     kind: str = "application/merge-patch+json") -> dict[str, Any]:
         return await self.request("PATCH", path, patch, content_type=kind)
 

@@ -30,6 +30,7 @@ from trainop.cluster.resources import (
     Resource,
     hpa,
 )
+from trainop.cluster.webhook import WebhookOptions, WebhookServer
 from trainop.engine import EngineConfig
 
 log = logging.getLogger("trainop.manager")
@@ -54,6 +55,8 @@ class ManagerOptions:
     qps: float = 20.0
     burst: int = 30
     kubeconfig: str | None = None
+    webhook: WebhookOptions | None = field(default_factory=WebhookOptions)
+    """None: no admission webhook served."""
 
 
 async def _discover(client: Client, opts: ManagerOptions) -> tuple[str, dict[str, Resource]]:
@@ -123,14 +126,22 @@ async def run_manager(opts: ManagerOptions) -> int:
         controllers = [JobController(kind, client, caches, ControllerConfig(engine, opts.threads),
                                      recorder, leading) for kind in opts.kinds]
         synced = False
+        webhook = WebhookServer(client, opts.webhook) if opts.webhook else None
 
         def ready() -> tuple[int, str, str]:
-            return (200, "text/plain", "ok") if synced else (500, "text/plain", "caches syncing")
+            if not synced:
+                return 500, "text/plain", "caches syncing"
+            if webhook is not None and not webhook.ready:
+                return 500, "text/plain", "webhook certificates not ready"
+            return 200, "text/plain", "ok"
 
         runners.append(await server.start(opts.metrics_address,
                                           {"/metrics": server.metrics_body}))
         runners.append(await server.start(opts.health_address, {
             "/healthz": lambda: (200, "text/plain", "ok"), "/readyz": ready}))
+        if webhook is not None:
+            await webhook.start()
+            tasks.append(asyncio.create_task(webhook.rotate_forever()))
         for informer in caches.all():
             tasks.append(asyncio.create_task(informer.run()))
         await wait_synced(caches.all())
@@ -165,6 +176,8 @@ async def run_manager(opts: ManagerOptions) -> int:
                 await task
         if elector is not None:
             await elector.release()
+        if webhook is not None:
+            await webhook.stop()
         await recorder.drain()
         for runner in runners:
             if runner is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from trainop.testing.certs import ca_and_serving_cert, rsa_key_pem
+from trainop.cluster.certs import ca_and_serving_cert, rsa_key_pem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,12 +55,14 @@ class TestAPIServer:
 
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="trainop-api-")))
     extra_args: list[str] = field(default_factory=list)
+    users: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+    """More static tokens: token -> (user name, groups), e.g. a ServiceAccount's."""
     url: str = ""
     admin_token: str = "trainop-admin-token"
     kubeconfig: Path = Path()
     ca_file: Path = Path()
     etcd_url: str = ""
-    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
 
     def start(self, timeout: float = 60) -> TestAPIServer:
         assets = find_assets()
@@ -72,7 +74,7 @@ class TestAPIServer:
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept for the process
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        self._procs.append(proc)
+        self._procs.append((name, proc))
         return proc
 
     def _start_etcd(self, assets: Path) -> None:
@@ -96,9 +98,10 @@ class TestAPIServer:
         (w / "apiserver.crt").write_bytes(serving.cert_pem)
         (w / "apiserver.key").write_bytes(serving.key_pem)
         (w / "sa.key").write_bytes(rsa_key_pem())
-        (w / "tokens.csv").write_text(
-            f'{self.admin_token},trainop-admin,1,"system:masters"\n'
-        )
+        lines = [f'{self.admin_token},trainop-admin,1,"system:masters"']
+        for n, (token, (user, groups)) in enumerate(self.users.items()):
+            lines.append(f'{token},{user},{n + 2},"{",".join(groups)}"')
+        (w / "tokens.csv").write_text("\n".join(lines) + "\n")
         port = free_port()
         self.url = f"https://127.0.0.1:{port}"
         self._spawn("kube-apiserver", [
@@ -133,14 +136,18 @@ class TestAPIServer:
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
         }
 
+    def kubeconfig_for(self, token: str, path: Path) -> Path:
+        """Write a kubeconfig that authenticates with `token` (one of `users`)."""
+        path.write_text(yaml.safe_dump(self.kubeconfig_dict(token, "user")))
+        return path
+
     def _wait_ready(self, timeout: float) -> None:
         ctx = ssl.create_default_context(cafile=str(self.ca_file))
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            for proc in self._procs:
+            for name, proc in self._procs:
                 if proc.poll() is not None:
-                    name = Path(str(proc.args[0])).name
                     tail = (self.workdir / f"{name}.log").read_text()[-2000:]
                     self.stop()
                     raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
@@ -169,10 +176,10 @@ class TestAPIServer:
         return out
 
     def stop(self, keep_workdir: bool = False) -> None:
-        for proc in reversed(self._procs):
+        for _, proc in reversed(self._procs):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
-        for proc in reversed(self._procs):
+        for _, proc in reversed(self._procs):
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:

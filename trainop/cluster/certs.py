@@ -1,4 +1,5 @@
-"""Self-signed certificates and keys for loopback servers (test API server, webhook)."""
+"""Certificates and keys: the webhook's self-managed CA and serving certificate (also used
+for the test API server)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ def _key_pem(key: rsa.RSAPrivateKey) -> bytes:
 def rsa_key_pem() -> bytes:
     """A fresh 2048-bit RSA private key in PEM (service-account signing key)."""
     return _key_pem(_key())
+
+
+def not_after(cert_pem: bytes) -> dt.datetime:
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
 
 
 def ca_and_serving_cert(

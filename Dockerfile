@@ -1,0 +1,17 @@
+# The manager image: docker build -t trainop:0.1.0 .
+FROM python:3.11.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+# The same pinned requirements as everywhere else: they live in pyproject.toml.
+COPY pyproject.toml README.md ./
+COPY trainop ./trainop
+RUN pip install . && rm -rf /src
+
+RUN useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin trainop
+USER 65532:65532
+WORKDIR /
+EXPOSE 8080 8081 9443
+ENTRYPOINT ["trainop", "manager"]

@@ -1,0 +1,177 @@
+"""The install: kustomize renders, the server accepts it, the ClusterRole is enough for a
+whole job lifecycle (and no more), and the admission webhook defaults and validates."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import SA_TOKEN
+from tests.integration.kube import Kube, Manager, wait_for
+from tests.jobs import manifest
+from trainop.cluster.webhook import path_for
+from trainop.testing.apiserver import TestAPIServer, free_port
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_kustomize_renders_every_overlay() -> None:
+    for overlay in ("default", "namespaced"):
+        out = subprocess.run(["kubectl", "kustomize", str(REPO / "config" / overlay)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        kinds = [d["kind"] for d in yaml.safe_load_all(out.stdout)]
+        assert kinds.count("CustomResourceDefinition") == 7
+        assert "Deployment" in kinds and "ValidatingWebhookConfiguration" in kinds
+
+
+def test_server_side_dry_run_of_the_install(apiserver: TestAPIServer) -> None:
+    # A dry run persists nothing, so the namespace it would create first must exist.
+    apiserver.kubectl("apply", "--server-side", "-f",
+                      str(REPO / "config" / "manager" / "namespace.yaml"))
+    out = apiserver.kubectl("apply", "--dry-run=server", "--server-side", "-k",
+                            str(REPO / "config" / "default"), check=False)
+    assert out.returncode == 0, out.stderr
+    assert "deployment.apps/trainop-manager serverside-applied (server dry run)" in out.stdout
+
+
+@pytest.fixture(scope="module")
+def installed_rbac(apiserver: TestAPIServer) -> None:
+    """The rendered install's RBAC objects, for real (the rest as it is)."""
+    rendered = subprocess.run(["kubectl", "kustomize", str(REPO / "config" / "default")],
+                              capture_output=True, text=True, check=True).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d["kind"] in (
+        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+        "RoleBinding")]
+    apiserver.kubectl("apply", "--server-side", "-f", "-",
+                      input="---\n".join(yaml.safe_dump(d) for d in docs))
+
+
+def test_the_cluster_role_is_enough_for_a_job_lifecycle(
+        apiserver: TestAPIServer, kube: Kube, installed_rbac: None, tmp_path: Path) -> None:
+    sa = apiserver.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
+    m = Manager(apiserver, "--kubeconfig", str(sa), "--enable-scheme", "xgboostjob",
+                "--enable-scheme", "mpijob", "--leader-elect", "--leader-election-namespace",
+                "trainop-system", log_dir=tmp_path)
+    try:
+        m.wait_ready()
+        wait_for("leader", lambda: "became leader" in m.log())
+        kube.apply(manifest("MPIJob", {"Launcher": 1, "Worker": 1}, name="mpi",
+                            spec={"runPolicy": {"ttlSecondsAfterFinished": 1,
+                                                "cleanPodPolicy": "All"}}))
+        kube.apply(manifest("XGBoostJob", {"Master": 1, "Worker": 1}, name="xgb",
+                            spec={"runPolicy": {"cleanPodPolicy": "All"}}))
+        kube.wait_pods(4)
+        kube.set_all("Running")
+        kube.wait_condition("XGBoostJob", "xgb", "Running")
+        kube.set_all("Succeeded", exit_code=0)
+        kube.wait_condition("XGBoostJob", "xgb", "Succeeded")
+        wait_for("cleanup and TTL", lambda: not kube.names("pods") and
+                 kube.get("mpijobs.kubeflow.org", "mpi") is None, 30)
+        assert "Forbidden" not in m.log() and "403" not in m.log(), m.log()
+        assert any(e["reason"] == "XGBoostJobSucceeded" for e in kube.items("events"))
+    finally:
+        m.stop()
+    for forbidden in (["get", "deployments", "-A"], ["get", "nodes"],
+                      ["create", "namespace", "nope"], ["delete", "crd", "tfjobs.kubeflow.org"],
+                      ["get", "secrets", "-n", "kube-system", "-o", "yaml", "--watch=false",
+                       "default-token"]):
+        out = subprocess.run(["kubectl", "--kubeconfig", str(sa), *forbidden],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (forbidden, out)
+
+
+@pytest.fixture
+def webhook(apiserver: TestAPIServer, kube: Kube, tmp_path: Path,
+            start_manager: Callable[..., Manager]) -> Iterator[Manager]:
+    """A manager serving the webhook on loopback, registered for this test's namespace."""
+    port = free_port()
+    apiserver.kubectl("label", "namespace", kube.ns, f"webhook-test={kube.ns}")
+    name = f"trainop-{uuid.uuid4().hex[:6]}"
+    configs = []
+    for action, kind in (("mutate", "MutatingWebhookConfiguration"),
+                         ("validate", "ValidatingWebhookConfiguration")):
+        configs.append({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                        "metadata": {"name": name}, "webhooks": [{
+                            "name": f"{action}.pytorchjob.trainop.kubeflow.org",
+                            "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                            "failurePolicy": "Fail",
+                            "namespaceSelector": {"matchLabels": {"webhook-test": kube.ns}},
+                            "clientConfig": {"url": f"https://127.0.0.1:{port}"
+                                                    f"{path_for(action, 'PyTorchJob')}"},
+                            "rules": [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
+                                       "operations": ["CREATE", "UPDATE"],
+                                       "resources": ["pytorchjobs"]}]}]})
+    apiserver.kubectl("apply", "-f", "-", input="---\n".join(yaml.safe_dump(c)
+                                                            for c in configs))
+    try:
+        m = start_manager("--webhook-port", str(port), "--webhook-cert-dir",
+                          str(tmp_path / "certs"), "--webhook-config-name", name)
+        m.webhook_port = port
+        yield m
+    finally:
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            apiserver.kubectl("delete", kind, name, check=False)
+
+
+def test_webhook_rejects_an_invalid_job_with_the_validation_message(
+        kube: Kube, webhook: Manager) -> None:
+    doc = manifest("PyTorchJob", {"Master": 2, "Worker": 1}, name="bad")
+    doc["metadata"].pop("uid")
+    doc["metadata"]["namespace"] = kube.ns
+    out = kube.api.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc), check=False)
+    assert out.returncode != 0
+    assert "spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in out.stderr
+    assert kube.get("pytorchjobs.kubeflow.org", "bad") is None
+
+
+def test_webhook_defaults_a_valid_job_and_guards_immutable_fields(
+        kube: Kube, webhook: Manager) -> None:
+    kube.apply(manifest("PyTorchJob", {"master": None, "worker": 2}, name="ok"))
+    spec = kube.job("PyTorchJob", "ok")["spec"]
+    assert spec["pytorchReplicaSpecs"]["Master"]["replicas"] == 1
+    assert spec["pytorchReplicaSpecs"]["Master"]["restartPolicy"] == "OnFailure"
+    assert spec["runPolicy"]["cleanPodPolicy"] == "None"
+    ports = spec["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["ports"]
+    assert ports == [{"name": "pytorchjob-port", "containerPort": 23456}]
+    out = kube.api.kubectl("patch", "pytorchjob", "ok", "-n", kube.ns, "--type=merge", "-p",
+                           json.dumps({"spec": {"runPolicy": {"managedBy": "someone/else"}}}),
+                           check=False)
+    assert out.returncode != 0 and "spec.runPolicy.managedBy: is immutable" in out.stderr
+
+
+def test_webhook_serves_tls_1_2_or_newer_only(webhook: Manager) -> None:
+    port = webhook.webhook_port
+    for version, ok in ((ssl.TLSVersion.TLSv1_1, False), (ssl.TLSVersion.TLSv1_2, True)):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.minimum_version = ctx.maximum_version = version
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                    ctx.wrap_socket(raw) as tls:
+                connected = tls.version() is not None
+        except (ssl.SSLError, OSError):
+            connected = False
+        assert connected is ok, version
+
+
+def test_dockerfile_installs_the_pinned_package_and_runs_the_manager() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    assert "COPY pyproject.toml" in text and "RUN pip install ." in text
+    assert 'ENTRYPOINT ["trainop", "manager"]' in text
+    assert "USER 65532" in text
+    pins = [d for d in __import__("tomllib").loads((REPO / "pyproject.toml").read_text())[
+        "project"]["dependencies"]]
+    assert pins and all("==" in d for d in pins)
+    assert sys.version_info[:2] == (3, 11) or "python:3.11" in text

@@ -1,0 +1,211 @@
+"""The admission webhook: defaulting (mutating) and validation of every job kind, served
+over TLS 1.2+ with the same functions `trainop run` and the controllers use.
+
+Certificates come from --webhook-cert-dir when something (cert-manager) put tls.crt and
+tls.key there; otherwise the manager makes its own CA and serving certificate, renews them
+before they expire, and patches the CA bundle into the webhook configurations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import json
+import logging
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from trainop.api import KINDS, InvalidJob, default_job, load_job, parse_job
+from trainop.cluster.certs import ca_and_serving_cert, not_after
+from trainop.cluster.client import APIError, Client
+
+log = logging.getLogger("trainop.webhook")
+RENEW_BEFORE = dt.timedelta(days=2)
+CERT_DAYS = 7
+CONFIG_KINDS = (("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"),
+                ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"))
+
+
+def path_for(action: str, kind: str) -> str:
+    """controller-runtime's path convention: /validate-kubeflow-org-v1-pytorchjob."""
+    return f"/{action}-kubeflow-org-v1-{kind.lower()}"
+
+
+def _response(review: dict[str, Any], allowed: bool, message: str = "",
+              patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": (review.get("request") or {}).get("uid", ""),
+                                "allowed": allowed}
+    if message:
+        response["status"] = {"code": 200 if allowed else 422, "message": message,
+                              "reason": "Invalid" if not allowed else ""}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": response}
+
+
+def validate_review(review: dict[str, Any]) -> dict[str, Any]:
+    request = review.get("request") or {}
+    obj = request.get("object") or {}
+    try:
+        job = load_job(obj)
+    except InvalidJob as err:
+        return _response(review, False, "; ".join(str(p) for p in err.problems))
+    old = request.get("oldObject")
+    if request.get("operation") == "UPDATE" and old:
+        try:
+            before = parse_job(old)
+        except InvalidJob:
+            return _response(review, True)
+        problems = []
+        if before.spec.run_policy.managed_by != job.spec.run_policy.managed_by:
+            problems.append("spec.runPolicy.managedBy: is immutable")
+        old_sp, new_sp = before.spec.run_policy.scheduling_policy, \
+            job.spec.run_policy.scheduling_policy
+        if (old_sp.queue if old_sp else None) != (new_sp.queue if new_sp else None) and \
+                not _suspended(before):
+            problems.append("spec.runPolicy.schedulingPolicy.queue: is immutable while the "
+                            "job is not suspended")
+        if problems:
+            return _response(review, False, "; ".join(problems))
+    return _response(review, True)
+
+
+def _suspended(job: Any) -> bool:
+    return bool(job.spec.run_policy.suspend)
+
+
+def default_review(review: dict[str, Any]) -> dict[str, Any]:
+    obj = (review.get("request") or {}).get("object") or {}
+    try:
+        defaulted = default_job(parse_job(obj)).to_dict()
+    except InvalidJob:
+        return _response(review, True)  # the validating webhook says what is wrong
+    if defaulted.get("spec") == obj.get("spec"):
+        return _response(review, True)
+    return _response(review, True, patch=[{"op": "replace", "path": "/spec",
+                                           "value": defaulted["spec"]}])
+
+
+@dataclass
+class WebhookOptions:
+    port: int = 9443
+    cert_dir: Path = Path("/tmp/k8s-webhook-server/serving-certs")
+    service_name: str = "trainop-webhook"
+    service_namespace: str = "trainop-system"
+    config_name: str = "trainop"
+    host: str = "0.0.0.0"
+
+
+class WebhookServer:
+    def __init__(self, client: Client, options: WebhookOptions):
+        self.client = client
+        self.options = options
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.ready = False
+        self.self_managed = False
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def cert(self) -> Path:
+        return self.options.cert_dir / "tls.crt"
+
+    @property
+    def key(self) -> Path:
+        return self.options.cert_dir / "tls.key"
+
+    @property
+    def marker(self) -> Path:
+        return self.options.cert_dir / ".trainop-managed"
+
+    def _issue(self) -> bytes:
+        """A fresh CA and serving certificate for the webhook service; returns the CA."""
+        svc, ns = self.options.service_name, self.options.service_namespace
+        ca, serving = ca_and_serving_cert(
+            svc, [svc, f"{svc}.{ns}", f"{svc}.{ns}.svc", f"{svc}.{ns}.svc.cluster.local",
+                  "localhost"], ["127.0.0.1"], days=CERT_DAYS)
+        self.options.cert_dir.mkdir(parents=True, exist_ok=True)
+        self.key.write_bytes(serving.key_pem)
+        self.key.chmod(0o600)
+        self.cert.write_bytes(serving.cert_pem)
+        (self.options.cert_dir / "ca.crt").write_bytes(ca.cert_pem)
+        self.marker.write_text("made by trainop; renewed by trainop\n")
+        return ca.cert_pem
+
+    async def _patch_ca_bundle(self, ca_pem: bytes) -> None:
+        bundle = base64.b64encode(ca_pem).decode()
+        for api_version, plural in CONFIG_KINDS:
+            path = f"/apis/{api_version}/{plural}/{self.options.config_name}"
+            try:
+                config = await self.client.get(path)
+            except APIError as err:
+                if err.status == 404:
+                    log.info("no %s/%s to give the CA bundle to", plural,
+                             self.options.config_name)
+                    continue
+                raise
+            patch = [{"op": "replace", "path": f"/webhooks/{i}/clientConfig/caBundle",
+                      "value": bundle} for i in range(len(config.get("webhooks") or []))]
+            if patch:
+                await self.client.patch(path, patch, "application/json-patch+json")
+                log.info("CA bundle patched into %s/%s", plural, self.options.config_name)
+
+    async def ensure_certificates(self) -> None:
+        """Use mounted certificates, else make (or renew) our own and publish the CA."""
+        if self.cert.exists() and self.key.exists() and not self.marker.exists():
+            self.ctx.load_cert_chain(self.cert, self.key)
+            self.ready = True
+            log.info("serving certificates from %s", self.options.cert_dir)
+            return
+        self.self_managed = True
+        ca = self._issue()
+        self.ctx.load_cert_chain(self.cert, self.key)
+        await self._patch_ca_bundle(ca)
+        self.ready = True
+
+    async def rotate_forever(self, every: float = 3600) -> None:
+        while True:
+            await asyncio.sleep(every)
+            if not self.self_managed:
+                # mounted certificates are renewed by their owner: load what is there now
+                self.ctx.load_cert_chain(self.cert, self.key)
+                continue
+            left = not_after(self.cert.read_bytes()) - dt.datetime.now(dt.UTC)
+            if left < RENEW_BEFORE:
+                log.info("renewing the webhook certificate (%s left)", left)
+                ca = self._issue()
+                self.ctx.load_cert_chain(self.cert, self.key)
+                await self._patch_ca_bundle(ca)
+
+    async def start(self) -> None:
+        await self.ensure_certificates()
+        app = web.Application(client_max_size=8 * 2**20)
+        for kind in KINDS:
+            app.router.add_post(path_for("validate", kind), self._handler(validate_review))
+            app.router.add_post(path_for("mutate", kind), self._handler(default_review))
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.options.host, self.options.port,
+                          ssl_context=self.ctx).start()
+        log.info("webhook serving on :%d", self.options.port)
+
+    @staticmethod
+    def _handler(fn: Any) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            try:
+                review = await request.json()
+            except ValueError:
+                return web.json_response({"message": "not an AdmissionReview"}, status=400)
+            return web.json_response(fn(review))
+        return handle
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
