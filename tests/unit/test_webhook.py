@@ -1,0 +1,101 @@
+"""The admission webhook's decisions (pure functions) and its registered manifests."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.jobs import manifest
+from trainop.api import KINDS
+from trainop.cluster.webhook import default_review, path_for, validate_review
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def review(obj: dict[str, Any], op: str = "CREATE", old: dict[str, Any] | None = None
+           ) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "operation": op, "object": obj, "oldObject": old}}
+
+
+def test_valid_job_is_allowed() -> None:
+    out = validate_review(review(manifest("TFJob", {"Worker": 2})))
+    assert out["response"] == {"uid": "u1", "allowed": True}
+
+
+def test_invalid_job_is_denied_with_every_problem() -> None:
+    out = validate_review(review(manifest("PyTorchJob", {"Master": 2, "PS": 1}, name="X")))
+    response = out["response"]
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    message = response["status"]["message"]
+    assert "spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in message
+    assert "spec.pytorchReplicaSpecs.PS: unknown replica type" in message
+    assert "metadata.name: must be a DNS-1035 label" in message
+
+
+@pytest.mark.parametrize(("field", "old", "new", "allowed"), [
+    ("managedBy", None, "kueue.x-k8s.io/multikueue", False),
+    ("managedBy", "a/b", "a/b", True),
+])
+def test_managed_by_is_immutable(field: str, old: str | None, new: str, allowed: bool) -> None:
+    before = manifest("JAXJob", {"Worker": 1}, spec={"runPolicy": {field: old} if old else {}})
+    after = manifest("JAXJob", {"Worker": 1}, spec={"runPolicy": {field: new}})
+    out = validate_review(review(after, "UPDATE", before))
+    assert out["response"]["allowed"] is allowed
+
+
+def test_queue_is_immutable_unless_suspended() -> None:
+    def job(queue: str, suspend: bool = False) -> dict[str, Any]:
+        return manifest("JAXJob", {"Worker": 1}, spec={"runPolicy": {
+            "suspend": suspend, "schedulingPolicy": {"queue": queue}}})
+    denied = validate_review(review(job("b"), "UPDATE", job("a")))["response"]
+    assert denied["allowed"] is False
+    assert "schedulingPolicy.queue: is immutable" in denied["status"]["message"]
+    assert validate_review(review(job("b", True), "UPDATE", job("a", True)))["response"][
+        "allowed"]
+
+
+def test_defaulting_patch_replaces_the_spec_with_the_defaulted_one() -> None:
+    out = default_review(review(manifest("PyTorchJob", {"worker": None})))["response"]
+    assert out["allowed"] and out["patchType"] == "JSONPatch"
+    (op,) = json.loads(base64.b64decode(out["patch"]))
+    assert op["op"] == "replace" and op["path"] == "/spec"
+    worker = op["value"]["pytorchReplicaSpecs"]["Worker"]
+    assert (worker["replicas"], worker["restartPolicy"]) == (1, "OnFailure")
+
+
+def test_defaulting_an_already_defaulted_job_patches_nothing() -> None:
+    first = default_review(review(manifest("TFJob", {"Worker": 1})))["response"]
+    spec = json.loads(base64.b64decode(first["patch"]))[0]["value"]
+    again = manifest("TFJob", {"Worker": 1})
+    again["spec"] = spec
+    assert "patch" not in default_review(review(again))["response"]
+
+
+def test_defaulting_leaves_unparseable_jobs_to_validation() -> None:
+    doc = manifest("TFJob", {"Worker": 1})
+    doc["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
+    assert default_review(review(doc))["response"] == {"uid": "u1", "allowed": True}
+
+
+def test_registered_webhooks_cover_every_kind() -> None:
+    docs = list(yaml.safe_load_all((REPO / "config/webhook/manifests.yaml").read_text()))
+    for doc, action in zip(docs, ("mutate", "validate"), strict=True):
+        paths = {h["clientConfig"]["service"]["path"]: h["rules"][0]["resources"]
+                 for h in doc["webhooks"]}
+        assert paths == {path_for(action, k): [i.plural] for k, i in KINDS.items()}
+        assert all(h["admissionReviewVersions"] == ["v1"] for h in doc["webhooks"])
+
+
+def test_cluster_role_grants_every_job_kind_and_no_wildcards() -> None:
+    role = yaml.safe_load((REPO / "config/rbac/cluster/role.yaml").read_text())
+    text = json.dumps(role)
+    assert '"*"' not in text
+    resources = {r for rule in role["rules"] for r in rule["resources"]}
+    for info in KINDS.values():
+        assert info.plural in resources and f"{info.plural}/status" in resources
