@@ -18,7 +18,7 @@ run: venv
 
 ## test: lint, type-check, then unit, integration (real kube-apiserver + etcd) and e2e tests
 test: venv
-	$(BIN)/pip install -q -e '.[train,e2e,dev]'
+	$(BIN)/pip install -q -e '.[train,e2e,bench,dev]'
 	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
 	$(BIN)/ruff check . && \
 	$(BIN)/mypy && \

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import orjson
 from prometheus_client import Counter
 
 from trainop.cluster.config import ClusterConfig
@@ -71,16 +71,15 @@ class Client:
                  max_connections: int = 64):
         self.config = config
         self.limiter = TokenBucket(qps, burst)
-        self._connector_limit = max_connections
+        # Requests in flight are bounded here; watches hold a connection each on top.
+        self._in_flight = asyncio.Semaphore(max_connections)
         self._session: aiohttp.ClientSession | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self.config.ssl_context(),
-                                               limit=self._connector_limit),
-                json_serialize=json.dumps)
+                connector=aiohttp.TCPConnector(ssl=self.config.ssl_context(), limit=0))
         return self._session
 
     async def close(self) -> None:
@@ -101,23 +100,23 @@ class Client:
         verb = method.lower()
         for attempt in range(MAX_429_RETRIES + 1):
             await self.limiter.take()
-            async with self.session.request(
+            async with self._in_flight, self.session.request(
                 method, self.config.server + path, params=params,
-                data=None if body is None else json.dumps(body),
+                data=None if body is None else orjson.dumps(body),
                 headers=self._headers(content_type),
                 timeout=aiohttp.ClientTimeout(total=60),
             ) as resp:
                 API_REQUESTS.labels(verb, _resource_of(path), str(resp.status)).inc()
-                text = await resp.text()
+                raw = await resp.read()
                 if resp.status == 429 and attempt < MAX_429_RETRIES:
                     # The server asks us to slow down: wait as long as it says.
                     delay = float(resp.headers.get("Retry-After", "1") or 1)
                     await asyncio.sleep(min(delay, 10) * (1 + attempt / 4))
                     continue
                 try:
-                    data = json.loads(text) if text else {}
-                except ValueError:
-                    data = {"message": text}
+                    data = orjson.loads(raw) if raw else {}
+                except orjson.JSONDecodeError:
+                    data = {"message": raw.decode(errors="replace")}
                 if resp.status >= 400:
                     raise APIError(resp.status, data)
                 return data
@@ -148,15 +147,16 @@ class Client:
         ) as resp:
             API_REQUESTS.labels("watch", _resource_of(path), str(resp.status)).inc()
             if resp.status >= 400:
-                text = await resp.text()
+                raw = await resp.read()
                 try:
-                    raise APIError(resp.status, json.loads(text))
-                except ValueError:
-                    raise APIError(resp.status, text) from None
+                    body = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    body = raw.decode(errors="replace")
+                raise APIError(resp.status, body)
             buffer = b""
             async for chunk in resp.content.iter_any():
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        yield json.loads(line)
+                        yield orjson.loads(line)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainop.api import InvalidJob, JobStatus, load_job
+from trainop.api import InvalidJob, Job, JobStatus, load_job
 from trainop.cluster import metrics
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import APIError, Client
@@ -70,6 +70,8 @@ class JobController:
         self.addr = ClusterAddressing()
         self.queue = WorkQueue(kind)
         self.expectations = Expectations()
+        self._parsed: dict[str, tuple[str, Job]] = {}
+        """Key -> (resourceVersion, defaulted job): parse a job once per version."""
         self.jobs = caches.jobs[kind]
         self.jobs.add_handler(self._on_job)
         assert caches.pods is not None
@@ -84,6 +86,7 @@ class JobController:
         key = f"{m.get('namespace')}/{m.get('name')}"
         if kind == "DELETED":
             self.expectations.forget(key)
+            self._parsed.pop(key, None)
             return
         if old is not None and new is not None and \
                 old.get("metadata", {}).get("resourceVersion") == \
@@ -165,11 +168,17 @@ class JobController:
         obj = self.jobs.get(key)
         if obj is None or not self.expectations.satisfied(key):
             return None  # deleted, or waiting for the cache to show our last writes
-        try:
-            job = load_job(obj)
-        except InvalidJob as err:
-            await self._fail_invalid(obj, err)
-            return None
+        rv = obj["metadata"].get("resourceVersion", "")
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] == rv:
+            job = cached[1]
+        else:
+            try:
+                job = load_job(obj)
+            except InvalidJob as err:
+                await self._fail_invalid(obj, err)
+                return None
+            self._parsed[key] = (rv, job)
         uid = job.metadata.uid or ""
         observed = self.observed(uid, list(job.spec.replica_specs), job.main_container)
         if job.kind == "MPIJob" and observed.object("Secret", f"{job.name}-ssh") is None:
@@ -182,7 +191,14 @@ class JobController:
     async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
         ns = obj["metadata"]["namespace"]
         pods = [o for o in plan.create if o["kind"] == "Pod"]
-        others = [o for o in plan.create if o["kind"] != "Pod"]
+        # Pods mount ConfigMaps and Secrets and join PodGroups: those go first. A pod's
+        # own headless service does not have to precede it: both go in one stream.
+        replicas: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        for o in plan.create:
+            per_replica = o["kind"] == "Pod" or (
+                o["kind"] == "Service" and o["metadata"]["name"] != obj["metadata"]["name"])
+            (replicas if per_replica else others).append(o)
         pod_deletes = [r.name for r in plan.delete if r.kind == "Pod"]
         self.expectations.expect(key, [p["metadata"]["name"] for p in pods], pod_deletes)
 
@@ -191,7 +207,7 @@ class JobController:
         rejected: list[str] = []
         rejected += await self._batches(others, lambda o: self._create(key, ns, o))
         if not rejected:
-            rejected += await self._batches(pods, lambda o: self._create(key, ns, o))
+            rejected += await self._batches(replicas, lambda o: self._create(key, ns, o))
         else:
             self.expectations.lower(key, adds=[p["metadata"]["name"] for p in pods])
         for o in plan.update:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import aiohttp
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from trainop.cluster.client import APIError, Client
 from trainop.cluster.resources import Resource
@@ -29,6 +29,8 @@ Handler = Callable[[str, Any, Any], None]
 
 RELISTS = Counter("trainop_informer_relists_total", "Full re-lists after a watch expired",
                   ["resource"])
+WATCHES = Gauge("trainop_informer_watches", "Watch connections open to the API server")
+CACHED = Gauge("trainop_cache_objects", "Objects held in the shared cache", ["resource"])
 PAGE = 500
 
 
@@ -49,6 +51,7 @@ class Informer(Generic[R]):
         self.by_owner: dict[str, dict[str, R]] = defaultdict(dict)
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
+        self._cached = CACHED.labels(resource.plural)
         self.resource_version: str | None = None
         self.watch_timeout = (240, 480)
 
@@ -88,12 +91,15 @@ class Informer(Generic[R]):
         owner = self.owner_of(rec)
         if owner:
             self.by_owner[owner][key] = rec
+        if old is None:
+            self._cached.inc()
         if emit:
             self._emit("MODIFIED" if old is not None else "ADDED", rec, old)
 
     def _remove(self, key: str) -> None:
         old = self.items.pop(key, None)
         if old is not None:
+            self._cached.dec()
             self._unindex(key, old)
             self._emit("DELETED", None, old)
 
@@ -144,6 +150,13 @@ class Informer(Generic[R]):
         assert self.resource_version is not None
         params = {**self._params(), "resourceVersion": self.resource_version,
                   "timeoutSeconds": str(random.randint(*self.watch_timeout))}
+        WATCHES.inc()
+        try:
+            await self._consume(params)
+        finally:
+            WATCHES.dec()
+
+    async def _consume(self, params: dict[str, str]) -> None:
         async for event in self.client.watch(self.resource.path(self.namespace), params):
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":

@@ -1,6 +1,7 @@
 """A rate-limited work queue of job keys, as client-go's: a key is queued once however
-often it is added, is never handed to two workers at once, retries with per-key
-exponential back-off under an overall rate limit, and can be added after a delay."""
+often it is added, is never handed to two workers at once, and can be added after a delay.
+Retries (add_rate_limited) wait the longer of a per-key exponential back-off and an
+overall token bucket (10/s, burst 100); ordinary adds are not rate limited."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import time
 from collections import deque
 
 from prometheus_client import Counter, Gauge
-
-from trainop.cluster.client import TokenBucket
 
 QUEUE_DEPTH = Gauge("trainop_workqueue_depth", "Keys waiting in the work queue", ["name"])
 QUEUE_ADDS = Counter("trainop_workqueue_adds_total", "Keys added to the work queue", ["name"])
@@ -26,7 +25,10 @@ class WorkQueue:
         self.name = name
         self.base_delay = base_delay
         self.max_delay = max_delay
-        self.bucket = TokenBucket(qps, burst)
+        self.qps = qps
+        self.burst = burst
+        self._tokens = float(burst)
+        self._last = time.monotonic()
         self._queue: deque[str] = deque()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
@@ -58,12 +60,22 @@ class WorkQueue:
         heapq.heappush(self._later, (time.monotonic() + delay, next(self._seq), key))
         self._arm()
 
+    def _reserve(self) -> float:
+        """Take a token from the overall bucket; the seconds until it is really there."""
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
     def add_rate_limited(self, key: str) -> None:
-        """Retry a key that failed: 5ms, 10ms, 20ms, ... up to max_delay."""
+        """Retry a key that failed: 5ms, 10ms, 20ms, ... up to max_delay, and no more than
+        `qps` retries a second over all keys."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
         QUEUE_RETRIES.labels(self.name).inc()
-        self.add_after(key, min(self.base_delay * 2 ** n, self.max_delay))
+        self.add_after(key, max(min(self.base_delay * 2 ** n, self.max_delay),
+                                self._reserve()))
 
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
@@ -93,7 +105,6 @@ class WorkQueue:
         while not self._queue:
             self._ready.clear()
             await self._ready.wait()
-        await self.bucket.take()
         key = self._queue.popleft()
         QUEUE_DEPTH.labels(self.name).set(len(self._queue))
         self._dirty.discard(key)

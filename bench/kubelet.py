@@ -1,0 +1,78 @@
+"""A simulated kubelet: moves trainop's pods to Running at once, and after --run-seconds
+to Succeeded (or Failed with exit code 1 for every --fail-every-th pod). Thousands of
+pods a second; it runs until stopped.
+
+    python -m bench.kubelet --kubeconfig KUBECONFIG --run-seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from trainop.cluster.client import APIError, Client
+from trainop.cluster.config import from_kubeconfig
+from trainop.cluster.resources import PODS
+from trainop.engine.labels import JOB_NAME
+
+CONCURRENCY = 64
+
+
+def status(phase: str, exit_code: int | None = None) -> dict[str, Any]:
+    state: dict[str, Any] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    if exit_code is not None:
+        state = {"terminated": {"exitCode": exit_code,
+                                "reason": "Completed" if exit_code == 0 else "Error"}}
+    return {"status": {"phase": phase, "containerStatuses": [{
+        "name": "main", "ready": phase == "Running", "restartCount": 0, "image": "x",
+        "imageID": "", "state": state}]}}
+
+
+async def main(kubeconfig: str, run_seconds: float, fail_every: int) -> None:
+    client = Client(from_kubeconfig(kubeconfig), qps=0, max_connections=CONCURRENCY)
+    sem = asyncio.Semaphore(CONCURRENCY)
+    seen: set[str] = set()
+    count = 0
+
+    async def patch(ns: str, name: str, body: dict[str, Any]) -> None:
+        async with sem:
+            try:
+                await client.patch(PODS.path(ns, name, "status"), body)
+            except APIError:
+                pass  # deleted meanwhile
+
+    async def lifecycle(ns: str, name: str, n: int) -> None:
+        await patch(ns, name, status("Running"))
+        await asyncio.sleep(run_seconds)
+        failed = fail_every and n % fail_every == 0
+        await patch(ns, name, status("Failed", 1) if failed else status("Succeeded", 0))
+
+    rv = (await client.get(PODS.path(), {"labelSelector": JOB_NAME, "limit": "1"}))[
+        "metadata"]["resourceVersion"]
+    while True:
+        try:
+            async for event in client.watch(PODS.path(), {"labelSelector": JOB_NAME,
+                                                          "resourceVersion": rv}):
+                obj = event["object"]
+                m = obj.get("metadata") or {}
+                rv = m.get("resourceVersion", rv)
+                if event["type"] != "ADDED" or m.get("uid") in seen:
+                    continue
+                seen.add(m["uid"])
+                count += 1
+                asyncio.get_running_loop().create_task(
+                    lifecycle(m["namespace"], m["name"], count))
+        except (APIError, OSError) as err:
+            print(f"{time.strftime('%X')} kubelet: watch ended ({err}); resuming", flush=True)
+            await asyncio.sleep(0.5)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--run-seconds", type=float, default=5.0)
+    p.add_argument("--fail-every", type=int, default=0)
+    a = p.parse_args()
+    asyncio.run(main(a.kubeconfig, a.run_seconds, a.fail_every))

@@ -1,0 +1,249 @@
+"""What every benchmark shares: the test API server, a manager process, the simulated
+kubelet, a bare client, and writing results (markdown table + PNG chart)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from trainop.api import load_job
+from trainop.cluster.client import Client
+from trainop.cluster.config import from_kubeconfig
+from trainop.cluster.resources import JOBS, PODS, SERVICES
+from trainop.engine import ClusterAddressing, Observed, reconcile
+from trainop.frameworks import framework_for
+from trainop.testing.apiserver import TestAPIServer, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+CONCURRENCY = 64
+"""Requests in flight at most, for the manager (its connection pool) and the bare client."""
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+               platform.processor())
+    mem = psutil.virtual_memory().total / 2**30
+    return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, Python "
+            f"{platform.python_version()}, kube-apiserver 1.20 + etcd 3.4 on loopback")
+
+
+class Cluster:
+    """The test API server with the CRDs installed, for one benchmark run."""
+
+    def __init__(self, *extra_args: str):
+        self.api = TestAPIServer(extra_args=list(extra_args))
+
+    def __enter__(self) -> Cluster:
+        self.api.start()
+        self.api.kubectl("apply", "--server-side", "-k", str(REPO / "config" / "crd"))
+        self.api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.api.stop()
+
+    def client(self) -> Client:
+        return Client(from_kubeconfig(str(self.api.kubeconfig)), qps=0,
+                      max_connections=CONCURRENCY)
+
+    def namespace(self, name: str) -> str:
+        self.api.kubectl("create", "namespace", name)
+        return name
+
+
+PROFILE = os.environ.get("TRAINOP_BENCH_PROFILE")
+"""Set to a file name: the manager runs under py-spy, which writes a profile there."""
+
+
+class Process:
+    """A child process whose CPU time and resident memory we read."""
+
+    def __init__(self, args: list[str], log: Path):
+        self.log_path = log
+        self.proc = subprocess.Popen(args, stdout=open(log, "wb"),  # noqa: SIM115
+                                     stderr=subprocess.STDOUT)
+        self.ps = psutil.Process(self.proc.pid)
+
+    def rss_mib(self) -> float:
+        return float(self.ps.memory_info().rss) / 2**20
+
+    def cpu_seconds(self) -> float:
+        t = self.ps.cpu_times()
+        return float(t.user + t.system)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            if PROFILE and isinstance(self, Manager):
+                # py-spy writes its profile on SIGINT; the manager stops with it
+                for child in self.ps.children(recursive=True):
+                    child.send_signal(signal.SIGTERM)
+                self.proc.send_signal(signal.SIGINT)
+                self.proc.wait(60)
+                return
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Manager(Process):
+    def __init__(self, cluster: Cluster, *args: str, name: str = "manager"):
+        self.metrics_port, self.health_port = free_port(), free_port()
+        spy = ["py-spy", "record", "-o", PROFILE, "-f", "raw", "--"] if PROFILE else []
+        super().__init__([
+            *spy, sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
+            str(cluster.api.kubeconfig), "--webhook-port", "0", "--log-level", "warning",
+            "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+            "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
+            "--kube-api-qps", "0", "--controller-threads", "16", *args],
+            RESULTS.parent / f".{name}.log")
+
+    def wait_ready(self, timeout: float = 120) -> Manager:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"manager exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz",
+                                            timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("manager not ready")
+
+    def metric(self, name: str, **labels: str) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
+                                    timeout=10) as r:
+            text = r.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if (line.startswith(name + "{") or line.startswith(name + " ")) and all(
+                    f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+
+class Kubelet(Process):
+    """The simulated kubelet (bench/kubelet.py) as its own process."""
+
+    def __init__(self, cluster: Cluster, run_seconds: float, fail_every: int = 0):
+        super().__init__([sys.executable, "-m", "bench.kubelet", "--kubeconfig",
+                          str(cluster.api.kubeconfig), "--run-seconds", str(run_seconds),
+                          "--fail-every", str(fail_every)], RESULTS.parent / ".kubelet.log")
+
+
+def job_doc(kind: str, replicas: dict[str, int], name: str, namespace: str,
+            **run_policy: Any) -> dict[str, Any]:
+    from trainop.api import KINDS
+
+    info = KINDS[kind]
+    template = {"spec": {"containers": [{"name": info.default_container,
+                                         "image": "example.com/train:1",
+                                         "command": ["python", "train.py"]}]}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"runPolicy": run_policy, info.replica_specs_field: {
+                rt: {"replicas": n, "template": template} for rt, n in replicas.items()}}}
+
+
+def desired_objects(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods and services trainop would create for `doc`: what the bare client makes."""
+    job = load_job({**doc, "metadata": {**doc["metadata"], "uid": "bench"}})
+    plan = reconcile(job, Observed(), dt.datetime.now(dt.UTC), framework_for(job.kind),
+                     ClusterAddressing())
+    out = []
+    for obj in plan.create:
+        obj["metadata"].pop("ownerReferences", None)  # no such job: nothing to own them
+        out.append(obj)
+    return out
+
+
+async def create_all(client: Client, objects: Iterable[dict[str, Any]],
+                     concurrency: int = CONCURRENCY) -> None:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(obj: dict[str, Any]) -> None:
+        ns = obj["metadata"]["namespace"]
+        res = PODS if obj["kind"] == "Pod" else SERVICES
+        async with sem:
+            await client.create(res.path(ns), obj)
+
+    await asyncio.gather(*(one(o) for o in objects))
+
+
+async def create_job(client: Client, doc: dict[str, Any]) -> None:
+    await client.create(JOBS[doc["kind"]].path(doc["metadata"]["namespace"]), doc)
+
+
+@dataclass
+class Row:
+    figure: str
+    trainop: float
+    baseline: float | None
+    unit: str
+    target: str = ""
+
+    @property
+    def ratio(self) -> str:
+        if self.baseline in (None, 0):
+            return ""
+        return f"{self.trainop / self.baseline:.2f}"
+
+
+def write_results(name: str, title: str, rows: list[Row], notes: str = "",
+                  chart: bool = True) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    lines = [f"# {title}", "", f"Measured {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on "
+             f"{machine()}.", "", "| figure | trainop | baseline | ratio | target |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        base = "" if r.baseline is None else f"{r.baseline:,.3g} {r.unit}"
+        lines.append(f"| {r.figure} | {r.trainop:,.3g} {r.unit} | {base} | {r.ratio} | "
+                     f"{r.target} |")
+    if notes:
+        lines += ["", notes]
+    path = RESULTS / f"{name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    if chart:
+        _chart(name, title, [r for r in rows if r.baseline])
+    return path
+
+
+def _chart(name: str, title: str, rows: list[Row]) -> None:
+    if not rows:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.5))
+    ratios = [r.trainop / r.baseline for r in rows if r.baseline]
+    ax.barh([r.figure for r in rows], ratios, color="#4c72b0")
+    ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("trainop / baseline (same run)")
+    ax.set_title(title)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}.png", dpi=100)
+    plt.close(fig)

@@ -1,0 +1,114 @@
+"""Memory of the manager: per 1,000 cached pods, the cost of pods it does not own, and one
+manager with every kind against seven managers with one kind each.
+
+    python -m bench.memory [--pods 10000,50000] [--foreign 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from bench.lib import Cluster, Manager, Row, create_all, desired_objects, job_doc, write_results
+from trainop.api import KINDS
+from trainop.cluster.client import Client
+
+
+def pods(ns: str, count: int, start: int, foreign: bool = False) -> list[dict[str, Any]]:
+    """`count` pods as trainop makes them (labels, env, ports); foreign: no trainop labels."""
+    template = [o for o in desired_objects(job_doc("PyTorchJob", {"Worker": 1}, "mem", ns))
+                if o["kind"] == "Pod"][0]
+    out = []
+    for i in range(start, start + count):
+        pod = {**template, "metadata": {**template["metadata"], "name": f"p{i}"}}
+        if foreign:
+            pod["metadata"] = {"name": f"f{i}", "namespace": ns, "labels": {"app": "web"}}
+        else:
+            pod["metadata"]["labels"] = {**template["metadata"]["labels"],
+                                         "training.kubeflow.org/job-name": f"mem{i // 100}",
+                                         "training.kubeflow.org/replica-index": str(i % 100)}
+            pod["metadata"]["ownerReferences"] = [{
+                "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": f"mem{i // 100}",
+                "uid": f"00000000-0000-0000-0000-{i // 100:012d}", "controller": True}]
+        out.append(pod)
+    return out
+
+
+def settle(manager: Manager, pods_cached: int, timeout: float = 300) -> float:
+    deadline = time.monotonic() + timeout
+    while manager.metric("trainop_cache_objects", resource="pods") < pods_cached:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the manager did not cache every pod")
+        time.sleep(0.5)
+    time.sleep(3)
+    return manager.rss_mib()
+
+
+async def add(client: Client, objs: list[dict[str, Any]]) -> None:
+    for i in range(0, len(objs), 5000):
+        await create_all(client, objs[i:i + 5000])
+
+
+async def main(levels: list[int], foreign: int) -> None:
+    with Cluster() as cluster:
+        client = cluster.client()
+        ns = cluster.namespace("cached")
+        try:
+            one_kind = Manager(cluster, "--enable-scheme", "pytorchjob", name="one").wait_ready()
+            manager = Manager(cluster).wait_ready()
+            rss = {0: settle(manager, 0)}
+            one_kind_rss = settle(one_kind, 0)
+            one_kind.stop()
+            have = 0
+            for level in levels:
+                await add(client, pods(ns, level - have, have))
+                have = level
+                rss[level] = settle(manager, level)
+            before_foreign = manager.rss_mib()
+            await add(client, pods(ns, foreign, 0, foreign=True))
+            time.sleep(5)
+            foreign_growth = manager.rss_mib() - before_foreign
+            all_watches = manager.metric("trainop_informer_watches")
+            manager.stop()
+            sevens = [Manager(cluster, "--enable-scheme", k.lower(), name=f"m-{k}")
+                      for k in KINDS]
+            for m in sevens:
+                m.wait_ready(600)
+            seven_rss = sum(settle(m, have) for m in sevens)
+            seven_watches = sum(m.metric("trainop_informer_watches") for m in sevens)
+            for m in sevens:
+                m.stop()
+            single = Manager(cluster, name="again").wait_ready(600)
+            all_rss = settle(single, have)
+            single.stop()
+        finally:
+            await client.close()
+    top = levels[-1]
+    rows = [Row("resident memory, no pods cached", rss[0], None, "MiB")]
+    for level in levels:
+        per_1000 = (rss[level] - rss[0]) / level * 1000
+        rows.append(Row(f"memory per 1,000 cached pods (at {level:,})", per_1000 * 1024, None,
+                        "KiB", "<= 3,000 KiB"))
+    rows += [
+        Row(f"growth from {foreign:,} pods trainop does not own", foreign_growth, None, "MiB",
+            "about 0"),
+        Row("one manager, all seven kinds vs one kind (idle)", rss[0], one_kind_rss, "MiB",
+            "<= 1.1"),
+        Row(f"one manager (all kinds) vs seven managers (one kind each), {top:,} pods",
+            all_rss, seven_rss, "MiB", "<= 0.25"),
+        Row("watch connections: one manager vs seven managers", all_watches, seven_watches, ""),
+    ]
+    write_results("memory", "Memory (python -m bench.memory)", rows, notes=(
+        "Pods are trainop-shaped (labels, owner reference, environment, ports) and created "
+        "directly, so that only the cache is measured. Foreign pods carry no trainop label; "
+        "the API server filters them out of the manager's list and watch."))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pods", default="10000,50000")
+    parser.add_argument("--foreign", type=int, default=20000)
+    a = parser.parse_args()
+    asyncio.run(main([int(x) for x in a.pods.split(",")], a.foreign))
