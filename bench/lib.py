@@ -146,7 +146,7 @@ class Kubelet(Process):
     """The simulated kubelet (bench/kubelet.py) as its own process."""
 
     def __init__(self, cluster: Cluster, run_seconds: float, fail_every: int = 0):
-        super().__init__([sys.executable, "-m", "bench.kubelet", "--kubeconfig",
+        super().__init__([sys.executable, "-m", "trainop.testing.kubelet", "--kubeconfig",
                           str(cluster.api.kubeconfig), "--run-seconds", str(run_seconds),
                           "--fail-every", str(fail_every)], RESULTS.parent / ".kubelet.log")
 

@@ -18,8 +18,8 @@ from trainop.cluster.client import Client
 
 def pods(ns: str, count: int, start: int, foreign: bool = False) -> list[dict[str, Any]]:
     """`count` pods as trainop makes them (labels, env, ports); foreign: no trainop labels."""
-    template = [o for o in desired_objects(job_doc("PyTorchJob", {"Worker": 1}, "mem", ns))
-                if o["kind"] == "Pod"][0]
+    template = next(o for o in desired_objects(job_doc("PyTorchJob", {"Worker": 1}, "mem", ns))
+                    if o["kind"] == "Pod")
     out = []
     for i in range(start, start + count):
         pod = {**template, "metadata": {**template["metadata"], "name": f"p{i}"}}

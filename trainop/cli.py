@@ -152,6 +152,9 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
               show_default=True, help="Seconds between lease attempts.")
 @click.option("--metrics-bind-address", default=":8080", show_default=True,
               help="Address of /metrics ('0' disables it).")
+@click.option("--metrics-secure", is_flag=True,
+              help="Serve /metrics over HTTPS, only to callers allowed `get` on /metrics "
+                   "(TokenReview + SubjectAccessReview).")
 @click.option("--health-probe-bind-address", default=":8081", show_default=True,
               help="Address of /healthz and /readyz ('0' disables them).")
 @click.option("--controller-threads", type=click.IntRange(min=1), default=1, show_default=True,
@@ -179,7 +182,8 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
 def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name: str | None,
             leader_elect: bool, leader_election_namespace: str | None,
             leader_election_id: str, lease_duration: float, renew_deadline: float,
-            retry_period: float, metrics_bind_address: str, health_probe_bind_address: str,
+            retry_period: float, metrics_bind_address: str, metrics_secure: bool,
+            health_probe_bind_address: str,
             controller_threads: int, kube_api_qps: float, kube_api_burst: int,
             webhook_port: int, webhook_cert_dir: Path, webhook_service_name: str,
             webhook_service_namespace: str, webhook_config_name: str,
@@ -212,7 +216,8 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
         leader_elect=leader_elect, leader_election_namespace=leader_election_namespace,
         leader_election_id=leader_election_id,
         lease=LeaseTimes(lease_duration, renew_deadline, retry_period),
-        metrics_address=metrics_bind_address, health_address=health_probe_bind_address,
+        metrics_address=metrics_bind_address, metrics_secure=metrics_secure,
+        health_address=health_probe_bind_address,
         threads=controller_threads, qps=kube_api_qps, burst=kube_api_burst,
         kubeconfig=kubeconfig,
         webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,

@@ -41,8 +41,9 @@ class Manager:
         self.metrics_port, self.health_port = free_port(), free_port()
         self.webhook_port = 0
         self.log_path = log_dir / f"manager-{uuid.uuid4().hex[:6]}.log"
+        kubeconfig = () if "--kubeconfig" in args else ("--kubeconfig", str(api.kubeconfig))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig", str(api.kubeconfig),
+            [sys.executable, "-m", "trainop.cli", "manager", *kubeconfig,
              "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
              "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
              *(() if "--webhook-port" in args else ("--webhook-port", "0")), *args],

@@ -22,6 +22,8 @@ from trainop.api.types import (
 )
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_REPLICAS = 10_000
+"""Most pods one job may ask for: a typo of 1e6 must not make a million pods."""
 _NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
 
 
@@ -197,8 +199,12 @@ def _kind_problems(job: Job, field: str) -> list[Problem]:
         r = specs.get(rtype)
         return (r.replicas or 0) if r is not None else 0
 
-    if specs and sum(r.replicas or 0 for r in specs.values()) == 0:
+    total = sum(r.replicas or 0 for r in specs.values())
+    if specs and total == 0:
         problems.append(Problem(field, "must ask for at least one replica (all are 0)"))
+    elif total > MAX_REPLICAS:
+        problems.append(Problem(field, f"must ask for at most {MAX_REPLICAS} replicas in all, "
+                                       f"got {total}"))
     # Every job needs a replica whose end decides the job's end (the kind's success rule).
     elif kind == "TFJob" and not (count("Chief") or count("Master") or count("Worker")):
         problems.append(Problem(field, "needs a Chief, a Master or at least one Worker"))

@@ -8,9 +8,11 @@ import logging
 import os
 import signal
 import socket
+import tempfile
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 
@@ -18,6 +20,7 @@ from trainop.api import KINDS
 from trainop.cluster import caches as caches_mod
 from trainop.cluster import config as cluster_config
 from trainop.cluster import server
+from trainop.cluster.authn import TokenAuthorizer
 from trainop.cluster.client import APIError, Client
 from trainop.cluster.controller import ControllerConfig, JobController
 from trainop.cluster.events import EventRecorder
@@ -55,6 +58,8 @@ class ManagerOptions:
     qps: float = 20.0
     burst: int = 30
     kubeconfig: str | None = None
+    metrics_secure: bool = False
+    """Serve /metrics over TLS to callers the API server authenticates and authorizes."""
     webhook: WebhookOptions | None = field(default_factory=WebhookOptions)
     """None: no admission webhook served."""
 
@@ -135,8 +140,15 @@ async def run_manager(opts: ManagerOptions) -> int:
                 return 500, "text/plain", "webhook certificates not ready"
             return 200, "text/plain", "ok"
 
-        runners.append(await server.start(opts.metrics_address,
-                                          {"/metrics": server.metrics_body}))
+        if opts.metrics_secure:
+            runners.append(await server.start(
+                opts.metrics_address, {"/metrics": server.metrics_body},
+                ssl_context=server.self_signed_context(Path(tempfile.mkdtemp(
+                    prefix="trainop-metrics-"))),
+                authorize=TokenAuthorizer(client).check))
+        else:
+            runners.append(await server.start(opts.metrics_address,
+                                              {"/metrics": server.metrics_body}))
         runners.append(await server.start(opts.health_address, {
             "/healthz": lambda: (200, "text/plain", "ok"), "/readyz": ready}))
         if webhook is not None:

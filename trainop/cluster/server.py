@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from trainop.cluster.certs import ca_and_serving_cert
 
 
 def parse_address(address: str) -> tuple[str, int] | None:
@@ -16,8 +20,13 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return (host or "0.0.0.0", int(port))
 
 
-async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str]]]
-                ) -> web.AppRunner | None:
+Authorizer = Callable[[str | None, str], Awaitable[int]]
+
+
+async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str]]],
+                ssl_context: ssl.SSLContext | None = None,
+                authorize: Authorizer | None = None) -> web.AppRunner | None:
+    """Serve `routes` at `address`; with `authorize`, every request needs its say-so."""
     where = parse_address(address)
     if where is None:
         return None
@@ -25,6 +34,11 @@ async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str
     def handler(fn: Callable[[], tuple[int, str, str]]
                 ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
+            if authorize is not None:
+                code = await authorize(request.headers.get("Authorization"), request.path)
+                if code != 200:
+                    return web.Response(status=code, text="Unauthorized" if code == 401
+                                        else "Forbidden")
             status, content_type, body = fn()
             return web.Response(status=status, body=body.encode(),
                                 headers={"Content-Type": content_type})
@@ -35,8 +49,23 @@ async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str
         app.router.add_get(path, handler(fn))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, where[0], where[1]).start()
+    await web.TCPSite(runner, where[0], where[1], ssl_context=ssl_context).start()
     return runner
+
+
+def self_signed_context(cert_dir: Path) -> ssl.SSLContext:
+    """TLS 1.2+ with a certificate made for this process (scrapers skip verification or
+    pin it, as with controller-runtime's secure metrics)."""
+    pair = ca_and_serving_cert("trainop-metrics", ["localhost"], ["127.0.0.1"], days=365)[1]
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    (cert_dir / "metrics.crt").write_bytes(pair.cert_pem)
+    key = cert_dir / "metrics.key"
+    key.write_bytes(pair.key_pem)
+    key.chmod(0o600)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_dir / "metrics.crt", key)
+    return ctx
 
 
 def metrics_body() -> tuple[int, str, str]:

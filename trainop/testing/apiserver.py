@@ -8,6 +8,7 @@ folder and every process is stopped by `stop()`.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -63,6 +64,7 @@ class TestAPIServer:
     ca_file: Path = Path()
     etcd_url: str = ""
     _procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    _apiserver_args: list[str] = field(default_factory=list)
 
     def start(self, timeout: float = 60) -> TestAPIServer:
         assets = find_assets()
@@ -104,7 +106,7 @@ class TestAPIServer:
         (w / "tokens.csv").write_text("\n".join(lines) + "\n")
         port = free_port()
         self.url = f"https://127.0.0.1:{port}"
-        self._spawn("kube-apiserver", [
+        self._apiserver_args = [
             str(assets / "kube-apiserver"),
             "--etcd-servers", self.etcd_url,
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
@@ -121,7 +123,8 @@ class TestAPIServer:
             "--disable-admission-plugins", "ServiceAccount",
             "--allow-privileged=true",
             *self.extra_args,
-        ])
+        ]
+        self._spawn("kube-apiserver", self._apiserver_args)
         self.kubeconfig = w / "kubeconfig"
         self.kubeconfig.write_text(yaml.safe_dump(self.kubeconfig_dict(self.admin_token)))
         self._wait_ready(timeout)
@@ -163,6 +166,31 @@ class TestAPIServer:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"kube-apiserver not ready after {timeout}s ({last})")
+
+    def stop_apiserver(self) -> None:
+        """Kill kube-apiserver only, as a crash would (etcd keeps every object)."""
+        for name, proc in list(self._procs):
+            if name == "kube-apiserver":
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+                self._procs.remove((name, proc))
+
+    def start_apiserver(self, timeout: float = 60) -> None:
+        """Start kube-apiserver again, on the same port, against the same etcd."""
+        self._spawn("kube-apiserver", self._apiserver_args)
+        self._wait_ready(timeout)
+
+    def etcd_compact(self) -> int:
+        """Compact etcd to its current revision: older resourceVersions are gone (410)."""
+        def call(path: str, body: dict[str, object]) -> dict[str, object]:
+            req = urllib.request.Request(f"{self.etcd_url}{path}", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return dict(json.loads(resp.read()))
+        header = call("/v3/kv/range", {"key": "AA=="})["header"]
+        revision = int(header["revision"])  # type: ignore[index]
+        call("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True
                 ) -> subprocess.CompletedProcess[str]:

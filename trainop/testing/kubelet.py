@@ -2,13 +2,14 @@
 to Succeeded (or Failed with exit code 1 for every --fail-every-th pod). Thousands of
 pods a second; it runs until stopped.
 
-    python -m bench.kubelet --kubeconfig KUBECONFIG --run-seconds 5
+    python -m trainop.testing.kubelet --kubeconfig KUBECONFIG --run-seconds 5
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -38,10 +39,8 @@ async def main(kubeconfig: str, run_seconds: float, fail_every: int) -> None:
 
     async def patch(ns: str, name: str, body: dict[str, Any]) -> None:
         async with sem:
-            try:
+            with contextlib.suppress(APIError):  # deleted meanwhile
                 await client.patch(PODS.path(ns, name, "status"), body)
-            except APIError:
-                pass  # deleted meanwhile
 
     async def lifecycle(ns: str, name: str, n: int) -> None:
         await patch(ns, name, status("Running"))

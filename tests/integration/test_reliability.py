@@ -1,0 +1,252 @@
+"""Faults the manager must survive: its own crash, API server restarts, expired watches,
+throttling, leader failover; plus what it must never do (duplicate pods, leak keys,
+create outside the job's namespace, serve metrics to strangers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CRDS
+from tests.integration.kube import Kube, Manager, wait_for
+from tests.jobs import manifest
+from trainop.testing.apiserver import TestAPIServer
+
+pytestmark = pytest.mark.integration
+
+
+USER_TOKEN = "plain-user-token"
+"""A cluster-admin that is not in system:masters (whom max-inflight limits never apply to)."""
+
+
+def private_api(*args: str) -> Iterator[TestAPIServer]:
+    with TestAPIServer(extra_args=list(args),
+                       users={USER_TOKEN: ("plain-admin", ["system:authenticated"])}) as api:
+        api.kubectl("create", "clusterrolebinding", "plain-admin", "--clusterrole=cluster-admin",
+                    "--user=plain-admin")
+        api.kubectl("apply", "--server-side", "-k", str(CRDS))
+        api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        yield api
+
+
+@pytest.fixture
+def own_api() -> Iterator[TestAPIServer]:
+    """A private API server, for tests that restart it."""
+    yield from private_api()
+
+
+@pytest.fixture
+def throttled_api() -> Iterator[TestAPIServer]:
+    """A private API server that serves very few requests at once (429 beyond)."""
+    yield from private_api("--enable-priority-and-fairness=false", "--max-requests-inflight=4",
+                           "--max-mutating-requests-inflight=1")
+
+
+def kubelet(api: TestAPIServer, run_seconds: float, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "trainop.testing.kubelet", "--kubeconfig",
+                             str(api.kubeconfig), "--run-seconds", str(run_seconds)],
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+
+
+def test_sigkill_during_creation_then_restart_makes_exactly_the_pods(
+        kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    slow = ("--kube-api-qps", "40", "--kube-api-burst", "10")
+    first = start_manager(*slow)
+    kube.apply(manifest("PyTorchJob", {"Master": 1, "Worker": 299}, name="big"))
+    wait_for("some pods", lambda: len(kube.names("pods")) >= 30, 60)
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait()
+    made = len(kube.names("pods"))
+    assert 30 <= made < 300, made
+    start_manager()
+    pods = kube.wait_pods(300, timeout=120)
+    assert len(pods) == len(set(pods)) == 300
+    wait_for("300 services", lambda: len(kube.names("services")) == 300, 60)
+    kube.set_all("Succeeded", prefix="big-master", exit_code=0)
+    kube.wait_condition("PyTorchJob", "big", "Succeeded", timeout=60)
+    assert len(kube.names("pods")) == 300
+
+
+def test_api_server_restart_changes_made_meanwhile_are_seen(own_api: TestAPIServer,
+                                                            tmp_path: Path) -> None:
+    kube = Kube(own_api)
+    m = Manager(own_api, "--namespace", kube.ns, log_dir=tmp_path).wait_ready()
+    try:
+        for name in ("a", "b"):
+            kube.apply(manifest("JAXJob", {"Worker": 2}, name=name))
+        kube.wait_pods(4)
+        kube.set_all("Running")
+        kube.wait_condition("JAXJob", "a", "Running")
+        own_api.stop_apiserver()
+        time.sleep(2)
+        own_api.start_apiserver()
+        # straight away, before the manager's back-off lets it reconnect
+        kube.set_all("Succeeded", prefix="a-", exit_code=0)
+        kube.set_pod("b-worker-1", "Failed", exit_code=3)
+        kube.wait_condition("JAXJob", "a", "Succeeded", timeout=60)
+        failed = kube.wait_condition("JAXJob", "b", "Failed", timeout=60)
+        assert "pod b-worker-1 exited with code 3" in failed["message"]
+        assert "connection lost" in m.log()
+    finally:
+        m.stop()
+
+
+def test_watch_expiry_relists_and_misses_nothing(own_api: TestAPIServer, tmp_path: Path) -> None:
+    kube = Kube(own_api)
+    m = Manager(own_api, "--namespace", kube.ns, log_dir=tmp_path).wait_ready()
+    try:
+        kube.apply(manifest("JAXJob", {"Worker": 3}, name="jx"))
+        kube.wait_pods(3)
+        kube.set_all("Running")
+        kube.wait_condition("JAXJob", "jx", "Running")
+        uid = kube.get("pod", "jx-worker-2")["metadata"]["uid"]
+        os.kill(m.proc.pid, signal.SIGSTOP)  # the manager hears nothing from here on
+        try:
+            kube.kubectl("delete", "pod", "jx-worker-2", "--wait=false")
+            kube.set_pod("jx-worker-0", "Succeeded", exit_code=0)
+            kube.set_pod("jx-worker-1", "Succeeded", exit_code=0)
+            own_api.etcd_compact()
+            own_api.stop_apiserver()  # drop its watch cache: old versions are gone for good
+            own_api.start_apiserver()
+        finally:
+            os.kill(m.proc.pid, signal.SIGCONT)
+        wait_for("a new jx-worker-2", lambda: (p := kube.get("pod", "jx-worker-2")) and
+                 p["metadata"]["uid"] != uid, 60)
+        status = wait_for("succeeded counted", lambda: (s := kube.job("JAXJob", "jx")[
+            "status"])["replicaStatuses"]["Worker"].get("succeeded") == 2 and s, 60)
+        assert status["replicaStatuses"]["Worker"]["succeeded"] == 2
+        wait_for("a re-list", lambda: m.counter("trainop_informer_relists_total") > 0, 30)
+        assert "410 Gone" in m.log() or "re-listing" in m.log()
+    finally:
+        m.stop()
+
+
+def test_throttled_api_server_every_job_completes_without_a_storm(
+        throttled_api: TestAPIServer, tmp_path: Path) -> None:
+    kube = Kube(throttled_api)
+    k = kubelet(throttled_api, 1, tmp_path / "kubelet.log")
+    user = throttled_api.kubeconfig_for(USER_TOKEN, tmp_path / "user.kubeconfig")
+    m = Manager(throttled_api, "--kubeconfig", str(user), "--namespace", kube.ns, "--kube-api-qps", "0", "--controller-threads",
+                "32", log_dir=tmp_path).wait_ready()
+    try:
+        docs = [manifest("JAXJob", {"Worker": 2}, name=f"j{i}") for i in range(100)]
+        for doc in docs:
+            doc["metadata"].pop("uid")
+            doc["metadata"]["namespace"] = kube.ns
+        kube.kubectl("apply", "-f", "-", input=json.dumps(
+            {"apiVersion": "v1", "kind": "List", "items": docs}))
+
+        def succeeded() -> int:
+            items = kube.get("jaxjobs.kubeflow.org")["items"]
+            return sum(1 for j in items if any(c["type"] == "Succeeded" and c["status"] == "True"
+                                               for c in (j.get("status") or {}).get(
+                                                   "conditions") or [])) == 100
+        wait_for("100 jobs Succeeded", succeeded, 300, every=2)
+        throttled = m.counter("trainop_api_requests_total", code="429")
+        total = m.counter("trainop_api_requests_total")
+        # 100 jobs x (2 pods + 2 services + ~3 status writes + events): about 1,000 writes
+        print(f"requests {total:.0f}, throttled (429) {throttled:.0f}")
+        assert throttled > 0, "the API server never throttled: the test proves nothing"
+        assert total < 3000, (total, throttled)
+    finally:
+        m.stop()
+        k.terminate()
+        k.wait()
+
+
+def test_leader_failover_under_load_duplicates_nothing(
+        kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    args = ("--leader-elect", "--leader-election-namespace", kube.ns, "--lease-duration", "4",
+            "--renew-deadline", "3", "--retry-period", "0.5", "--kube-api-qps", "60",
+            "--kube-api-burst", "10")
+    first = start_manager(*args)
+    wait_for("first leads", lambda: "became leader" in first.log())
+    second = start_manager(*args)
+    kube.apply(manifest("PyTorchJob", {"Master": 1, "Worker": 199}, name="big"))
+    wait_for("creation under way", lambda: len(kube.names("pods")) >= 20, 60)
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait()
+    killed = time.monotonic()
+    wait_for("second leads", lambda: "became leader" in second.log(), 15)
+    assert time.monotonic() - killed <= 4 + 0.5 + 1.5
+    pods = kube.wait_pods(200, timeout=120)
+    assert len(set(pods)) == 200
+    time.sleep(1)
+    assert len(kube.names("pods")) == 200
+
+
+def test_foreign_pods_with_our_labels_are_left_alone(kube: Kube, manager: Manager) -> None:
+    kube.apply(manifest("JAXJob", {"Worker": 1}, name="jx"))
+    kube.wait_pods(1)
+    stranger = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "jx-worker-5", "namespace": kube.ns, "labels": {
+            "training.kubeflow.org/job-name": "jx", "training.kubeflow.org/replica-type": "worker",
+            "training.kubeflow.org/replica-index": "5"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                             "uid": "0000", "controller": True}]},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    kube.kubectl("apply", "-f", "-", input=json.dumps(stranger))
+    kube.set_all("Succeeded", prefix="jx-worker-0", exit_code=0)
+    kube.wait_condition("JAXJob", "jx", "Succeeded")
+    assert "jx-worker-5" in kube.names("pods")  # not counted, not deleted
+    assert kube.job("JAXJob", "jx")["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
+
+
+def test_ssh_keys_live_in_an_owned_secret_and_are_never_logged(kube: Kube,
+                                                               manager: Manager) -> None:
+    kube.apply(manifest("MPIJob", {"Launcher": 1, "Worker": 2}, name="mpi"))
+    kube.wait_pods(3)
+    secret = wait_for("secret", lambda: kube.get("secret", "mpi-ssh"))
+    uid = kube.job("MPIJob", "mpi")["metadata"]["uid"]
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == uid
+    import base64
+    private = base64.b64decode(secret["data"]["ssh-privatekey"]).decode()
+    assert private.startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    body = private.splitlines()[1]
+    assert body not in manager.log() and "PRIVATE KEY" not in manager.log()
+    assert all(body not in e.get("message", "") for e in kube.items("events"))
+
+
+def test_a_template_cannot_send_pods_to_another_namespace(kube: Kube, manager: Manager) -> None:
+    extra = {"Worker": {"template": {"metadata": {"namespace": "kube-system"}, "spec": {
+        "containers": [{"name": "jax", "image": "i"}]}}}}
+    kube.apply(manifest("JAXJob", {"Worker": 1}, name="jx", replica_extra=extra))
+    kube.wait_pods(1)
+    out = kube.api.kubectl("get", "pods", "-n", "kube-system", "-o", "name")
+    assert "jx-worker-0" not in out.stdout
+
+
+def test_metrics_can_require_authentication(apiserver: TestAPIServer, kube: Kube,
+                                            start_manager: Callable[..., Manager],
+                                            tmp_path: Path) -> None:
+    from tests.conftest import SA_TOKEN
+
+    m = start_manager("--metrics-secure")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+
+    def scrape(token: str | None) -> int:
+        req = urllib.request.Request(f"https://127.0.0.1:{m.metrics_port}/metrics")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as err:
+            return int(err.code)
+
+    assert scrape(None) == 401
+    assert scrape("not-a-token") == 401
+    assert scrape(SA_TOKEN) == 403  # authenticated, but not allowed to read /metrics
+    assert scrape(apiserver.admin_token) == 200
