@@ -112,7 +112,7 @@ class Manager(Process):
             str(cluster.api.kubeconfig), "--webhook-port", "0", "--log-level", "warning",
             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
-            "--kube-api-qps", "0", "--controller-threads", "16", *args],
+            "--kube-api-qps", "0", "--controller-threads", "64", *args],
             RESULTS.parent / f".{name}.log")
 
     def wait_ready(self, timeout: float = 120) -> Manager:

@@ -171,7 +171,7 @@ async def main(jobs: int, replicas: int, sizes: dict[int, int]) -> None:
     write_results("throughput", "Throughput and latency (python -m bench.throughput)", rows,
                   notes=(f"Baseline: a bare asyncio client creating the same pods and services "
                          f"with the same concurrency (64 requests in flight). The manager ran "
-                         f"with --kube-api-qps 0 --controller-threads 16, every kind enabled; "
+                         f"with --kube-api-qps 0 --controller-threads 64, every kind enabled; "
                          f"the simulated kubelet moved pods to Running. Latency repeats: "
                          f"{sizes}. Manager RSS at the end: {rss:.0f} MiB; mean p50 latency "
                          f"ratio {mean_ratio:.2f}."))

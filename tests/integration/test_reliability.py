@@ -137,8 +137,9 @@ def test_throttled_api_server_every_job_completes_without_a_storm(
     kube = Kube(throttled_api)
     k = kubelet(throttled_api, 1, tmp_path / "kubelet.log")
     user = throttled_api.kubeconfig_for(USER_TOKEN, tmp_path / "user.kubeconfig")
-    m = Manager(throttled_api, "--kubeconfig", str(user), "--namespace", kube.ns, "--kube-api-qps", "0", "--controller-threads",
-                "32", log_dir=tmp_path).wait_ready()
+    m = Manager(throttled_api, "--kubeconfig", str(user), "--namespace", kube.ns,
+                "--kube-api-qps", "0", "--controller-threads", "32",
+                log_dir=tmp_path).wait_ready()
     try:
         docs = [manifest("JAXJob", {"Worker": 2}, name=f"j{i}") for i in range(100)]
         for doc in docs:

@@ -46,9 +46,13 @@ from trainop.engine.gang import VOLCANO_API
 from trainop.frameworks import framework_for
 
 log = logging.getLogger("trainop.controller")
-MAX_BATCH = 64
+MAX_IN_FLIGHT = 64
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
+
+
+def _kind_of(item: Any) -> str:
+    return str(item.kind if isinstance(item, ObjectRef) else item["kind"])
 
 
 @dataclass
@@ -242,19 +246,28 @@ class JobController:
 
     async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[str | None]]
                        ) -> list[str]:
-        """Run `fn` over items in growing parallel batches (1, 2, 4, ... 64), stopping at
-        the first batch that had an object rejected: a bad template fails once, not N
-        times. Returns the rejections' messages."""
-        size, i = 1, 0
-        while i < len(items):
-            batch = items[i:i + size]
-            results = await asyncio.gather(*(fn(x) for x in batch))
-            rejected = [r for r in results if r]
-            if rejected:
-                return rejected
-            i += len(batch)
-            size = min(size * 2, MAX_BATCH)
-        return []
+        """Run `fn` over items: the first of each kind alone (a template the API server
+        rejects then fails once, not N times), then the rest as a stream with at most
+        MAX_IN_FLIGHT at once, stopping at the first rejection. Returns its message."""
+        first: dict[str, Any] = {}
+        for item in items:
+            first.setdefault(_kind_of(item), item)
+        firsts = [r for r in await asyncio.gather(*(fn(i) for i in first.values())) if r]
+        if firsts:
+            return firsts[:1]
+        rest = [i for i in items if first.get(_kind_of(i)) is not i]
+        sem = asyncio.Semaphore(MAX_IN_FLIGHT)
+        rejections: list[str] = []
+
+        async def one(item: Any) -> None:
+            async with sem:
+                if rejections:
+                    return
+                rejected = await fn(item)
+                if rejected:
+                    rejections.append(rejected)
+        await asyncio.gather(*(one(i) for i in rest))
+        return rejections[:1]
 
     def _resource(self, kind: str, api_version: str) -> Resource:
         simple = {"Pod": PODS, "Service": SERVICES, "ConfigMap": CONFIGMAPS, "Secret": SECRETS}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import secrets
@@ -14,23 +15,38 @@ from trainop.engine import Event
 
 log = logging.getLogger("trainop.events")
 COMPONENT = "trainop"
-MAX_IN_FLIGHT = 256
+BACKLOG = 2000
+SENDERS = 4
+"""Events go out through a few senders: they never crowd out the pods and status writes
+a job is waiting for, and when the API server falls behind they are what is shed."""
 
 
 class EventRecorder:
     def __init__(self, client: Client):
         self.client = client
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._queue: asyncio.Queue[tuple[dict[str, Any], Event]] = asyncio.Queue(BACKLOG)
+        self._senders: list[asyncio.Task[None]] = []
+        self.dropped = 0
 
     def record(self, job: dict[str, Any], event: Event) -> None:
         meta = job.get("metadata") or {}
         log.info("%s %s/%s: %s: %s", job.get("kind"), meta.get("namespace"), meta.get("name"),
                  event.reason, event.message)
-        if len(self._tasks) >= MAX_IN_FLIGHT:
-            return  # the API server is slow: events are the first thing to shed
-        task = asyncio.get_running_loop().create_task(self._send(job, event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if not self._senders:
+            loop = asyncio.get_running_loop()
+            self._senders = [loop.create_task(self._sender()) for _ in range(SENDERS)]
+        try:
+            self._queue.put_nowait((job, event))
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def _sender(self) -> None:
+        while True:
+            job, event = await self._queue.get()
+            try:
+                await self._send(job, event)
+            finally:
+                self._queue.task_done()
 
     async def _send(self, job: dict[str, Any], event: Event) -> None:
         meta = job.get("metadata") or {}
@@ -52,6 +68,11 @@ class EventRecorder:
         except (APIError, OSError, TimeoutError) as err:
             log.debug("event not recorded: %s", err)
 
-    async def drain(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Send what is queued (for at most `timeout` seconds), then stop the senders."""
+        if self._senders:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._queue.join(), timeout)
+        for task in self._senders:
+            task.cancel()
+        await asyncio.gather(*self._senders, return_exceptions=True)
