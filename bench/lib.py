@@ -216,8 +216,8 @@ def write_results(name: str, title: str, rows: list[Row], notes: str = "",
              f"{machine()}.", "", "| figure | trainop | baseline | ratio | target |",
              "|---|---|---|---|---|"]
     for r in rows:
-        base = "" if r.baseline is None else f"{r.baseline:,.3g} {r.unit}"
-        lines.append(f"| {r.figure} | {r.trainop:,.3g} {r.unit} | {base} | {r.ratio} | "
+        base = "" if r.baseline is None else f"{_num(r.baseline)} {r.unit}"
+        lines.append(f"| {r.figure} | {_num(r.trainop)} {r.unit} | {base} | {r.ratio} | "
                      f"{r.target} |")
     if notes:
         lines += ["", notes]
@@ -227,6 +227,10 @@ def write_results(name: str, title: str, rows: list[Row], notes: str = "",
     if chart:
         _chart(name, title, [r for r in rows if r.baseline])
     return path
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def _chart(name: str, title: str, rows: list[Row]) -> None:
