@@ -18,6 +18,7 @@ run: venv
 
 ## test: lint, type-check, then unit, integration (real kube-apiserver + etcd) and e2e tests
 test: venv
+	bash hack/system-deps.sh
 	$(BIN)/pip install -q -e '.[train,e2e,bench,dev]'
 	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
 	$(BIN)/ruff check . && \

@@ -50,8 +50,9 @@ async def main(minutes: float, wave: int) -> None:
                     rss_first = manager.rss_mib()
             await asyncio.sleep(2)
             rss_end = manager.rss_mib()
-            leftovers = sum(len((await client.get(r.path(ns)))["items"])
-                            for r in (JOBS["JAXJob"], PODS, SERVICES))
+            leftovers = 0
+            for resource in (JOBS["JAXJob"], PODS, SERVICES):
+                leftovers += len((await client.get(resource.path(ns)))["items"])
         finally:
             manager.stop()
             kubelet.stop()

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize(("example", "world"), [
-    ("pytorch-ddp.yaml", 3), ("xgboost.yaml", 3), ("jax.yaml", 2), ("pytorch-elastic.yaml", 2)])
+    ("pytorch-ddp.yaml", 3), ("xgboost.yaml", 3), ("jax.yaml", 2), ("pytorch-elastic.yaml", 2),
+    ("tensorflow.yaml", 2)])
 def test_distributed_training_succeeds(tmp_path: Path, example: str, world: int) -> None:
     out = trainop_run(str(EXAMPLES / example), "--workdir", str(tmp_path / "run"), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -45,3 +46,10 @@ def test_dmlc_layout_runs(tmp_path: Path) -> None:
     out = trainop_run(str(EXAMPLES / "mxnet.yaml"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "scheduler: registered ['server', 'worker', 'worker']" in out.stdout
+
+
+def test_mpi_allreduce_under_mpirun(tmp_path: Path) -> None:
+    out = trainop_run(str(EXAMPLES / "mpi.yaml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ranks_joined(out.stdout) == {(0, 2), (1, 2)}
+    assert out.stdout.count("allreduce sum 3") == 2

@@ -282,3 +282,11 @@ def test_success_rules(kind: str, replicas: dict[str, int | None], spec: dict[st
                        state: dict[str, Counts], expected: bool) -> None:
     j = job(kind, replicas, spec=spec)
     assert framework_for(kind).succeeded(j, state) is expected
+
+
+def test_mpi_hostfile_lists_each_host_once_with_all_its_slots() -> None:
+    from trainop.frameworks.mpi import hostfile
+    from trainop.local.addressing import LocalAddressing
+
+    j = job("MPIJob", {"Launcher": 1, "Worker": 3}, spec={"slotsPerWorker": 2})
+    assert hostfile(j, LocalAddressing()) == "127.0.0.1 slots=6\n"

@@ -38,11 +38,16 @@ def _spec(job: Job) -> MPIJobSpec:
 def hostfile(job: Job, addr: Addressing) -> str:
     spec = _spec(job)
     slots = spec.slots_per_worker or 1
-    hosts = [addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))]
+    # Each host once with all its slots: MPI refuses a host listed twice with slots (which
+    # happens locally, where every worker is 127.0.0.1).
+    hosts: dict[str, int] = {}
+    for i in range(replicas(job, "Worker")):
+        host = addr.host(job, "Worker", i)
+        hosts[host] = hosts.get(host, 0) + slots
     if spec.mpi_implementation in ("Intel", "MPICH"):
-        lines = [f"{h}:{slots}" for h in hosts]
+        lines = [f"{h}:{n}" for h, n in hosts.items()]
     else:
-        lines = [f"{h} slots={slots}" for h in hosts]
+        lines = [f"{h} slots={n}" for h, n in hosts.items()]
     return "".join(line + "\n" for line in lines)
 
 

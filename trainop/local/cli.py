@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ async def _run_until_signal(run: LocalRun) -> RunResult:
             raise
         with contextlib.suppress(asyncio.CancelledError):
             await run.stop_all()
-        return RunResult("Interrupted", run.job.status, 0.0)
+        return RunResult("Interrupted", run.job.status, time.monotonic() - run.started)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
