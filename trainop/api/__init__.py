@@ -1,7 +1,7 @@
 """The kubeflow.org/v1 job API: types, defaulting, validation and CRD generation."""
 
 from trainop.api.defaults import OUR_MANAGER, default_job
-from trainop.api.kinds import API_VERSION, GROUP, KINDS, VERSION, KindInfo, kind_info
+from trainop.api.kinds import API_VERSION, GROUP, KINDS, VERSION, KindInfo
 from trainop.api.manifest import ManifestError, read_documents
 from trainop.api.types import (
     JOB_MODELS,
@@ -19,5 +19,5 @@ __all__ = [
     "API_VERSION", "GROUP", "JOB_MODELS", "KINDS", "OUR_MANAGER", "VERSION",
     "FailureInfo", "InvalidJob", "Job", "JobCondition", "JobStatus", "KindInfo",
     "ManifestError", "Problem", "ReplicaSpec", "ReplicaStatus", "RunPolicy",
-    "default_job", "kind_info", "load_job", "parse_job", "read_documents", "validate",
+    "default_job", "load_job", "parse_job", "read_documents", "validate",
 ]

@@ -72,12 +72,3 @@ KINDS: dict[str, KindInfo] = {
     )
 }
 
-
-def kind_info(kind: str) -> KindInfo:
-    """The KindInfo of `kind`; KeyError with the known kinds when it is not one of ours."""
-    try:
-        return KINDS[kind]
-    except KeyError:
-        raise KeyError(
-            f"unknown kind {kind!r}: trainop runs {', '.join(KINDS)}"
-        ) from None

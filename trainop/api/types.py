@@ -283,11 +283,3 @@ JOB_MODELS: dict[str, type[Job]] = {
     m.info.kind: m for m in (TFJob, PyTorchJob, MPIJob, XGBoostJob, PaddleJob, JAXJob, MXJob)
 }
 
-
-def job_model(kind: str) -> type[Job]:
-    return JOB_MODELS[kind]
-
-
-def dump(job: Job) -> dict[str, Any]:
-    """The manifest form of a job."""
-    return job.to_dict()

@@ -80,9 +80,6 @@ class WorkQueue:
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
 
-    def retries(self, key: str) -> int:
-        return self._failures.get(key, 0)
-
     def _arm(self) -> None:
         if not self._later:
             return

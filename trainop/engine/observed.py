@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -54,7 +54,6 @@ class Observed:
     objects: tuple[OwnedObject, ...] = ()
     ssh_key: SSHKeyPair | None = None
     """Offered by the runtime when an MPI job's Secret does not exist yet."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def object(self, kind: str, name: str) -> OwnedObject | None:
         for obj in self.objects:

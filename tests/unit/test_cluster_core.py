@@ -1,0 +1,157 @@
+"""The manager's own machinery without a server: work queue, expectations, slim records."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from trainop.cluster.expectations import Expectations
+from trainop.cluster.records import job_record, object_record, pod_record
+from trainop.cluster.workqueue import WorkQueue
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_queue_deduplicates_and_never_hands_a_key_out_twice() -> None:
+    async def scenario() -> list[str]:
+        q = WorkQueue("t")
+        q.add("a")
+        q.add("a")
+        q.add("b")
+        first = await q.get()
+        q.add(first)  # changed while being worked on: queued again only after done()
+        second = await q.get()
+        assert len(q) == 0
+        q.done(first)
+        third = await asyncio.wait_for(q.get(), 1)
+        return [first, second, third]
+    assert run(scenario()) == ["a", "b", "a"]
+
+
+def test_queue_add_after_waits() -> None:
+    async def scenario() -> float:
+        q = WorkQueue("t")
+        start = time.monotonic()
+        q.add_after("a", 0.2)
+        assert await q.get() == "a"
+        return time.monotonic() - start
+    assert 0.15 < run(scenario()) < 2  # type: ignore[operator]
+
+
+def test_queue_retries_back_off_exponentially_and_forget_resets() -> None:
+    async def scenario() -> list[float]:
+        q = WorkQueue("t", base_delay=0.05)
+        delays = []
+        for _ in range(3):
+            start = time.monotonic()
+            q.add_rate_limited("a")
+            key = await q.get()
+            delays.append(time.monotonic() - start)
+            q.done(key)
+        q.forget("a")
+        start = time.monotonic()
+        q.add_rate_limited("a")
+        await q.get()
+        delays.append(time.monotonic() - start)
+        return delays
+    d = run(scenario())
+    assert d[0] < d[1] < d[2] and d[2] >= 0.19 and d[3] < 0.15, d  # type: ignore[index,operator]
+
+
+def test_queue_overall_retry_rate_is_bounded() -> None:
+    async def scenario() -> float:
+        q = WorkQueue("t", base_delay=0.0, qps=20, burst=5)
+        start = time.monotonic()
+        for i in range(15):
+            q.add_rate_limited(f"k{i}")
+        for _ in range(15):
+            await q.get()
+        return time.monotonic() - start
+    assert run(scenario()) >= 0.4  # type: ignore[operator]  # 10 past the burst at 20/s
+
+
+def test_plain_adds_are_not_rate_limited() -> None:
+    async def scenario() -> float:
+        q = WorkQueue("t", qps=1, burst=1)
+        start = time.monotonic()
+        for i in range(200):
+            q.add(f"k{i}")
+        for _ in range(200):
+            q.done(await q.get())
+        return time.monotonic() - start
+    assert run(scenario()) < 1  # type: ignore[operator]
+
+
+def test_expectations() -> None:
+    e = Expectations(ttl=60)
+    assert e.satisfied("j")
+    e.expect("j", adds=["p0", "p1"], deletes=["p2"])
+    assert not e.satisfied("j")
+    e.observed_add("j", "p0")
+    e.observed_delete("j", "p2")
+    assert not e.satisfied("j")
+    e.lower("j", adds=["p1"])  # its create failed: it will never be seen
+    assert e.satisfied("j")
+
+
+def test_expectations_expire() -> None:
+    e = Expectations(ttl=0.0)
+    e.expect("j", adds=["p0"], deletes=[])
+    time.sleep(0.01)
+    assert e.satisfied("j")
+
+
+POD = {
+    "metadata": {"name": "j-worker-1", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                 "labels": {"training.kubeflow.org/replica-type": "worker",
+                            "training.kubeflow.org/replica-index": "1"},
+                 "ownerReferences": [{"kind": "PyTorchJob", "name": "j", "uid": "ju",
+                                      "controller": True}]},
+    "status": {"phase": "Failed", "containerStatuses": [
+        {"name": "sidecar", "restartCount": 1, "ready": False,
+         "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+        {"name": "pytorch", "restartCount": 2, "ready": False,
+         "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]},
+}
+
+
+def test_pod_record_keeps_what_the_engine_reads() -> None:
+    rec = pod_record(POD)
+    assert rec is not None
+    assert (rec.meta.owner_uid, rec.meta.owner_kind, rec.replica_type, rec.index) == (
+        "ju", "PyTorchJob", "worker", 1)
+    assert (rec.phase, rec.restarts, rec.ready) == ("Failed", 3, False)
+    assert rec.exit_code("pytorch") == 137
+    assert rec.exit_code("missing") == 0  # falls back to the first terminated container
+
+
+@pytest.mark.parametrize("labels", [{}, {"training.kubeflow.org/replica-type": "worker"},
+                                    {"training.kubeflow.org/replica-type": "worker",
+                                     "training.kubeflow.org/replica-index": "x"}])
+def test_pods_without_replica_labels_are_not_ours(labels: dict[str, str]) -> None:
+    assert pod_record({"metadata": {"name": "p", "labels": labels}}) is None
+
+
+def test_pod_record_of_a_pod_with_no_status_yet() -> None:
+    rec = pod_record({"metadata": {**POD["metadata"], "deletionTimestamp": "x"}})  # type: ignore[dict-item]
+    assert rec is not None and rec.phase == "Pending" and rec.terminating
+    assert rec.exit_code("pytorch") is None and not rec.ready
+
+
+def test_secret_data_is_never_kept_configmap_data_is() -> None:
+    meta = {"name": "s", "namespace": "ns"}
+    assert object_record("Secret", {"metadata": meta, "data": {"k": "c2VjcmV0"}}).content is None
+    assert object_record("ConfigMap", {"metadata": meta, "data": {"k": "v"}}).content == {
+        "k": "v"}
+    assert object_record("PodGroup", {"metadata": meta, "status": {"phase": "Inqueue"}}
+                         ).phase == "Inqueue"
+
+
+def test_job_record_drops_managed_fields() -> None:
+    job = {"metadata": {"name": "j", "managedFields": [{"manager": "kubectl"}]}, "spec": {}}
+    assert "managedFields" not in job_record(job)["metadata"]
+    assert "managedFields" in job["metadata"]  # the input is not changed
