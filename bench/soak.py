@@ -24,16 +24,17 @@ async def main(minutes: float, wave: int) -> None:
         created = succeeded = waves = 0
         rss_first = 0.0
         wave_seconds: list[float] = []
+        samples: list[tuple[float, float]] = []
         try:
             end = time.monotonic() + minutes * 60
             while time.monotonic() < end:
                 start = time.monotonic()
+                before = manager.metric("training_operator_jobs_successful_total")
                 for i in range(wave):
                     await create_job(client, job_doc(
                         "JAXJob", {"Worker": 2}, f"w{waves}-{i}", ns,
                         cleanPodPolicy="All", ttlSecondsAfterFinished=0))
                 created += wave
-                before = manager.metric("training_operator_jobs_successful_total")
                 deadline = time.monotonic() + 300
                 while time.monotonic() < deadline:
                     done = manager.metric("training_operator_jobs_successful_total") - before
@@ -45,6 +46,7 @@ async def main(minutes: float, wave: int) -> None:
                                  - before)
                 waves += 1
                 wave_seconds.append(time.monotonic() - start)
+                samples.append((time.monotonic(), manager.rss_mib()))
                 if waves == 1:
                     await asyncio.sleep(2)
                     rss_first = manager.rss_mib()
@@ -57,15 +59,21 @@ async def main(minutes: float, wave: int) -> None:
             manager.stop()
             kubelet.stop()
             await client.close()
+    t0 = samples[0][0]
+    curve = ", ".join(f"{(t - t0) / 60:.0f} min {rss:.1f}" for t, rss in
+                      samples[:: max(1, len(samples) // 8)] + samples[-1:])
+    half = [rss for t, rss in samples if t - t0 >= (samples[-1][0] - t0) / 2]
     write_results("soak", f"Soak: {minutes:g} minutes of job waves (python -m bench.soak)", [
         Row("jobs created", created, None, ""),
         Row("jobs succeeded (and deleted by their TTL)", succeeded, None, "", "all"),
         Row("objects left behind (jobs, pods, services)", leftovers, None, "", "0"),
         Row("manager RSS at the end vs after the first wave", rss_end, rss_first, "MiB",
             "<= 1.05"),
+        Row("manager RSS at the end vs half-way", rss_end, half[0], "MiB"),
         Row("mean seconds per wave", sum(wave_seconds) / len(wave_seconds), None, "s"),
     ], notes=(f"{waves} waves of {wave} JAXJobs x 2 workers, cleanPodPolicy All, "
-              f"ttlSecondsAfterFinished 0; the simulated kubelet ran each pod for 1 s."),
+              f"ttlSecondsAfterFinished 0; the simulated kubelet ran each pod for 1 s. "
+              f"Manager RSS (MiB) after waves, by time: {curve}."),
         chart=False)
 
 
