@@ -117,6 +117,7 @@ async def run_manager(opts: ManagerOptions) -> int:
     tasks: list[asyncio.Task[object]] = []
     runners = []
     elector: LeaderElector | None = None
+    webhook: WebhookServer | None = None
     recorder = EventRecorder(client)
     try:
         hpa_version, extra = await _discover(client, opts)
@@ -131,7 +132,8 @@ async def run_manager(opts: ManagerOptions) -> int:
         controllers = [JobController(kind, client, caches, ControllerConfig(engine, opts.threads),
                                      recorder, leading) for kind in opts.kinds]
         synced = False
-        webhook = WebhookServer(client, opts.webhook) if opts.webhook else None
+        if opts.webhook is not None:
+            webhook = WebhookServer(client, opts.webhook)
 
         def ready() -> tuple[int, str, str]:
             if not synced:
