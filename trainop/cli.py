@@ -58,7 +58,8 @@ def validate_cmd(file: str, show_defaults: bool) -> None:
         _fail(str(err))
     failed = False
     for doc in docs:
-        name = (doc.get("metadata") or {}).get("name", "?") if isinstance(doc, dict) else "?"
+        meta = doc.get("metadata")
+        name = meta.get("name", "?") if isinstance(meta, dict) else "?"
         try:
             job = load_job(doc)
         except InvalidJob as err:
@@ -94,7 +95,7 @@ def _read_one_job(file: str | None) -> tuple[dict[str, Any], str]:
         where = f"the built-in example {DEFAULT_JOB}"
     else:
         docs = read_documents(file)
-        where = file
+        where = "stdin" if file == "-" else file
     if len(docs) != 1:
         _fail(f"{where}: holds {len(docs)} documents; trainop run runs one job")
     return docs[0], where

@@ -67,3 +67,10 @@ def test_crds_to_a_folder(tmp_path: Path) -> None:
     printed = list(yaml.safe_load_all(trainop("crds").stdout))
     assert {c["spec"]["names"]["kind"] for c in printed} == {
         "TFJob", "PyTorchJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob"}
+
+
+def test_run_reports_a_malformed_job_without_a_traceback() -> None:
+    out = trainop("run", "--dry-run", "-",
+                  stdin="apiVersion: kubeflow.org/v1\nkind: JAXJob\nmetadata: true\n")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "trainop: stdin: metadata: must be an object, got a boolean True" in out.stderr

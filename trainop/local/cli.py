@@ -31,10 +31,9 @@ def _err(message: str) -> int:
 def prepare(doc: dict[str, Any], replicas: dict[str, str]) -> Job:
     """The job with --replicas applied, defaulted and validated (InvalidJob otherwise)."""
     doc = dict(doc)
-    meta = dict(doc.get("metadata") or {})
-    meta.setdefault("namespace", "default")
-    meta.setdefault("uid", "local")
-    doc["metadata"] = meta
+    meta = doc.get("metadata")
+    if isinstance(meta, dict):  # anything else is for load_job to report
+        doc["metadata"] = {"namespace": "default", "uid": "local", **meta}
     if replicas:
         job = load_job(doc)  # validate first, so that the override names a real type
         info = job.info
