@@ -118,6 +118,29 @@ def test_template_the_api_server_rejects_fails_the_job(kube: Kube, manager: Mana
     assert posts <= 1  # slow start: the first pod's rejection stopped the rest
 
 
+def test_job_held_back_by_a_quota_starts_when_the_quota_allows(kube: Kube,
+                                                               manager: Manager) -> None:
+    kube.kubectl("create", "quota", "no-pods", "--hard=pods=0")
+    # The test server runs no quota controller: give the quota the status it would write.
+    kube.kubectl("patch", "quota", "no-pods", "--subresource=status", "--type=merge", "-p",
+                 json.dumps({"status": {"hard": {"pods": "0"}, "used": {"pods": "0"}}}))
+    kube.apply(manifest("JAXJob", {"Worker": 3}, name="held"))
+    warning = wait_for("a FailedCreatePod event", lambda: next(
+        (e for e in kube.items("events") if e["reason"] == "FailedCreatePod"), None))
+    assert warning["type"] == "Warning" and "forbidden" in warning["message"]
+    assert kube.names("pods") == []
+    assert kube.condition("JAXJob", "held", "Failed") is None  # a quota is not a failure
+
+    def created() -> list[str]:
+        return [e["message"] for e in kube.items("events") if e["reason"] == "SuccessfulCreatePod"]
+    assert created() == []
+    kube.kubectl("delete", "resourcequota", "no-pods")
+    # every pod of the job, although the first refusal stopped the others being sent
+    assert kube.wait_pods(3) == ["held-worker-0", "held-worker-1", "held-worker-2"]
+    assert wait_for("a SuccessfulCreatePod event", created) == [
+        "Created 3 pod(s): held-worker-0, held-worker-1, held-worker-2"]
+
+
 def test_hundred_replicas_and_a_steady_state_without_writes(kube: Kube,
                                                             manager: Manager) -> None:
     kube.apply(manifest("PyTorchJob", {"Master": 1, "Worker": 99}, name="big"))

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from trainop.cluster.client import throttle_delay
 from trainop.cluster.expectations import Expectations
 from trainop.cluster.records import job_record, object_record, pod_record
 from trainop.cluster.workqueue import WorkQueue
@@ -117,6 +118,20 @@ POD = {
         {"name": "pytorch", "restartCount": 2, "ready": False,
          "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]},
 }
+
+
+@pytest.mark.parametrize("retry_after,attempt,low,high", [
+    ("", 0, 1.0, 1.5),        # no Retry-After: a second
+    ("2", 0, 2.0, 3.0),       # as the server says, up to half again at random
+    ("2", 4, 4.0, 6.0),       # longer each attempt
+    ("3600", 0, 10.0, 15.0),  # never more than 10s before jitter
+    ("soon", 0, 1.0, 1.5),    # a header that is not a number
+])
+def test_throttled_requests_wait_as_told_with_jitter(retry_after: str, attempt: int,
+                                                     low: float, high: float) -> None:
+    waits = {throttle_delay(retry_after, attempt) for _ in range(200)}
+    assert all(low <= w <= high for w in waits)
+    assert len(waits) > 100  # spread out, so refused requests do not return together
 
 
 def test_pod_record_keeps_what_the_engine_reads() -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,6 +35,10 @@ class APIError(Exception):
         return self.body.get("message", "") if isinstance(self.body, dict) else str(self.body)
 
 
+REQUEST_ERRORS = (APIError, aiohttp.ClientError, OSError, TimeoutError)
+"""What a request can end with: an answer that is not 2xx, or no answer at all."""
+
+
 class TokenBucket:
     """client-go's flowcontrol: `qps` tokens a second, at most `burst` saved up."""
 
@@ -56,6 +61,16 @@ class TokenBucket:
                 self.tokens = 1
                 self.last = time.monotonic()
             self.tokens -= 1
+
+
+def throttle_delay(retry_after: str, attempt: int) -> float:
+    """Seconds to wait after the `attempt`-th 429: the server's Retry-After (1s when it
+    gives none, at most 10s), growing by a quarter per attempt, times 1 to 1.5 at random."""
+    try:
+        delay = float(retry_after or 1)
+    except ValueError:
+        delay = 1.0
+    return min(max(delay, 0.0), 10.0) * (1 + attempt / 4) * random.uniform(1.0, 1.5)
 
 
 def _resource_of(path: str) -> str:
@@ -107,19 +122,21 @@ class Client:
                 timeout=aiohttp.ClientTimeout(total=60),
             ) as resp:
                 API_REQUESTS.labels(verb, _resource_of(path), str(resp.status)).inc()
-                raw = await resp.read()
-                if resp.status == 429 and attempt < MAX_429_RETRIES:
-                    # The server asks us to slow down: wait as long as it says.
-                    delay = float(resp.headers.get("Retry-After", "1") or 1)
-                    await asyncio.sleep(min(delay, 10) * (1 + attempt / 4))
-                    continue
-                try:
-                    data = orjson.loads(raw) if raw else {}
-                except orjson.JSONDecodeError:
-                    data = {"message": raw.decode(errors="replace")}
-                if resp.status >= 400:
-                    raise APIError(resp.status, data)
-                return data
+                status, raw = resp.status, await resp.read()
+                retry_after = resp.headers.get("Retry-After", "")
+            if status == 429 and attempt < MAX_429_RETRIES:
+                # The server asks us to slow down: wait as long as it says (outside the
+                # in-flight slot), longer each time, with jitter so that the requests
+                # refused together do not all come back together.
+                await asyncio.sleep(throttle_delay(retry_after, attempt))
+                continue
+            try:
+                data = orjson.loads(raw) if raw else {}
+            except orjson.JSONDecodeError:
+                data = {"message": raw.decode(errors="replace")}
+            if status >= 400:
+                raise APIError(status, data)
+            return data
         raise AssertionError("unreachable")
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:

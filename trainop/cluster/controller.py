@@ -13,7 +13,7 @@ from typing import Any
 from trainop.api import InvalidJob, Job, JobStatus, load_job
 from trainop.cluster import metrics
 from trainop.cluster.caches import Caches
-from trainop.cluster.client import APIError, Client
+from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import Expectations
 from trainop.cluster.records import ObjectRecord, PodRecord
@@ -136,7 +136,7 @@ class JobController:
                 requeue = await self.sync(key)
             except asyncio.CancelledError:
                 raise
-            except (APIError, OSError, TimeoutError) as err:
+            except REQUEST_ERRORS as err:
                 metrics.RECONCILE_ERRORS.labels(self.kind).inc()
                 log.warning("%s %s: %s; retrying", self.kind, key, err)
                 self.queue.add_rate_limited(key)
@@ -194,7 +194,6 @@ class JobController:
 
     async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
         ns = obj["metadata"]["namespace"]
-        pods = [o for o in plan.create if o["kind"] == "Pod"]
         # Pods mount ConfigMaps and Secrets and join PodGroups: those go first. A pod's
         # own headless service does not have to precede it: both go in one stream.
         replicas: list[dict[str, Any]] = []
@@ -203,21 +202,12 @@ class JobController:
             per_replica = o["kind"] == "Pod" or (
                 o["kind"] == "Service" and o["metadata"]["name"] != obj["metadata"]["name"])
             (replicas if per_replica else others).append(o)
-        pod_deletes = [r.name for r in plan.delete if r.kind == "Pod"]
-        self.expectations.expect(key, [p["metadata"]["name"] for p in pods], pod_deletes)
-
+        rejected = await self._send(key, obj, others, replicas, plan)
+        # Events once the plan is carried out (an error above means the next decision
+        # plans and tells it again); a rejection means the pods were not all created.
         for event in plan.events:
-            self.recorder.record(obj, event)
-        rejected: list[str] = []
-        rejected += await self._batches(others, lambda o: self._create(key, ns, o))
-        if not rejected:
-            rejected += await self._batches(replicas, lambda o: self._create(key, ns, o))
-        else:
-            self.expectations.lower(key, adds=[p["metadata"]["name"] for p in pods])
-        for o in plan.update:
-            await self.client.patch(self._resource(o["kind"], o["apiVersion"]).path(
-                ns, o["metadata"]["name"]), {k: o[k] for k in ("data", "spec") if k in o})
-        await self._batches(plan.delete, lambda r: self._delete(key, ns, r))
+            if not (rejected and event.reason == "SuccessfulCreatePod"):
+                self.recorder.record(obj, event)
 
         status = plan.status
         if rejected:
@@ -243,6 +233,53 @@ class JobController:
             except APIError as err:
                 if err.status != 404:
                     raise
+
+    async def _send(self, key: str, obj: dict[str, Any], others: list[dict[str, Any]],
+                    replicas: list[dict[str, Any]], plan: Plan) -> list[str]:
+        """Create `others`, then `replicas`, update and delete as planned; returns why the
+        API server rejected an object, if it did. Pods are expected in the cache before
+        the next decision, except those never sent (a rejection or an error stopped us).
+        A create the API server refuses for now (a quota, throttling) raises, after one
+        warning event on the job, and the job is retried with back-off."""
+        ns = obj["metadata"]["namespace"]
+        adds = {o["metadata"]["name"] for o in replicas if o["kind"] == "Pod"}
+        deletes = {r.name for r in plan.delete if r.kind == "Pod"}
+        self.expectations.expect(key, sorted(adds), sorted(deletes))
+        sent: set[str] = set()  # the pods asked for
+        warned = False
+
+        async def create(o: dict[str, Any]) -> str | None:
+            nonlocal warned
+            if o["kind"] == "Pod":
+                sent.add(o["metadata"]["name"])
+            try:
+                return await self._create(key, ns, o)
+            except APIError as err:
+                if not warned:
+                    warned = True
+                    self.recorder.record(obj, Event(
+                        "Warning", f"FailedCreate{o['kind']}",
+                        f"Error creating {o['kind']} {o['metadata']['name']}: {err}"))
+                raise
+
+        async def delete(r: ObjectRef) -> str | None:
+            if r.kind == "Pod":
+                sent.add(r.name)
+            return await self._delete(key, ns, r)
+
+        try:
+            rejected = await self._batches(others, create)
+            if not rejected:
+                rejected = await self._batches(replicas, create)
+            for o in plan.update:
+                await self.client.patch(self._resource(o["kind"], o["apiVersion"]).path(
+                    ns, o["metadata"]["name"]), {k: o[k] for k in ("data", "spec") if k in o})
+            await self._batches(plan.delete, delete)
+        finally:
+            # No plan creates a pod it also deletes (an engine property test checks it),
+            # so one set of names serves both.
+            self.expectations.lower(key, adds=adds - sent, deletes=deletes - sent)
+        return rejected
 
     async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[str | None]]
                        ) -> list[str]:
@@ -284,12 +321,14 @@ class JobController:
         try:
             await self.client.create(self._resource(obj["kind"], obj["apiVersion"]).path(ns),
                                      obj)
-        except APIError as err:
+        except Exception as err:
+            # Whatever went wrong, do not wait for this pod in the cache: if it was made
+            # after all, making it again is a harmless 409 (its name is fixed).
             if obj["kind"] == "Pod":
                 self.expectations.lower(key, adds=[name])
-            if err.status == 409:
+            if isinstance(err, APIError) and err.status == 409:
                 return None  # already there: the cache will show it
-            if err.status in REJECTED:
+            if isinstance(err, APIError) and err.status in REJECTED:
                 return f"{obj['kind']} {name} was rejected by the API server: {err.message}"
             raise
         return None
@@ -298,10 +337,10 @@ class JobController:
         try:
             await self.client.delete(self._resource(ref.kind, ref.api_version).path(
                 ns, ref.name))
-        except APIError as err:
+        except Exception as err:
             if ref.kind == "Pod":
                 self.expectations.lower(key, deletes=[ref.name])
-            if err.status != 404:
+            if not (isinstance(err, APIError) and err.status == 404):
                 raise
         return None
 

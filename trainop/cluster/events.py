@@ -9,7 +9,7 @@ import logging
 import secrets
 from typing import Any
 
-from trainop.cluster.client import APIError, Client
+from trainop.cluster.client import REQUEST_ERRORS, Client
 from trainop.cluster.resources import EVENTS
 from trainop.engine import Event
 
@@ -65,7 +65,7 @@ class EventRecorder:
         }
         try:
             await self.client.create(EVENTS.path(meta.get("namespace")), body)
-        except (APIError, OSError, TimeoutError) as err:
+        except REQUEST_ERRORS as err:
             log.debug("event not recorded: %s", err)
 
     async def drain(self, timeout: float = 5.0) -> None:

@@ -13,9 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
-from trainop.cluster.client import APIError, Client
+from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.resources import LEASES
 
 log = logging.getLogger("trainop.leader")
@@ -84,7 +82,7 @@ class LeaderElector:
         while True:
             try:
                 held = await self._try()
-            except (APIError, aiohttp.ClientError, OSError, TimeoutError) as err:
+            except REQUEST_ERRORS as err:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, err)
                 held = False
             now = time.monotonic()
@@ -114,5 +112,5 @@ class LeaderElector:
                 lease["spec"]["holderIdentity"] = ""
                 lease["spec"]["leaseDurationSeconds"] = 1
                 await self.client.replace(path, lease)
-        except (APIError, aiohttp.ClientError, OSError, TimeoutError) as err:
+        except REQUEST_ERRORS as err:
             log.warning("lease not released: %s", err)

@@ -1,5 +1,5 @@
-"""A simulated kubelet: moves trainop's pods to Running at once, and after --run-seconds
-to Succeeded (or Failed with exit code 1 for every --fail-every-th pod). Thousands of
+"""A simulated kubelet: moves trainop's new (Pending) pods to Running at once, and after
+--run-seconds to Succeeded (or Failed with exit code 1 for every --fail-every-th pod). Thousands of
 pods a second; it runs until stopped.
 
     python -m trainop.testing.kubelet --kubeconfig KUBECONFIG --run-seconds 5
@@ -9,16 +9,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from trainop.cluster.client import APIError, Client
+from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.config import from_kubeconfig
 from trainop.cluster.resources import PODS
 from trainop.engine.labels import JOB_NAME
 
 CONCURRENCY = 64
+
+
+def retry_delays() -> Iterator[float]:
+    """0.5s, 1s, 2s, ... at most 8s, for ever."""
+    delay = 0.5
+    while True:
+        yield delay
+        delay = min(delay * 2, 8.0)
 
 
 def status(phase: str, exit_code: int | None = None) -> dict[str, Any]:
@@ -38,9 +46,20 @@ async def main(kubeconfig: str, run_seconds: float, fail_every: int) -> None:
     count = 0
 
     async def patch(ns: str, name: str, body: dict[str, Any]) -> None:
-        async with sem:
-            with contextlib.suppress(APIError):  # deleted meanwhile
-                await client.patch(PODS.path(ns, name, "status"), body)
+        # A real kubelet keeps reporting until the API server takes it: a phase change
+        # lost to throttling would leave its job waiting forever.
+        for delay in retry_delays():
+            async with sem:
+                try:
+                    await client.patch(PODS.path(ns, name, "status"), body)
+                    return
+                except REQUEST_ERRORS as err:
+                    if isinstance(err, APIError) and err.status == 404:
+                        return  # deleted meanwhile
+                    problem = str(err) or type(err).__name__
+            print(f"{time.strftime('%X')} kubelet: {ns}/{name}: {problem}; retrying",
+                  flush=True)
+            await asyncio.sleep(delay)
 
     async def lifecycle(ns: str, name: str, n: int) -> None:
         await patch(ns, name, status("Running"))
@@ -48,23 +67,28 @@ async def main(kubeconfig: str, run_seconds: float, fail_every: int) -> None:
         failed = fail_every and n % fail_every == 0
         await patch(ns, name, status("Failed", 1) if failed else status("Succeeded", 0))
 
-    rv = (await client.get(PODS.path(), {"labelSelector": JOB_NAME, "limit": "1"}))[
-        "metadata"]["resourceVersion"]
-    while True:
+    def start(obj: dict[str, Any]) -> None:
+        nonlocal count
+        m = obj.get("metadata") or {}
+        if m.get("uid") in seen or (obj.get("status") or {}).get("phase", "Pending") != "Pending":
+            return
+        seen.add(m["uid"])
+        count += 1
+        asyncio.get_running_loop().create_task(lifecycle(m["namespace"], m["name"], count))
+
+    while True:  # list, then watch from there; after any error (410 Gone too) list again
         try:
-            async for event in client.watch(PODS.path(), {"labelSelector": JOB_NAME,
-                                                          "resourceVersion": rv}):
-                obj = event["object"]
-                m = obj.get("metadata") or {}
-                rv = m.get("resourceVersion", rv)
-                if event["type"] != "ADDED" or m.get("uid") in seen:
-                    continue
-                seen.add(m["uid"])
-                count += 1
-                asyncio.get_running_loop().create_task(
-                    lifecycle(m["namespace"], m["name"], count))
-        except (APIError, OSError) as err:
-            print(f"{time.strftime('%X')} kubelet: watch ended ({err}); resuming", flush=True)
+            listing = await client.get(PODS.path(), {"labelSelector": JOB_NAME})
+            for obj in listing["items"]:
+                start(obj)
+            async for event in client.watch(PODS.path(), {
+                    "labelSelector": JOB_NAME,
+                    "resourceVersion": listing["metadata"]["resourceVersion"]}):
+                if event["type"] == "ADDED":
+                    start(event["object"])
+        except REQUEST_ERRORS as err:
+            print(f"{time.strftime('%X')} kubelet: watch ended ({err}); listing again",
+                  flush=True)
             await asyncio.sleep(0.5)
 
 
