@@ -144,6 +144,15 @@ def test_pod_record_keeps_what_the_engine_reads() -> None:
     assert rec.exit_code("missing") == 0  # falls back to the first terminated container
 
 
+@pytest.mark.parametrize("phase,code", [("Failed", 2), ("Running", None)])
+def test_last_exit_counts_only_for_a_failed_pod(phase: str, code: int | None) -> None:
+    waiting = {"name": "pytorch", "restartCount": 1, "ready": False,
+               "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+               "lastState": {"terminated": {"exitCode": 2, "reason": "Error"}}}
+    rec = pod_record({**POD, "status": {"phase": phase, "containerStatuses": [waiting]}})
+    assert rec is not None and rec.exit_code("pytorch") == code  # Running: still retrying
+
+
 @pytest.mark.parametrize("labels", [{}, {"training.kubeflow.org/replica-type": "worker"},
                                     {"training.kubeflow.org/replica-type": "worker",
                                      "training.kubeflow.org/replica-index": "x"}])

@@ -68,8 +68,10 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         restarts += int(cs.get("restartCount") or 0)
         ready = ready and bool(cs.get("ready"))
         state = cs.get("state") or {}
-        term = state.get("terminated") or (cs.get("lastState") or {}).get("terminated") \
-            if status.get("phase") == "Failed" else state.get("terminated")
+        term = state.get("terminated")
+        if term is None and status.get("phase") == "Failed":
+            # A failed pod whose container was waiting to restart: its last exit counts.
+            term = (cs.get("lastState") or {}).get("terminated")
         if term and term.get("exitCode") is not None:
             codes[cs.get("name", "")] = int(term["exitCode"])
             reason = reason or term.get("reason")
