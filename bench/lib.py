@@ -29,7 +29,7 @@ from trainop.testing.apiserver import TestAPIServer, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-CONCURRENCY = 64
+CONCURRENCY = 32
 """Requests in flight at most, for the manager (its connection pool) and the bare client."""
 
 

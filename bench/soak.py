@@ -52,6 +52,8 @@ async def main(minutes: float, wave: int) -> None:
                     rss_first = manager.rss_mib()
             await asyncio.sleep(2)
             rss_end = manager.rss_mib()
+            events = {o: manager.metric("trainop_events_total", outcome=o)
+                      for o in ("sent", "dropped", "failed")}
             leftovers = 0
             for resource in (JOBS["JAXJob"], PODS, SERVICES):
                 leftovers += len((await client.get(resource.path(ns)))["items"])
@@ -70,6 +72,9 @@ async def main(minutes: float, wave: int) -> None:
         Row("manager RSS at the end vs after the first wave", rss_end, rss_first, "MiB",
             "<= 1.05"),
         Row("manager RSS at the end vs half-way", rss_end, half[0], "MiB"),
+        Row("events sent to the API server", events["sent"], None, ""),
+        Row("events dropped (backlog full) or refused", events["dropped"] + events["failed"],
+            None, ""),
         Row("mean seconds per wave", sum(wave_seconds) / len(wave_seconds), None, "s"),
     ], notes=(f"{waves} waves of {wave} JAXJobs x 2 workers, cleanPodPolicy All, "
               f"ttlSecondsAfterFinished 0; the simulated kubelet ran each pod for 1 s. "

@@ -46,7 +46,7 @@ from trainop.engine.gang import VOLCANO_API
 from trainop.frameworks import framework_for
 
 log = logging.getLogger("trainop.controller")
-MAX_IN_FLIGHT = 64
+MAX_IN_FLIGHT = 32
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
 

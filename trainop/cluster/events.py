@@ -7,7 +7,10 @@ import contextlib
 import datetime as dt
 import logging
 import secrets
+import time
 from typing import Any
+
+from prometheus_client import Counter
 
 from trainop.cluster.client import REQUEST_ERRORS, Client
 from trainop.cluster.resources import EVENTS
@@ -21,12 +24,21 @@ SENDERS = 4
 a job is waiting for, and when the API server falls behind they are what is shed."""
 
 
+EVENTS_RECORDED = Counter("trainop_events_total", "Events recorded on jobs, by outcome",
+                      ["outcome"])
+"""outcome: sent, dropped (the backlog was full) or failed (the API server refused)."""
+
+_REFERENCE = ("apiVersion", "kind", "name", "namespace", "uid", "resourceVersion")
+
+
 class EventRecorder:
     def __init__(self, client: Client):
         self.client = client
-        self._queue: asyncio.Queue[tuple[dict[str, Any], Event]] = asyncio.Queue(BACKLOG)
+        # Only the job's reference waits here, never the job itself: a backlog of events
+        # must not keep thousands of finished jobs alive.
+        self._queue: asyncio.Queue[tuple[tuple[str, ...], Event]] = asyncio.Queue(BACKLOG)
         self._senders: list[asyncio.Task[None]] = []
-        self.dropped = 0
+        self._last_drop_log = 0.0
 
     def record(self, job: dict[str, Any], event: Event) -> None:
         meta = job.get("metadata") or {}
@@ -35,38 +47,43 @@ class EventRecorder:
         if not self._senders:
             loop = asyncio.get_running_loop()
             self._senders = [loop.create_task(self._sender()) for _ in range(SENDERS)]
+        ref = (job.get("apiVersion"), job.get("kind"), *(meta.get(k) for k in _REFERENCE[2:]))
         try:
-            self._queue.put_nowait((job, event))
+            self._queue.put_nowait((tuple(str(v or "") for v in ref), event))
         except asyncio.QueueFull:
-            self.dropped += 1
+            EVENTS_RECORDED.labels("dropped").inc()
+            if time.monotonic() - self._last_drop_log > 60:
+                self._last_drop_log = time.monotonic()
+                log.warning("the API server is not keeping up with events: %d waiting, "
+                            "dropping new ones (trainop_events_total{outcome=\"dropped\"})",
+                            BACKLOG)
 
     async def _sender(self) -> None:
         while True:
-            job, event = await self._queue.get()
+            ref, event = await self._queue.get()
             try:
-                await self._send(job, event)
+                await self._send(dict(zip(_REFERENCE, ref, strict=True)), event)
             finally:
                 self._queue.task_done()
 
-    async def _send(self, job: dict[str, Any], event: Event) -> None:
-        meta = job.get("metadata") or {}
+    async def _send(self, involved: dict[str, str], event: Event) -> None:
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ns = involved["namespace"]
         body = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta.get('name')}.{secrets.token_hex(8)}",
-                         "namespace": meta.get("namespace")},
-            "involvedObject": {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"),
-                               "name": meta.get("name"), "namespace": meta.get("namespace"),
-                               "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
+            "metadata": {"name": f"{involved['name']}.{secrets.token_hex(8)}", "namespace": ns},
+            "involvedObject": involved,
             "reason": event.reason, "message": event.message[:1024], "type": event.type,
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            await self.client.create(EVENTS.path(meta.get("namespace")), body)
+            await self.client.create(EVENTS.path(ns), body)
         except REQUEST_ERRORS as err:
+            EVENTS_RECORDED.labels("failed").inc()
             log.debug("event not recorded: %s", err)
+        else:
+            EVENTS_RECORDED.labels("sent").inc()
 
     async def drain(self, timeout: float = 5.0) -> None:
         """Send what is queued (for at most `timeout` seconds), then stop the senders."""

@@ -17,9 +17,9 @@ from pathlib import Path
 import aiohttp
 
 from trainop.api import KINDS
+from trainop.cluster import allocator, server
 from trainop.cluster import caches as caches_mod
 from trainop.cluster import config as cluster_config
-from trainop.cluster import server
 from trainop.cluster.authn import TokenAuthorizer
 from trainop.cluster.client import APIError, Client
 from trainop.cluster.controller import ControllerConfig, JobController
@@ -113,6 +113,7 @@ async def run_manager(opts: ManagerOptions) -> int:
         cfg = cluster_config.load(opts.kubeconfig)
     except cluster_config.ConfigError as err:
         raise StartupError(str(err)) from None
+    allocator.pin_mmap_threshold()
     client = Client(cfg, qps=opts.qps, burst=opts.burst)
     tasks: list[asyncio.Task[object]] = []
     runners = []
