@@ -10,12 +10,10 @@ import platform
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import psutil
 
@@ -25,7 +23,8 @@ from trainop.cluster.config import from_kubeconfig
 from trainop.cluster.resources import JOBS, PODS, SERVICES
 from trainop.engine import ClusterAddressing, Observed, reconcile
 from trainop.frameworks import framework_for
-from trainop.testing.apiserver import TestAPIServer, free_port
+from trainop.testing.apiserver import TestAPIServer
+from trainop.testing.manager import ManagerProcess
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -70,14 +69,10 @@ PROFILE = os.environ.get("TRAINOP_BENCH_PROFILE")
 """Set to a file name: the manager runs under py-spy, which writes a profile there."""
 
 
-class Process:
-    """A child process whose CPU time and resident memory we read."""
+class Usage:
+    """Resident memory and CPU time of a child process (`self.ps`)."""
 
-    def __init__(self, args: list[str], log: Path):
-        self.log_path = log
-        self.proc = subprocess.Popen(args, stdout=open(log, "wb"),  # noqa: SIM115
-                                     stderr=subprocess.STDOUT)
-        self.ps = psutil.Process(self.proc.pid)
+    ps: psutil.Process
 
     def rss_mib(self) -> float:
         return float(self.ps.memory_info().rss) / 2**20
@@ -86,15 +81,18 @@ class Process:
         t = self.ps.cpu_times()
         return float(t.user + t.system)
 
+
+class Process(Usage):
+    """A child process whose CPU time and resident memory we read."""
+
+    def __init__(self, args: list[str], log: Path):
+        self.log_path = log
+        self.proc = subprocess.Popen(args, stdout=open(log, "wb"),  # noqa: SIM115
+                                     stderr=subprocess.STDOUT)
+        self.ps = psutil.Process(self.proc.pid)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
-            if PROFILE and isinstance(self, Manager):
-                # py-spy writes its profile on SIGINT; the manager stops with it
-                for child in self.ps.children(recursive=True):
-                    child.send_signal(signal.SIGTERM)
-                self.proc.send_signal(signal.SIGINT)
-                self.proc.wait(60)
-                return
             self.proc.terminate()
             try:
                 self.proc.wait(20)
@@ -103,43 +101,28 @@ class Process:
                 self.proc.wait()
 
 
-class Manager(Process):
+class Manager(ManagerProcess, Usage):
+    """The manager as the benchmarks run it: every kind, no API rate limit, quiet logs."""
+
     def __init__(self, cluster: Cluster, *args: str, name: str = "manager"):
-        self.metrics_port, self.health_port = free_port(), free_port()
-        spy = ["py-spy", "record", "-o", PROFILE, "-f", "raw", "--"] if PROFILE else []
-        super().__init__([
-            *spy, sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
-            str(cluster.api.kubeconfig), "--webhook-port", "0", "--log-level", "warning",
-            "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-            "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
-            "--kube-api-qps", "0", "--controller-threads", "64", *args],
-            RESULTS.parent / f".{name}.log")
+        spy = ["py-spy", "record", "-o", PROFILE, "-f", "raw", "--"] if PROFILE else None
+        super().__init__(cluster.api.kubeconfig, "--log-level", "warning",
+                         "--kube-api-qps", "0", "--controller-threads", "64", *args,
+                         log_path=RESULTS.parent / f".{name}.log", wrapper=spy)
+        self.ps = psutil.Process(self.proc.pid)
 
-    def wait_ready(self, timeout: float = 120) -> Manager:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"manager exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz",
-                                            timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("manager not ready")
+    def wait_ready(self, timeout: float = 120) -> Self:
+        return super().wait_ready(timeout)
 
-    def metric(self, name: str, **labels: str) -> float:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
-                                    timeout=10) as r:
-            text = r.read().decode()
-        total = 0.0
-        for line in text.splitlines():
-            if (line.startswith(name + "{") or line.startswith(name + " ")) and all(
-                    f'{k}="{v}"' in line for k, v in labels.items()):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+    def stop(self, timeout: float = 20) -> None:
+        if PROFILE and self.proc.poll() is None:
+            # py-spy writes its profile on SIGINT; the manager stops with it
+            for child in self.ps.children(recursive=True):
+                child.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(60)
+            return
+        super().stop(timeout)
 
 
 class Kubelet(Process):

@@ -4,11 +4,7 @@ API server (apply, read, drive pod phases as a kubelet would)."""
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -16,10 +12,10 @@ from typing import Any, TypeVar
 
 import yaml
 
-from trainop.testing.apiserver import TestAPIServer, free_port
+from trainop.testing.apiserver import TestAPIServer
+from trainop.testing.manager import ManagerProcess
 
 T = TypeVar("T")
-WRITE_VERBS = ("post", "put", "patch", "delete")
 
 
 def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30,
@@ -34,71 +30,12 @@ def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30,
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
-class Manager:
-    """`trainop manager` as a subprocess against the test API server."""
+class Manager(ManagerProcess):
+    """`trainop manager` for one test, logging into the test's folder."""
 
     def __init__(self, api: TestAPIServer, *args: str, log_dir: Path):
-        self.metrics_port, self.health_port = free_port(), free_port()
-        self.webhook_port = 0
-        self.log_path = log_dir / f"manager-{uuid.uuid4().hex[:6]}.log"
-        kubeconfig = () if "--kubeconfig" in args else ("--kubeconfig", str(api.kubeconfig))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "trainop.cli", "manager", *kubeconfig,
-             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
-             *(() if "--webhook-port" in args else ("--webhook-port", "0")), *args],
-            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
-
-    def wait_ready(self, timeout: float = 30) -> Manager:
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"manager exited {self.proc.returncode}: {self.log()}")
-            try:
-                with urllib.request.urlopen(
-                        f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-        wait_for("manager ready", ready, timeout)
-        return self
-
-    def log(self) -> str:
-        return self.log_path.read_text()[-4000:]
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
-                                    timeout=5) as r:
-            return str(r.read().decode())
-
-    def counter(self, name: str, **labels: str) -> float:
-        total = 0.0
-        for line in self.metrics().splitlines():
-            if not line.startswith(name + "{") and not line.startswith(name + " "):
-                continue
-            if all(f'{k}="{v}"' in line for k, v in labels.items()):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-    def writes(self) -> float:
-        """API writes so far (events and lease renewals left out)."""
-        total = 0.0
-        for line in self.metrics().splitlines():
-            m = re.match(r'trainop_api_requests_total\{(.*)\} ([0-9.e+]+)', line)
-            if not m:
-                continue
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-            if labels["verb"] in WRITE_VERBS and labels["resource"] not in ("events", "leases"):
-                total += float(m.group(2))
-        return total
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().__init__(api.kubeconfig, *args,
+                         log_path=log_dir / f"manager-{uuid.uuid4().hex[:6]}.log")
 
 
 class Kube:

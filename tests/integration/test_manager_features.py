@@ -112,9 +112,9 @@ def test_template_the_api_server_rejects_fails_the_job(kube: Kube, manager: Mana
     failed = kube.wait_condition("JAXJob", "rej", "Failed")
     assert failed["reason"] == "CreateFailed"
     assert "Pod rej-worker-0 was rejected by the API server" in failed["message"]
-    posts = manager.counter("trainop_api_requests_total", verb="post", resource="pods")
+    posts = manager.metric("trainop_api_requests_total", verb="post", resource="pods")
     time.sleep(3)
-    assert manager.counter("trainop_api_requests_total", verb="post", resource="pods") == posts
+    assert manager.metric("trainop_api_requests_total", verb="post", resource="pods") == posts
     assert posts <= 1  # slow start: the first pod's rejection stopped the rest
 
 

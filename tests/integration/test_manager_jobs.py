@@ -47,8 +47,8 @@ def test_every_kind_runs_to_success(kube: Kube, manager: Manager, kind: str) -> 
     job = kube.job(kind, "job")
     assert job["status"]["conditions"][-1]["type"] == "Succeeded"
     assert job["status"]["completionTime"]
-    assert manager.counter("training_operator_jobs_successful_total", job_namespace=kube.ns) == 1
-    assert manager.counter("training_operator_jobs_created_total", job_namespace=kube.ns) == 1
+    assert manager.metric("training_operator_jobs_successful_total", job_namespace=kube.ns) == 1
+    assert manager.metric("training_operator_jobs_created_total", job_namespace=kube.ns) == 1
 
 
 def test_pytorch_env_uses_service_names(kube: Kube, manager: Manager) -> None:
@@ -112,7 +112,7 @@ def test_ttl_deletes_the_job(kube: Kube, manager: Manager) -> None:
     kube.wait_pods(1)
     kube.set_all("Succeeded", exit_code=0)
     wait_for("job deleted", lambda: kube.get("jaxjobs.kubeflow.org", "jx") is None, 20)
-    assert manager.counter("training_operator_jobs_deleted_total", job_namespace=kube.ns) == 1
+    assert manager.metric("training_operator_jobs_deleted_total", job_namespace=kube.ns) == 1
 
 
 @pytest.mark.parametrize(("policy", "left"), [

@@ -126,7 +126,7 @@ def test_watch_expiry_relists_and_misses_nothing(own_api: TestAPIServer, tmp_pat
         status = wait_for("succeeded counted", lambda: (s := kube.job("JAXJob", "jx")[
             "status"])["replicaStatuses"]["Worker"].get("succeeded") == 2 and s, 60)
         assert status["replicaStatuses"]["Worker"]["succeeded"] == 2
-        wait_for("a re-list", lambda: m.counter("trainop_informer_relists_total") > 0, 30)
+        wait_for("a re-list", lambda: m.metric("trainop_informer_relists_total") > 0, 30)
         assert "410 Gone" in m.log() or "re-listing" in m.log()
     finally:
         m.stop()
@@ -154,8 +154,8 @@ def test_throttled_api_server_every_job_completes_without_a_storm(
                                                for c in (j.get("status") or {}).get(
                                                    "conditions") or [])) == 100
         wait_for("100 jobs Succeeded", succeeded, 300, every=2)
-        throttled = m.counter("trainop_api_requests_total", code="429")
-        total = m.counter("trainop_api_requests_total")
+        throttled = m.metric("trainop_api_requests_total", code="429")
+        total = m.metric("trainop_api_requests_total")
         # 100 jobs x (2 pods + 2 services + ~3 status writes + events): about 1,000 writes
         print(f"requests {total:.0f}, throttled (429) {throttled:.0f}")
         assert throttled > 0, "the API server never throttled: the test proves nothing"
