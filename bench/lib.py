@@ -48,6 +48,8 @@ class Cluster:
         self.api = TestAPIServer(extra_args=list(extra_args))
 
     def __enter__(self) -> Cluster:
+        # `kill` or `timeout` stop a benchmark as Ctrl-C does: every process it started ends.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         self.api.start()
         self.api.kubectl("apply", "--server-side", "-k", str(REPO / "config" / "crd"))
         self.api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")

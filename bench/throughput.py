@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.lib import (
+    CONCURRENCY,
     Cluster,
     Kubelet,
     Manager,
@@ -170,8 +171,9 @@ async def main(jobs: int, replicas: int, sizes: dict[int, int]) -> None:
     mean_ratio = statistics.mean(p(o, .5) / p(b, .5) for o, b in lat.values())
     write_results("throughput", "Throughput and latency (python -m bench.throughput)", rows,
                   notes=(f"Baseline: a bare asyncio client creating the same pods and services "
-                         f"with the same concurrency (64 requests in flight). The manager ran "
-                         f"with --kube-api-qps 0 --controller-threads 64, every kind enabled; "
+                         f"with the same concurrency ({CONCURRENCY} requests in flight). The "
+                         f"manager ran with --kube-api-qps 0 --controller-threads 64, every "
+                         f"kind enabled; "
                          f"the simulated kubelet moved pods to Running. Latency repeats: "
                          f"{sizes}. Manager RSS at the end: {rss:.0f} MiB; mean p50 latency "
                          f"ratio {mean_ratio:.2f}."))

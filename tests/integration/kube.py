@@ -33,6 +33,8 @@ def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30,
 class Manager(ManagerProcess):
     """`trainop manager` for one test, logging into the test's folder."""
 
+    webhook_port = 0  # where a test that serves the webhook told it to listen
+
     def __init__(self, api: TestAPIServer, *args: str, log_dir: Path):
         super().__init__(api.kubeconfig, *args,
                          log_path=log_dir / f"manager-{uuid.uuid4().hex[:6]}.log")

@@ -150,6 +150,7 @@ def test_webhook_defaults_a_valid_job_and_guards_immutable_fields(
     assert out.returncode != 0 and "spec.runPolicy.managedBy: is immutable" in out.stderr
 
 
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated")
 def test_webhook_serves_tls_1_2_or_newer_only(webhook: Manager) -> None:
     port = webhook.webhook_port
     for version, ok in ((ssl.TLSVersion.TLSv1_1, False), (ssl.TLSVersion.TLSv1_2, True)):

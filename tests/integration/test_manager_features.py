@@ -128,6 +128,7 @@ def test_job_held_back_by_a_quota_starts_when_the_quota_allows(kube: Kube,
     warning = wait_for("a FailedCreatePod event", lambda: next(
         (e for e in kube.items("events") if e["reason"] == "FailedCreatePod"), None))
     assert warning["type"] == "Warning" and "forbidden" in warning["message"]
+    assert manager.metric("trainop_events_total", outcome="sent") >= 1  # the warning itself
     assert kube.names("pods") == []
     assert kube.condition("JAXJob", "held", "Failed") is None  # a quota is not a failure
 
