@@ -25,7 +25,7 @@ a job is waiting for, and when the API server falls behind they are what is shed
 
 
 EVENTS_RECORDED = Counter("trainop_events_total", "Events recorded on jobs, by outcome",
-                      ["outcome"])
+                          ["outcome"])
 """outcome: sent, dropped (the backlog was full) or failed (the API server refused)."""
 
 _REFERENCE = ("apiVersion", "kind", "name", "namespace", "uid", "resourceVersion")

@@ -1,6 +1,6 @@
 """A simulated kubelet: moves trainop's new (Pending) pods to Running at once, and after
---run-seconds to Succeeded (or Failed with exit code 1 for every --fail-every-th pod). Thousands of
-pods a second; it runs until stopped.
+--run-seconds to Succeeded (or Failed with exit code 1 for every --fail-every-th pod).
+Thousands of pods a second; it runs until stopped.
 
     python -m trainop.testing.kubelet --kubeconfig KUBECONFIG --run-seconds 5
 """
@@ -43,6 +43,7 @@ async def main(kubeconfig: str, run_seconds: float, fail_every: int) -> None:
     client = Client(from_kubeconfig(kubeconfig), qps=0, max_connections=CONCURRENCY)
     sem = asyncio.Semaphore(CONCURRENCY)
     seen: set[str] = set()
+    running: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references
     count = 0
 
     async def patch(ns: str, name: str, body: dict[str, Any]) -> None:
@@ -74,7 +75,9 @@ async def main(kubeconfig: str, run_seconds: float, fail_every: int) -> None:
             return
         seen.add(m["uid"])
         count += 1
-        asyncio.get_running_loop().create_task(lifecycle(m["namespace"], m["name"], count))
+        task = asyncio.get_running_loop().create_task(lifecycle(m["namespace"], m["name"], count))
+        running.add(task)
+        task.add_done_callback(running.discard)
 
     while True:  # list, then watch from there; after any error (410 Gone too) list again
         try:
