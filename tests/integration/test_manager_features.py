@@ -131,6 +131,8 @@ def test_job_held_back_by_a_quota_starts_when_the_quota_allows(kube: Kube,
     assert manager.metric("trainop_events_total", outcome="sent") >= 1  # the warning itself
     assert kube.names("pods") == []
     assert kube.condition("JAXJob", "held", "Failed") is None  # a quota is not a failure
+    created_condition = wait_for("Created", lambda: kube.condition("JAXJob", "held", "Created"))
+    assert created_condition["status"] == "True"  # what `kubectl get` shows meanwhile
 
     def created() -> list[str]:
         return [e["message"] for e in kube.items("events") if e["reason"] == "SuccessfulCreatePod"]
@@ -140,6 +142,9 @@ def test_job_held_back_by_a_quota_starts_when_the_quota_allows(kube: Kube,
     assert kube.wait_pods(3) == ["held-worker-0", "held-worker-1", "held-worker-2"]
     assert wait_for("a SuccessfulCreatePod event", created) == [
         "Created 3 pod(s): held-worker-0, held-worker-1, held-worker-2"]
+    told = [e for e in kube.items("events") if e["reason"] == "JAXJobCreated"]
+    assert len(told) == 1  # once, however many times the creation was retried
+    assert manager.metric("training_operator_jobs_created_total", job_namespace=kube.ns) == 1
 
 
 def test_hundred_replicas_and_a_steady_state_without_writes(kube: Kube,

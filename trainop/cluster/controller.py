@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -202,7 +203,11 @@ class JobController:
             per_replica = o["kind"] == "Pod" or (
                 o["kind"] == "Service" and o["metadata"]["name"] != obj["metadata"]["name"])
             (replicas if per_replica else others).append(o)
-        rejected = await self._send(key, obj, others, replicas, plan)
+        try:
+            rejected = await self._send(key, obj, others, replicas, plan)
+        except REQUEST_ERRORS:
+            await self._tell_created(key, obj, plan)
+            raise
         # Events once the plan is carried out (an error above means the next decision
         # plans and tells it again); a rejection means the pods were not all created.
         for event in plan.events:
@@ -280,6 +285,25 @@ class JobController:
             # so one set of names serves both.
             self.expectations.lower(key, adds=adds - sent, deletes=deletes - sent)
         return rejected
+
+    async def _tell_created(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+        """A new job whose objects cannot be made yet (a quota, throttling) is still
+        Created, as upstream shows it: write that condition alone, best effort. The rest
+        of the plan's status (restarts, say) must wait until its writes are done."""
+        created = cond.get(plan.status, cond.CREATED)
+        if cond.CREATED not in plan.transitions or created is None:
+            return
+        try:
+            status = JobStatus.model_validate(obj.get("status") or {})
+        except ValueError:
+            return
+        status.conditions = [*(status.conditions or []), created]
+        with contextlib.suppress(*REQUEST_ERRORS):
+            await self._write_status(key, obj, status)
+            self.recorder.record(obj, Event("Normal", created.reason or "",
+                                            created.message or ""))
+            metrics.JOBS_CREATED.labels(obj["metadata"]["namespace"],
+                                        self.framework.info.framework).inc()
 
     async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[str | None]]
                        ) -> list[str]:
