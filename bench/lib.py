@@ -18,18 +18,18 @@ from typing import Any, Self
 import psutil
 
 from trainop.api import load_job
-from trainop.cluster.client import Client
+from trainop.cluster.client import MAX_IN_FLIGHT, Client
 from trainop.cluster.config import from_kubeconfig
 from trainop.cluster.resources import JOBS, PODS, SERVICES
 from trainop.engine import ClusterAddressing, Observed, reconcile
 from trainop.frameworks import framework_for
 from trainop.testing.apiserver import TestAPIServer
-from trainop.testing.manager import ManagerProcess
+from trainop.testing.manager import ManagerProcess, terminate
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-CONCURRENCY = 32
-"""Requests in flight at most, for the manager (its connection pool) and the bare client."""
+CONCURRENCY = MAX_IN_FLIGHT
+"""Requests in flight at most: the manager's client default, and so the bare client's."""
 
 
 def machine() -> str:
@@ -94,13 +94,7 @@ class Process(Usage):
         self.ps = psutil.Process(self.proc.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 class Manager(ManagerProcess, Usage):

@@ -18,6 +18,10 @@ from trainop.cluster.config import ClusterConfig
 API_REQUESTS = Counter("trainop_api_requests_total", "Requests sent to the Kubernetes API",
                        ["verb", "resource", "code"])
 MAX_429_RETRIES = 8
+MAX_IN_FLIGHT = 32
+"""Requests in flight at once. Each is a TLS connection of about 300 KiB (asyncio's read
+buffer is 256 KiB): 32 cost half the memory of 64, and the API server makes no more
+objects a second with 64 (bench/README.md)."""
 
 
 class APIError(Exception):
@@ -83,13 +87,10 @@ def _resource_of(path: str) -> str:
 
 class Client:
     def __init__(self, config: ClusterConfig, qps: float = 20, burst: int = 30,
-                 max_connections: int = 32):
+                 max_connections: int = MAX_IN_FLIGHT):
         self.config = config
         self.limiter = TokenBucket(qps, burst)
         # Requests in flight are bounded here; watches hold a connection each on top.
-        # Each is a TLS connection of about 300 KiB (asyncio's read buffer is 256 KiB):
-        # 32 cost half the memory of 64, and the API server makes no more objects a
-        # second with 64 (bench/README.md).
         self._in_flight = asyncio.Semaphore(max_connections)
         self._session: aiohttp.ClientSession | None = None
 

@@ -14,7 +14,7 @@ from typing import Any
 from trainop.api import InvalidJob, Job, JobStatus, load_job
 from trainop.cluster import metrics
 from trainop.cluster.caches import Caches
-from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
+from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import Expectations
 from trainop.cluster.records import ObjectRecord, PodRecord
@@ -47,7 +47,6 @@ from trainop.engine.gang import VOLCANO_API
 from trainop.frameworks import framework_for
 
 log = logging.getLogger("trainop.controller")
-MAX_IN_FLIGHT = 32
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
 

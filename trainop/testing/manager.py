@@ -3,13 +3,15 @@ kubeconfig on free loopback ports, waited for until ready, read through its metr
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Self
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from trainop.testing.apiserver import free_port
 
@@ -52,38 +54,33 @@ class ManagerProcess:
         """The end of what the manager printed."""
         return self.log_path.read_text()[-4000:]
 
-    def metrics(self) -> str:
+    def samples(self) -> list[Sample]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
                                     timeout=10) as r:
-            return str(r.read().decode())
+            text = r.read().decode()
+        return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
     def metric(self, name: str, **labels: str) -> float:
         """The sum of a metric's samples whose labels include `labels`."""
-        total = 0.0
-        for line in self.metrics().splitlines():
-            if not line.startswith(name + "{") and not line.startswith(name + " "):
-                continue
-            if all(f'{k}="{v}"' in line for k, v in labels.items()):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
+        return sum(s.value for s in self.samples()
+                   if s.name == name and labels.items() <= s.labels.items())
 
     def writes(self) -> float:
         """API writes so far (events and lease renewals left out)."""
-        total = 0.0
-        for line in self.metrics().splitlines():
-            m = re.match(r'trainop_api_requests_total\{(.*)\} ([0-9.e+]+)', line)
-            if not m:
-                continue
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-            if labels["verb"] in WRITE_VERBS and labels["resource"] not in ("events", "leases"):
-                total += float(m.group(2))
-        return total
+        return sum(s.value for s in self.samples() if s.name == "trainop_api_requests_total"
+                   and s.labels["verb"] in WRITE_VERBS
+                   and s.labels["resource"] not in ("events", "leases"))
 
     def stop(self, timeout: float = 20) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, timeout)
+
+
+def terminate(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    """SIGTERM, and SIGKILL after `timeout` seconds if the process is still there."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
