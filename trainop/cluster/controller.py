@@ -40,6 +40,7 @@ from trainop.engine import (
     OwnedObject,
     Plan,
     PodState,
+    clock,
     reconcile,
 )
 from trainop.engine import conditions as cond
@@ -217,7 +218,7 @@ class JobController:
         if rejected:
             status = status.model_copy(deep=True)
             message = f"{self.kind} {key} cannot run: {rejected[0]}"
-            now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            now = clock.fmt(dt.datetime.now(dt.UTC))
             if cond.set_condition(status, cond.FAILED, "True", "CreateFailed", message, now):
                 plan.transitions.append(cond.FAILED)
                 status.completion_time = status.completion_time or now
@@ -290,19 +291,10 @@ class JobController:
         Created, as upstream shows it: write that condition alone, best effort. The rest
         of the plan's status (restarts, say) must wait until its writes are done."""
         created = cond.get(plan.status, cond.CREATED)
-        if cond.CREATED not in plan.transitions or created is None:
-            return
-        try:
-            status = JobStatus.model_validate(obj.get("status") or {})
-        except ValueError:
-            return
-        status.conditions = [*(status.conditions or []), created]
-        with contextlib.suppress(*REQUEST_ERRORS):
-            await self._write_status(key, obj, status)
-            self.recorder.record(obj, Event("Normal", created.reason or "",
-                                            created.message or ""))
-            metrics.JOBS_CREATED.labels(obj["metadata"]["namespace"],
-                                        self.framework.info.framework).inc()
+        if cond.CREATED in plan.transitions and created is not None:
+            with contextlib.suppress(*REQUEST_ERRORS):
+                await self._write_condition(key, obj, Event(
+                    "Normal", created.reason or "", created.message or ""), cond.CREATED)
 
     async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[str | None]]
                        ) -> list[str]:
@@ -380,16 +372,26 @@ class JobController:
 
     async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""
+        m = obj["metadata"]
+        key = f"{m['namespace']}/{m['name']}"
+        await self._write_condition(key, obj, Event(
+            "Warning", "InvalidSpec", f"{self.kind} {key} is invalid: {err}"), cond.FAILED)
+
+    async def _write_condition(self, key: str, obj: dict[str, Any], event: Event,
+                               ctype: str) -> None:
+        """Set one condition (True, the event's reason and message) on the job's stored
+        status, not a whole plan's; then its event and metric. Nothing when already set."""
         try:
             status = JobStatus.model_validate(obj.get("status") or {})
         except ValueError:
             status = JobStatus()
-        m = obj["metadata"]
-        message = f"{self.kind} {m['namespace']}/{m['name']} is invalid: {err}"
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if not cond.set_condition(status, cond.FAILED, "True", "InvalidSpec", message, now):
+        now = clock.fmt(dt.datetime.now(dt.UTC))
+        if not cond.set_condition(status, ctype, "True", event.reason, event.message, now):
             return
-        status.completion_time = status.completion_time or now
-        self.recorder.record(obj, Event("Warning", "InvalidSpec", message))
-        metrics.JOBS_FAILED.labels(m["namespace"], self.framework.info.framework).inc()
-        await self._write_status(f"{m['namespace']}/{m['name']}", obj, status)
+        if ctype == cond.FAILED:
+            status.completion_time = status.completion_time or now
+        await self._write_status(key, obj, status)
+        self.recorder.record(obj, event)
+        counter = metrics.BY_TRANSITION.get(ctype)
+        if counter is not None:
+            counter.labels(obj["metadata"]["namespace"], self.framework.info.framework).inc()
