@@ -14,7 +14,7 @@ from prometheus_client import Counter
 
 from trainop.cluster.client import REQUEST_ERRORS, Client
 from trainop.cluster.resources import EVENTS
-from trainop.engine import Event
+from trainop.engine import Event, clock
 
 log = logging.getLogger("trainop.events")
 COMPONENT = "trainop"
@@ -28,15 +28,13 @@ EVENTS_RECORDED = Counter("trainop_events_total", "Events recorded on jobs, by o
                           ["outcome"])
 """outcome: sent, dropped (the backlog was full) or failed (the API server refused)."""
 
-_REFERENCE = ("apiVersion", "kind", "name", "namespace", "uid", "resourceVersion")
-
 
 class EventRecorder:
     def __init__(self, client: Client):
         self.client = client
         # Only the job's reference waits here, never the job itself: a backlog of events
         # must not keep thousands of finished jobs alive.
-        self._queue: asyncio.Queue[tuple[tuple[str, ...], Event]] = asyncio.Queue(BACKLOG)
+        self._queue: asyncio.Queue[tuple[dict[str, Any], Event]] = asyncio.Queue(BACKLOG)
         self._senders: list[asyncio.Task[None]] = []
         self._last_drop_log = 0.0
 
@@ -47,9 +45,10 @@ class EventRecorder:
         if not self._senders:
             loop = asyncio.get_running_loop()
             self._senders = [loop.create_task(self._sender()) for _ in range(SENDERS)]
-        ref = (job.get("apiVersion"), job.get("kind"), *(meta.get(k) for k in _REFERENCE[2:]))
+        involved = {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"),
+                    **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")}}
         try:
-            self._queue.put_nowait((tuple(str(v or "") for v in ref), event))
+            self._queue.put_nowait((involved, event))
         except asyncio.QueueFull:
             EVENTS_RECORDED.labels("dropped").inc()
             if time.monotonic() - self._last_drop_log > 60:
@@ -60,14 +59,14 @@ class EventRecorder:
 
     async def _sender(self) -> None:
         while True:
-            ref, event = await self._queue.get()
+            involved, event = await self._queue.get()
             try:
-                await self._send(dict(zip(_REFERENCE, ref, strict=True)), event)
+                await self._send(involved, event)
             finally:
                 self._queue.task_done()
 
-    async def _send(self, involved: dict[str, str], event: Event) -> None:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    async def _send(self, involved: dict[str, Any], event: Event) -> None:
+        now = clock.fmt(dt.datetime.now(dt.UTC))
         ns = involved["namespace"]
         body = {
             "apiVersion": "v1", "kind": "Event",
