@@ -4,8 +4,6 @@ set -euo pipefail
 if command -v mpirun >/dev/null && command -v mpicc >/dev/null; then
   exit 0
 fi
-sudo=""
-[[ $(id -u) -eq 0 ]] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >&2
+source "$(dirname "$0")/apt.sh"
+apt_get update -qq >&2
+apt_get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >&2

@@ -23,9 +23,8 @@ if [[ -x "$assets/kube-apiserver" && -x "$assets/etcd" ]]; then
   exit 0
 fi
 
-sudo=""
-[[ $(id -u) -eq 0 ]] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
+source "$(dirname "$0")/apt.sh"
+sudo=$apt_sudo
 
 # Debian's source entries: same archive and key as the binary entries of bookworm main.
 src=/etc/apt/sources.list.d/trainop-debian-src.sources
@@ -40,8 +39,8 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 fi
 log "installing build tools and etcd (apt)"
-$sudo apt-get update -qq >&2
-$sudo apt-get install -y -qq --no-install-recommends golang-go rsync etcd-server dpkg-dev make \
+apt_get update -qq >&2
+apt_get install -y -qq --no-install-recommends golang-go rsync etcd-server dpkg-dev make \
   golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev >&2
 
 if [[ ! -x "$assets/etcd" ]]; then

@@ -142,6 +142,8 @@ def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Consol
             main = next((c for c in obj["spec"]["containers"]
                          if c.get("name") == job.main_container), obj["spec"]["containers"][0])
             entry["env"] = {e["name"]: e["value"] for e in main.get("env") or [] if "value" in e}
+            # the replica's PATH as it will run: this Python environment's bin folder first
+            entry["env"]["PATH"] = cmd.env["PATH"]
         report.append(entry)
     console.print(yaml.safe_dump({"job": f"{job.kind}/{job.name}", "replicas": report},
                                  sort_keys=False), highlight=False, soft_wrap=True)

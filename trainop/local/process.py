@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,10 @@ def command_of(pod: dict[str, Any], main: str, run_dir: Path, extra_env: dict[st
                mounts: dict[str, Path]) -> Command:
     """The main container's command, args and environment, mapped to this machine.
 
-    `python`/`python3` become this interpreter, so a job runs in the environment trainop
-    runs in; paths under a mounted volume (e.g. /etc/mpi) point into the run folder.
+    `python`/`python3` become this interpreter, and this environment's `bin` folder comes
+    first on PATH, so a replica and every process it starts (mpirun's ranks, torchrun's
+    workers, console scripts) run in the environment trainop runs in, activated or not;
+    paths under a mounted volume (e.g. /etc/mpi) point into the run folder.
     """
     containers = pod["spec"].get("containers") or []
     container = next((c for c in containers if c.get("name") == main), containers[0])
@@ -50,9 +53,24 @@ def command_of(pod: dict[str, Any], main: str, run_dir: Path, extra_env: dict[st
         if "value" in item:
             env[item["name"]] = _map_paths(str(item["value"]), mounts)
     env.update(extra_env)
+    # after the job's own env: a PATH the manifest sets still finds this environment first
+    env["PATH"] = path_with_this_environment(env.get("PATH", os.defpath))
     cwd = Path(container["workingDir"]) if Path(container.get("workingDir") or "/nonexistent"
                                                 ).is_dir() else run_dir
     return Command(argv, env, cwd)
+
+
+def environment_bin() -> str:
+    """The folder of this Python environment's interpreter and console scripts."""
+    # sysconfig names the venv's bin even where the interpreter is a symlink out of it
+    return sysconfig.get_path("scripts") or os.path.dirname(sys.executable)
+
+
+def path_with_this_environment(path: str) -> str:
+    """`path` with this environment's bin folder first (and nowhere else)."""
+    first = environment_bin()
+    rest = [p for p in path.split(os.pathsep) if p and p != first]
+    return os.pathsep.join([first, *rest])
 
 
 def _map_paths(value: str, mounts: dict[str, Path]) -> str:
