@@ -349,6 +349,27 @@ def test_ttl_after_finished() -> None:
     assert plan.delete_job
 
 
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("field", ["activeDeadlineSeconds", "ttlSecondsAfterFinished"])
+@pytest.mark.parametrize("seconds", [100_000_000_000_000, INT64_MAX], ids=["1e14", "int64-max"])
+def test_a_far_deadline_or_ttl_is_just_far(field: str, seconds: int) -> None:
+    # Any int64 the CRD admits: the job runs and finishes, is looked at again in a day,
+    # and never fails or is deleted for it (no calendar overflow on every reconcile).
+    c = Cluster(job("TFJob", {"Worker": 1}, spec={"runPolicy": {field: seconds}}))
+    plan = c.step()
+    assert plan.requeue_after == (86400 if field == "activeDeadlineSeconds" else None)
+    c.all("Running")
+    c.advance(10**6)
+    c.step()
+    assert c.last_condition() == "Running"
+    c.all("Succeeded")
+    plan = c.step()
+    assert c.last_condition() == "Succeeded"
+    assert not plan.delete_job and plan.requeue_after == 86400
+
+
 # -- cleanup ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("policy", "expected"), [

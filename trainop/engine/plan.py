@@ -7,6 +7,10 @@ from typing import Any
 
 from trainop.api import JobStatus
 
+MAX_REQUEUE = 86400.0
+"""A deadline or TTL further away than this is looked at again after it (a day), so that no
+timer carries a number of seconds that only the job's own field could hold."""
+
 
 @dataclass(frozen=True)
 class ObjectRef:
@@ -51,6 +55,6 @@ class Plan:
         return True
 
     def requeue(self, seconds: float) -> None:
-        seconds = max(seconds, 0.0)
+        seconds = min(max(seconds, 0.0), MAX_REQUEUE)
         if self.requeue_after is None or seconds < self.requeue_after:
             self.requeue_after = seconds

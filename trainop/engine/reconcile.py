@@ -130,7 +130,8 @@ class _Run:
         ttl = self.job.spec.run_policy.ttl_seconds_after_finished
         done = self.status.completion_time
         if ttl is not None and done:
-            left = (clock.parse(done) + dt.timedelta(seconds=ttl) - self.now_dt).total_seconds()
+            # seconds, not datetimes: a TTL of any int64 must not overflow the calendar
+            left = ttl - (self.now_dt - clock.parse(done)).total_seconds()
             if left <= 0:
                 self.plan.delete_job = True
                 self.event("JobTTLExpired", f"{self.title()} deleted {ttl}s after finishing")
@@ -188,8 +189,7 @@ class _Run:
 
         ads = self.job.spec.run_policy.active_deadline_seconds
         if ads is not None:
-            end = clock.parse(st.start_time) + dt.timedelta(seconds=ads)
-            left = (end - self.now_dt).total_seconds()
+            left = ads - (self.now_dt - clock.parse(st.start_time)).total_seconds()
             if left <= 0:
                 self.fail("DeadlineExceeded",
                           f"{self.title()} has failed because it was active longer than "
