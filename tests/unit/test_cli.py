@@ -32,7 +32,21 @@ def test_help_lists_the_commands() -> None:
     (["validate", "-"], "", "trainop: stdin: holds no document"),
     (["validate", "-"], "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
      "Pod/a: kind: must be one of TFJob, PyTorchJob"),
-])
+    # hostile YAML: refused in one line, in bounded time and memory, exit 2
+    (["validate", "-"], "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n"
+        for i in range(8)), "trainop: stdin: expands to more than 1,000,000 values"),
+    (["validate", "-"], "a: !!binary aGVsbG8=\n", "trainop: stdin: line 1: the YAML tag "
+     "tag:yaml.org,2002:binary has no JSON form"),
+    (["validate", "-"], "a: !!set {x}\n", "trainop: stdin: line 1: the YAML tag "
+     "tag:yaml.org,2002:set has no JSON form"),
+    (["run", "--dry-run", "-"], "a: " + "9" * 5000 + "\n",
+     "trainop: stdin: line 1: a number of 5000 digits (at most 100)"),
+    (["run", "--dry-run", "-"], "a: " + "[" * 5000 + "]" * 5000 + "\n",
+     "trainop: stdin: is nested more than 100 levels deep"),
+    (["validate", "-"], "a: .inf\n", "trainop: stdin: holds the number inf, which JSON cannot"),
+], ids=["missing-file", "bad-yaml", "not-an-object", "empty", "not-a-job", "alias-bomb",
+        "binary", "set", "huge-integer", "deep-nesting", "infinity"])
 def test_bad_input_gives_one_line_and_nonzero_exit(args: list[str], stdin: str | None,
                                                    message: str) -> None:
     out = trainop(*args, stdin=stdin)
@@ -74,3 +88,12 @@ def test_run_reports_a_malformed_job_without_a_traceback() -> None:
                   stdin="apiVersion: kubeflow.org/v1\nkind: JAXJob\nmetadata: true\n")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "trainop: stdin: metadata: must be an object, got a boolean True" in out.stderr
+
+
+def test_a_date_in_annotations_stays_the_text_it_was() -> None:
+    doc = manifest("JAXJob", {"Worker": 1})
+    text = yaml.safe_dump(doc) .replace("metadata:\n", "metadata:\n  annotations:\n"
+                                                      "    released: 2020-01-01\n", 1)
+    out = trainop("validate", "--show-defaults", "-", stdin=text)
+    assert out.returncode == 0, out.stderr
+    assert yaml.safe_load(out.stdout)["metadata"]["annotations"] == {"released": "2020-01-01"}
