@@ -12,7 +12,7 @@ import yaml
 
 from tests.jobs import manifest
 from trainop.api import KINDS
-from trainop.cluster.webhook import default_review, path_for, validate_review
+from trainop.cluster.webhook import answer, default_review, path_for, validate_review
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,3 +99,34 @@ def test_cluster_role_grants_every_job_kind_and_no_wildcards() -> None:
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     for info in KINDS.values():
         assert info.plural in resources and f"{info.plural}/status" in resources
+
+
+def test_a_stored_job_invalid_by_todays_rules_can_still_lose_its_finalizer() -> None:
+    stored = manifest("PyTorchJob", {"Master": 2, "Worker": 1})  # refused on create today
+    stored["metadata"]["finalizers"] = ["example.com/keep"]
+    stored["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    updated = json.loads(json.dumps(stored))
+    updated["metadata"]["finalizers"] = []
+    assert validate_review(review(updated, "UPDATE", stored))["response"]["allowed"] is True
+    # a change of its spec is judged by today's rules
+    updated["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 3
+    assert validate_review(review(updated, "UPDATE", stored))["response"]["allowed"] is False
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"[1, 2]", "not an AdmissionReview: no request with an object"),
+    (b"{\"request\": []}", "not an AdmissionReview: no request with an object"),
+    (b"{\"request\": {\"object\": 3}}", "not an AdmissionReview: no request with an object"),
+    (b"not json", "not an AdmissionReview: the body is not JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, "not an AdmissionReview: the body is not JSON"),
+], ids=["list", "request-list", "object-number", "not-json", "deep-nesting"])
+def test_a_malformed_review_gets_400_and_a_reason(body: bytes, message: str) -> None:
+    status, answer_body = answer(body, validate_review)
+    assert status == 400 and answer_body["message"].startswith(message)
+
+
+def test_a_well_formed_review_is_answered() -> None:
+    body = json.dumps(review(manifest("JAXJob", {"Worker": 1}))).encode()
+    assert answer(body, validate_review) == (200, {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "response": {"uid": "u1", "allowed": True}})
