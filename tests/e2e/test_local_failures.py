@@ -116,3 +116,59 @@ def test_invalid_job_is_refused_with_every_problem(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "spec.jaxReplicaSpecs.Master: unknown replica type" in out.stderr
     assert "spec.runPolicy.backoffLimit: must be 0 or more, got -1" in out.stderr
+
+
+@pytest.mark.parametrize("policy", ["Never", "OnFailure", "ExitCode"])
+def test_a_program_that_does_not_exist_fails_the_job(tmp_path: Path, policy: str) -> None:
+    doc = yaml.safe_load(job("pass", policy=policy, workers=1))
+    doc["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"] = [
+        "no-such-program-here", "--flag"]
+    out = trainop_run("-", cwd=tmp_path, stdin=yaml.safe_dump(doc), timeout=60)
+    # bad input for a local run, whatever the restart policy: one line, exit 2, at once
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "trainop: pod t-worker-0: cannot start 'no-such-program-here': [Errno 2] No such file "
+        "or directory: 'no-such-program-here'"]
+    assert "restarting" not in out.stdout  # not restarted in place: it would not be there
+
+
+def test_an_env_name_the_os_refuses_fails_the_job(tmp_path: Path) -> None:
+    doc = yaml.safe_load(job("pass", policy="Never", workers=1))
+    doc["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "A=B", "value": "1"}]
+    out = trainop_run("-", cwd=tmp_path, stdin=yaml.safe_dump(doc), timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.startswith("trainop: pod t-worker-0: cannot start") and \
+        "illegal environment variable name" in out.stderr
+
+
+def test_a_config_map_volume_without_a_name_is_no_mount(tmp_path: Path) -> None:
+    doc = yaml.safe_load(job("print('ran', flush=True)", policy="Never", workers=1))
+    pod = doc["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["volumes"] = [{"name": "cfg", "configMap": {}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "cfg", "mountPath": "/etc/cfg"}]
+    out = trainop_run("-", cwd=tmp_path, stdin=yaml.safe_dump(doc), timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[worker-0] ran" in out.stdout
+
+
+def test_a_closed_terminal_leaves_no_process_behind(tmp_path: Path) -> None:
+    marker = f"TRAINOP_TEST={uuid.uuid4().hex}"
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(job("import time\nprint('up', flush=True)\ntime.sleep(600)\n",
+                            policy="Never", workers=2))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainop.cli", "run", "--no-live", str(manifest), "--env", marker],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    assert proc.stdout is not None
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 2 and time.monotonic() < deadline:
+        if "] up" in proc.stdout.readline():
+            seen += 1
+    assert seen == 2
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert processes_with(marker) == []

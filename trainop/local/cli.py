@@ -83,8 +83,12 @@ def run_job(doc: dict[str, Any], where: str, replicas: dict[str, str], env: dict
     return result.exit_code
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 async def _run_until_signal(run: LocalRun) -> RunResult:
-    """Run; on SIGINT or SIGTERM stop every replica (process groups) and report."""
+    """Run; on SIGINT, SIGTERM or SIGHUP (the terminal closed) stop every replica (process
+    groups) and report."""
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
@@ -95,7 +99,7 @@ async def _run_until_signal(run: LocalRun) -> RunResult:
         stopped = True
         task.cancel()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop)
     try:
         return await run.run()
@@ -106,7 +110,7 @@ async def _run_until_signal(run: LocalRun) -> RunResult:
             await run.stop_all()
         return RunResult("Interrupted", run.job.status, time.monotonic() - run.started)
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
 
 

@@ -17,6 +17,8 @@ from trainop.engine import PodState
 
 PYTHONS = ("python", "python3")
 MAX_BACKOFF = 10.0
+START_FAILED = 127
+"""Exit code of a replica whose command could not be started."""
 
 
 class NotRunnable(ValueError):
@@ -98,6 +100,8 @@ class LocalPod:
     reason: str | None = None
     restarts: int = 0
     terminating: bool = False
+    start_error: str | None = None
+    """Why the command could not be started (no such program, say): the run cannot go on."""
     _proc: asyncio.subprocess.Process | None = None
     _task: asyncio.Task[None] | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
@@ -123,6 +127,10 @@ class LocalPod:
                 code = await self._once(log)
                 if self._stopped.is_set():
                     break
+                if self.start_error:
+                    # a program that is not there will not be there on a restart either
+                    self._finish(code)
+                    return
                 retry = self.restart_policy == "Always" or (
                     self.restart_policy == "OnFailure" and code != 0)
                 if not retry:
@@ -141,10 +149,18 @@ class LocalPod:
 
     async def _once(self, log: Any) -> int:
         assert self.command is not None
-        self._proc = await asyncio.create_subprocess_exec(
-            *self.command.argv, env=self.command.env, cwd=self.command.cwd,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.command.argv, env=self.command.env, cwd=self.command.cwd,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        except (OSError, ValueError) as err:
+            # No such program, not executable, an env name the OS refuses: the container
+            # never started. 127, as a shell says for a command it cannot run.
+            self.start_error = f"cannot start {self.command.argv[0]!r}: {err}"
+            log.write(f"trainop: {self.start_error}\n".encode())
+            self.on_line(self.name, self.start_error)
+            return START_FAILED
         self.phase = "Running"
         self.on_change()
         assert self._proc.stdout is not None
@@ -158,7 +174,7 @@ class LocalPod:
     def _finish(self, code: int) -> None:
         self.exit_code = code
         self.phase = "Succeeded" if code == 0 else "Failed"
-        self.reason = None if code == 0 else _reason(code)
+        self.reason = None if code == 0 else "StartError" if self.start_error else _reason(code)
         self.on_change()
 
     async def stop(self, grace: float = 5.0) -> None:

@@ -114,7 +114,7 @@ class LocalRun:
     def _mounts(self, pod: dict[str, Any]) -> dict[str, Path]:
         """Mount path -> local folder, for the pod's ConfigMap volumes."""
         volumes = {v["name"]: v["configMap"]["name"] for v in pod["spec"].get("volumes") or []
-                   if "configMap" in v}
+                   if isinstance(v.get("configMap"), dict) and v["configMap"].get("name")}
         mounts = {}
         for container in pod["spec"].get("containers") or []:
             for m in container.get("volumeMounts") or []:
@@ -152,6 +152,9 @@ class LocalRun:
         try:
             while True:
                 self._wake.clear()
+                broken = next((p for p in self.pods.values() if p.start_error), None)
+                if broken is not None:  # before the engine reads it as a failed replica
+                    raise NotRunnable(f"pod {broken.name}: {broken.start_error}")
                 plan = reconcile(self.job, self.observed(), dt.datetime.now(dt.UTC),
                                  self.framework, self.addr, EngineConfig())
                 await self.apply(plan)
