@@ -116,6 +116,9 @@ def answer(body: bytes, fn: Callable[[dict[str, Any]], dict[str, Any]]
     except RecursionError:
         return 200, _response(review, False, "the job is nested too deeply")
 
+
+@dataclass
+class WebhookOptions:
     port: int = 9443
     cert_dir: Path = Path("/tmp/k8s-webhook-server/serving-certs")
     service_name: str = "trainop-webhook"
