@@ -251,3 +251,46 @@ def test_metrics_can_require_authentication(apiserver: TestAPIServer, kube: Kube
     assert scrape("not-a-token") == 401
     assert scrape(SA_TOKEN) == 403  # authenticated, but not allowed to read /metrics
     assert scrape(apiserver.admin_token) == 200
+
+
+def test_a_pod_in_another_namespace_naming_a_jobs_uid_is_not_its_replica(
+        apiserver: TestAPIServer, kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    start_manager(namespace=False)  # one manager over every namespace
+    kube.apply(manifest("JAXJob", {"Worker": 2}, name="jx"))
+    kube.wait_pods(2)
+    uid = kube.job("JAXJob", "jx")["metadata"]["uid"]
+    other = Kube(apiserver)  # a namespace where someone may create pods, nothing more
+    forged = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "jx-worker-1", "namespace": other.ns, "labels": {
+            "training.kubeflow.org/job-name": "jx", "training.kubeflow.org/replica-type": "worker",
+            "training.kubeflow.org/replica-index": "1"},
+        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "name": "jx",
+                             "uid": uid, "controller": True}]},
+        "spec": {"containers": [{"name": "jax", "image": "i"}]}}
+    other.kubectl("apply", "-f", "-", input=json.dumps(forged))
+    other.set_pod("jx-worker-1", "Failed", exit_code=1)  # would fail the job, were it counted
+    kube.set_all("Running")
+    kube.wait_condition("JAXJob", "jx", "Running")
+    kube.set_all("Succeeded", exit_code=0)
+    kube.wait_condition("JAXJob", "jx", "Succeeded")
+    assert kube.condition("JAXJob", "jx", "Failed") is None
+    assert other.names("pods") == ["jx-worker-1"]  # untouched
+    workers = kube.job("JAXJob", "jx")["status"]["replicaStatuses"]["Worker"]
+    assert workers["succeeded"] == 2 and not workers.get("failed"), workers
+
+
+def test_an_object_planted_under_a_jobs_name_is_never_adopted(kube: Kube,
+                                                              manager: Manager) -> None:
+    planted = {"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "mpi-config", "namespace": kube.ns},
+               "data": {"hostfile": "attacker-host slots=1\n"}}
+    kube.kubectl("apply", "-f", "-", input=json.dumps(planted))
+    kube.apply(manifest("MPIJob", {"Launcher": 1, "Worker": 1}, name="mpi"))
+    failed = kube.wait_condition("MPIJob", "mpi", "Failed")
+    assert failed["reason"] == "CreateFailed"
+    assert "ConfigMap mpi-config already exists and is not controlled by this job" in \
+        failed["message"]
+    assert kube.names("pods") == []  # no launcher mounts the planted script
+    assert kube.get("configmap", "mpi-config")["data"] == planted["data"]
+    assert any(e["reason"] == "CreateFailed" and "mpi-config" in e["message"]
+               for e in kube.items("events"))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
 
 from trainop.cluster.client import throttle_delay
 from trainop.cluster.expectations import Expectations
-from trainop.cluster.records import job_record, object_record, pod_record
+from trainop.cluster.records import job_record, object_record, owner_key, pod_record
 from trainop.cluster.workqueue import WorkQueue
 
 
@@ -110,8 +111,8 @@ POD = {
     "metadata": {"name": "j-worker-1", "namespace": "ns", "uid": "u", "resourceVersion": "7",
                  "labels": {"training.kubeflow.org/replica-type": "worker",
                             "training.kubeflow.org/replica-index": "1"},
-                 "ownerReferences": [{"kind": "PyTorchJob", "name": "j", "uid": "ju",
-                                      "controller": True}]},
+                 "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                      "name": "j", "uid": "ju", "controller": True}]},
     "status": {"phase": "Failed", "containerStatuses": [
         {"name": "sidecar", "restartCount": 1, "ready": False,
          "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
@@ -142,6 +143,24 @@ def test_pod_record_keeps_what_the_engine_reads() -> None:
     assert (rec.phase, rec.restarts, rec.ready) == ("Failed", 3, False)
     assert rec.exit_code("pytorch") == 137
     assert rec.exit_code("missing") == 0  # falls back to the first terminated container
+
+
+def _owned(namespace: str, api_version: str, controller: bool = True) -> str | None:
+    pod = json.loads(json.dumps(POD))
+    pod["metadata"]["namespace"] = namespace
+    ref = pod["metadata"]["ownerReferences"][0]
+    ref["apiVersion"], ref["controller"] = api_version, controller
+    rec = pod_record(pod)
+    assert rec is not None
+    return rec.meta.owner_key
+
+
+def test_owner_is_the_kind_and_uid_in_the_pods_own_namespace() -> None:
+    assert _owned("ns", "kubeflow.org/v1") == owner_key("ns", "PyTorchJob", "ju")
+    # a job of namespace "ns" never counts a pod of namespace "other" naming its UID
+    assert _owned("other", "kubeflow.org/v1") != owner_key("ns", "PyTorchJob", "ju")
+    assert _owned("ns", "example.com/v1") is None  # another API's PyTorchJob
+    assert _owned("ns", "kubeflow.org/v1", controller=False) is None
 
 
 @pytest.mark.parametrize("phase,code", [("Failed", 2), ("Running", None)])

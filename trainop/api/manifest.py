@@ -46,7 +46,8 @@ class _KubernetesLoader(yaml.SafeLoader):
 
 
 def _as_text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
-    return str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    assert isinstance(node, yaml.ScalarNode)  # the only nodes these tags resolve to
+    return str(loader.construct_scalar(node))
 
 
 def _refuse(loader: yaml.SafeLoader, node: yaml.Node) -> None:
@@ -56,10 +57,11 @@ def _refuse(loader: yaml.SafeLoader, node: yaml.Node) -> None:
 
 
 def _int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
-    text = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    text = _as_text(loader, node)
     if len(text) > MAX_NUMBER_DIGITS:
         raise ManifestError(f"line {node.start_mark.line + 1}: a number of {len(text)} digits "
                             f"(at most {MAX_NUMBER_DIGITS})")
+    assert isinstance(node, yaml.ScalarNode)
     return int(yaml.SafeLoader.construct_yaml_int(loader, node))
 
 

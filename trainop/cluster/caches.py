@@ -48,10 +48,11 @@ class Caches:
         return [*self.jobs.values(), *([self.pods] if self.pods else []),
                 *self.objects.values()]
 
-    def owned_objects(self, uid: str) -> list[ObjectRecord]:
+    def owned_objects(self, owner: str) -> list[ObjectRecord]:
+        """Objects whose controller is `owner` (records.owner_key)."""
         out: list[ObjectRecord] = []
         for informer in self.objects.values():
-            out.extend(informer.owned_by(uid))
+            out.extend(informer.owned_by(owner))
         return out
 
 
@@ -68,12 +69,12 @@ def build(client: Client, kinds: list[str], namespace: str | None,
     for kind in kinds:
         caches.jobs[kind] = job_informer(client, kind, namespace)
     caches.pods = Informer(client, PODS, pod_record, lambda r: r.meta.key,
-                           lambda r: r.meta.owner_uid, namespace, OWNED_SELECTOR)
+                           lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
     owned = {"Service": SERVICES, **extra}
     if "MPIJob" in kinds:
         owned.update({"ConfigMap": CONFIGMAPS, "Secret": SECRETS})
     for kind, resource in owned.items():
         caches.objects[kind] = Informer(
             client, resource, lambda obj, k=kind: object_record(k, obj),  # type: ignore[misc]
-            lambda r: r.meta.key, lambda r: r.meta.owner_uid, namespace, OWNED_SELECTOR)
+            lambda r: r.meta.key, lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
     return caches

@@ -17,7 +17,7 @@ from trainop.cluster.caches import Caches
 from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import Expectations
-from trainop.cluster.records import ObjectRecord, PodRecord
+from trainop.cluster.records import ObjectRecord, PodRecord, meta_of, owner_key
 from trainop.cluster.resources import (
     CONFIGMAPS,
     JOBS,
@@ -155,16 +155,19 @@ class JobController:
                 self.queue.done(key)
 
     # -- one reconcile -------------------------------------------------------------------
-    def observed(self, uid: str, spec_types: list[str], main: str) -> Observed:
+    def observed(self, namespace: str, uid: str, spec_types: list[str], main: str) -> Observed:
+        """What the caches hold of the job's own pods and objects: those whose controller
+        reference names this kind, this UID, in the job's namespace."""
         canonical = {rt.lower(): rt for rt in spec_types}
         assert self.caches.pods is not None
+        owner = owner_key(namespace, self.kind, uid)
         pods = tuple(
             PodState(p.meta.name, canonical.get(p.replica_type, p.replica_type), p.index,
                      phase=p.phase, terminating=p.terminating, exit_code=p.exit_code(main),
                      reason=p.reason, restarts=p.restarts, ready=p.ready)
-            for p in self.caches.pods.owned_by(uid))
+            for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
-                        for o in self.caches.owned_objects(uid))
+                        for o in self.caches.owned_objects(owner))
         return Observed(pods=pods, objects=objects)
 
     async def sync(self, key: str) -> float | None:
@@ -185,7 +188,8 @@ class JobController:
                 return None
             self._parsed[key] = (rv, job)
         uid = job.metadata.uid or ""
-        observed = self.observed(uid, list(job.spec.replica_specs), job.main_container)
+        observed = self.observed(job.namespace, uid, list(job.spec.replica_specs),
+                                 job.main_container)
         if job.kind == "MPIJob" and observed.object("Secret", f"{job.name}-ssh") is None:
             observed = Observed(observed.pods, observed.objects, ssh_key=new_key_pair())
         plan = reconcile(job, observed, dt.datetime.now(dt.UTC), self.framework, self.addr,
@@ -333,20 +337,39 @@ class JobController:
 
     async def _create(self, key: str, ns: str, obj: dict[str, Any]) -> str | None:
         name = obj["metadata"]["name"]
+        resource = self._resource(obj["kind"], obj["apiVersion"])
         try:
-            await self.client.create(self._resource(obj["kind"], obj["apiVersion"]).path(ns),
-                                     obj)
+            await self.client.create(resource.path(ns), obj)
         except Exception as err:
             # Whatever went wrong, do not wait for this pod in the cache: if it was made
             # after all, making it again is a harmless 409 (its name is fixed).
             if obj["kind"] == "Pod":
                 self.expectations.lower(key, adds=[name])
             if isinstance(err, APIError) and err.status == 409:
-                return None  # already there: the cache will show it
+                return await self._squatted(resource, ns, obj)
             if isinstance(err, APIError) and err.status in REJECTED:
                 return f"{obj['kind']} {name} was rejected by the API server: {err.message}"
             raise
         return None
+
+    async def _squatted(self, resource: Resource, ns: str, obj: dict[str, Any]) -> str | None:
+        """After a 409: None when the object there is ours (a create the cache had not shown
+        yet), else why the job cannot run. An object someone else made under the name the
+        job needs (a ConfigMap with another script, a Secret with another key) is never
+        adopted."""
+        name = obj["metadata"]["name"]
+        try:
+            there = await self.client.get(resource.path(ns, name))
+        except APIError as err:
+            if err.status == 404:
+                return None  # gone meanwhile: the next decision makes it again
+            raise
+        ours = obj["metadata"]["ownerReferences"][0]["uid"]
+        owner = meta_of(there)
+        if owner.owner_uid == ours:
+            return None
+        return (f"{obj['kind']} {name} already exists and is not controlled by this job "
+                "(delete or rename it)")
 
     async def _delete(self, key: str, ns: str, ref: ObjectRef) -> str | None:
         try:

@@ -17,10 +17,27 @@ class Meta:
     owner_uid: str | None
     owner_kind: str | None
     owner_name: str | None
+    owner_api_version: str | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def owner_key(self) -> str | None:
+        """The controller owner as `namespace/kind/uid`: what the owned-object indexes key by.
+        An owner reference names an object of the same namespace, so a pod of namespace B
+        that names the UID of a job of namespace A is owned by nothing of ours."""
+        if not self.owner_uid or self.owner_api_version != OWNER_API_VERSION:
+            return None
+        return owner_key(self.namespace, str(self.owner_kind), self.owner_uid)
+
+
+OWNER_API_VERSION = "kubeflow.org/v1"
+
+
+def owner_key(namespace: str, kind: str, uid: str) -> str:
+    return f"{namespace}/{kind}/{uid}"
 
 
 def meta_of(obj: dict[str, Any]) -> Meta:
@@ -29,7 +46,8 @@ def meta_of(obj: dict[str, Any]) -> Meta:
     return Meta(m.get("namespace", ""), m.get("name", ""), m.get("uid", ""),
                 m.get("resourceVersion", ""),
                 owner.get("uid") if owner else None, owner.get("kind") if owner else None,
-                owner.get("name") if owner else None)
+                owner.get("name") if owner else None,
+                owner.get("apiVersion") if owner else None)
 
 
 @dataclass(slots=True)
