@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import SA_TOKEN
+from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
 from tests.integration.kube import Kube, Manager, wait_for
 from tests.jobs import manifest
 from trainop.cluster.webhook import path_for
@@ -33,6 +33,11 @@ def test_kustomize_renders_every_overlay() -> None:
         kinds = [d["kind"] for d in yaml.safe_load_all(out.stdout)]
         assert kinds.count("CustomResourceDefinition") == 7
         assert "Deployment" in kinds and "ValidatingWebhookConfiguration" in kinds
+        if overlay == "namespaced":  # the webhooks judge jobs of the managed namespace only
+            hooks = [h for d in yaml.safe_load_all(out.stdout) if d["kind"].endswith(
+                "WebhookConfiguration") for h in d["webhooks"]]
+            assert len(hooks) == 14 and all(h["namespaceSelector"] == {"matchLabels": {
+                "kubernetes.io/metadata.name": "ml-team"}} for h in hooks)
 
 
 def test_server_side_dry_run_of_the_install(apiserver: TestAPIServer) -> None:
@@ -45,16 +50,20 @@ def test_server_side_dry_run_of_the_install(apiserver: TestAPIServer) -> None:
     assert "deployment.apps/trainop-manager serverside-applied (server dry run)" in out.stdout
 
 
-@pytest.fixture(scope="module")
-def installed_rbac(apiserver: TestAPIServer) -> None:
+def install_rbac(api: TestAPIServer) -> None:
     """The rendered install's RBAC objects, for real (the rest as it is)."""
     rendered = subprocess.run(["kubectl", "kustomize", str(REPO / "config" / "default")],
                               capture_output=True, text=True, check=True).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d["kind"] in (
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
         "RoleBinding")]
-    apiserver.kubectl("apply", "--server-side", "-f", "-",
-                      input="---\n".join(yaml.safe_dump(d) for d in docs))
+    api.kubectl("apply", "--server-side", "-f", "-",
+                input="---\n".join(yaml.safe_dump(d) for d in docs))
+
+
+@pytest.fixture(scope="module")
+def installed_rbac(apiserver: TestAPIServer) -> None:
+    install_rbac(apiserver)
 
 
 def test_the_cluster_role_is_enough_for_a_job_lifecycle(
@@ -89,6 +98,30 @@ def test_the_cluster_role_is_enough_for_a_job_lifecycle(
         out = subprocess.run(["kubectl", "--kubeconfig", str(sa), *forbidden],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (forbidden, out)
+
+
+def test_the_cluster_role_is_enough_where_owner_references_are_enforced(
+        tmp_path: Path) -> None:
+    # OpenShift's admission: setting blockOwnerDeletion needs `update` on the owner's
+    # finalizers; without it every pod create is refused.
+    with TestAPIServer(extra_args=[
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement"],
+            users={SA_TOKEN: (SA_USER, SA_GROUPS)}) as api:
+        api.kubectl("apply", "--server-side", "-k", str(CRDS))
+        api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        install_rbac(api)
+        kube = Kube(api)
+        sa = api.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
+        m = Manager(api, "--kubeconfig", str(sa), "--enable-scheme", "jaxjob",
+                    log_dir=tmp_path)
+        try:
+            m.wait_ready()
+            kube.apply(manifest("JAXJob", {"Worker": 2}, name="jx"))
+            kube.wait_pods(2)
+            wait_for("services", lambda: len(kube.names("services")) == 2 or None)
+            assert "Forbidden" not in m.log() and "403" not in m.log(), m.log()
+        finally:
+            m.stop()
 
 
 @pytest.fixture

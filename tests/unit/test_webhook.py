@@ -130,3 +130,32 @@ def test_a_well_formed_review_is_answered() -> None:
     assert answer(body, validate_review) == (200, {
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "response": {"uid": "u1", "allowed": True}})
+
+
+def test_the_namespaced_role_grants_what_the_cluster_role_grants() -> None:
+    cluster = yaml.safe_load((REPO / "config/rbac/cluster/role.yaml").read_text())
+    role = next(d for d in yaml.safe_load_all((REPO / "config/namespaced/role.yaml").read_text())
+                if d["kind"] == "Role")
+    assert role["rules"] == cluster["rules"]
+
+
+def test_the_cluster_role_lets_owner_references_block_deletion() -> None:
+    # OwnerReferencesPermissionEnforcement: blockOwnerDeletion needs update on finalizers
+    role = yaml.safe_load((REPO / "config/rbac/cluster/role.yaml").read_text())
+    granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    for info in KINDS.values():
+        assert (f"{info.plural}/finalizers", "update") in granted
+
+
+def test_the_manager_writes_only_to_mounted_folders() -> None:
+    # The Deployment's root filesystem is read-only: every folder the manager writes in
+    # (temporary files, its webhook certificates) must be a volume.
+    from trainop.cluster.webhook import WebhookOptions
+
+    deployment = yaml.safe_load((REPO / "config/manager/deployment.yaml").read_text())
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = [Path(m["mountPath"]) for m in container["volumeMounts"]]
+    assert "TMPDIR" not in {e["name"] for e in container.get("env") or []}
+    for written in (Path("/tmp"), WebhookOptions().cert_dir):  # /tmp: Python's, without TMPDIR
+        assert any(written == m or m in written.parents for m in mounts), written

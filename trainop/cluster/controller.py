@@ -358,15 +358,14 @@ class JobController:
         job needs (a ConfigMap with another script, a Secret with another key) is never
         adopted."""
         name = obj["metadata"]["name"]
-        try:
-            there = await self.client.get(resource.path(ns, name))
-        except APIError as err:
-            if err.status == 404:
-                return None  # gone meanwhile: the next decision makes it again
-            raise
-        ours = obj["metadata"]["ownerReferences"][0]["uid"]
-        owner = meta_of(there)
-        if owner.owner_uid == ours:
+        # a list by name, not a get: the manager's role lists what it owns, and reads no
+        # single Secret it was not given
+        found = await self.client.get(resource.path(ns),
+                                      {"fieldSelector": f"metadata.name={name}"})
+        there = (found.get("items") or [None])[0]
+        if there is None:
+            return None  # gone meanwhile: the next decision makes it again
+        if meta_of(there).owner_uid == obj["metadata"]["ownerReferences"][0]["uid"]:
             return None
         return (f"{obj['kind']} {name} already exists and is not controlled by this job "
                 "(delete or rename it)")
