@@ -39,8 +39,13 @@ class APIError(Exception):
         return self.body.get("message", "") if isinstance(self.body, dict) else str(self.body)
 
 
-REQUEST_ERRORS = (APIError, aiohttp.ClientError, OSError, TimeoutError)
-"""What a request can end with: an answer that is not 2xx, or no answer at all."""
+class MalformedResponse(Exception):
+    """A 2xx answer whose body is not the JSON object the API always sends (a proxy's page,
+    a broken stream): never read as an empty answer."""
+
+
+REQUEST_ERRORS = (APIError, MalformedResponse, aiohttp.ClientError, OSError, TimeoutError)
+"""What a request can end with: an answer that is not 2xx (or not JSON), or no answer."""
 
 
 class TokenBucket:
@@ -137,9 +142,13 @@ class Client:
             try:
                 data = orjson.loads(raw) if raw else {}
             except orjson.JSONDecodeError:
-                data = {"message": raw.decode(errors="replace")}
+                data = None
             if status >= 400:
-                raise APIError(status, data)
+                raise APIError(status, data if isinstance(data, dict)
+                               else raw.decode(errors="replace"))
+            if not isinstance(data, dict):
+                raise MalformedResponse(f"{method} {path}: {status} with a body that is not a "
+                                        f"JSON object: {raw[:100]!r}")
             return data
         raise AssertionError("unreachable")
 
@@ -159,12 +168,14 @@ class Client:
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         return await self.request("DELETE", path, body)
 
-    async def watch(self, path: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        """Stream watch events ({type, object}) until the server ends the watch."""
+    async def watch(self, path: str, params: dict[str, str], read_timeout: float | None = None
+                    ) -> AsyncIterator[dict[str, Any]]:
+        """Stream watch events ({type, object}) until the server ends the watch. Nothing
+        read for `read_timeout` seconds means a dead connection (TimeoutError)."""
         params = {**params, "watch": "true", "allowWatchBookmarks": "true"}
         async with self.session.get(
             self.config.server + path, params=params, headers=self._headers(),
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout),
         ) as resp:
             API_REQUESTS.labels("watch", _resource_of(path), str(resp.status)).inc()
             if resp.status >= 400:
@@ -179,5 +190,13 @@ class Client:
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield orjson.loads(line)
+                    if not line.strip():
+                        continue
+                    try:
+                        event = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        event = None
+                    if not isinstance(event, dict):
+                        raise MalformedResponse(f"watch {path}: a line that is not a JSON "
+                                                f"object: {line[:100]!r}")
+                    yield event

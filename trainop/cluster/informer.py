@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 from prometheus_client import Counter, Gauge
 
-from trainop.cluster.client import APIError, Client
+from trainop.cluster.client import APIError, Client, MalformedResponse
 from trainop.cluster.resources import Resource
 
 log = logging.getLogger("trainop.informer")
@@ -31,7 +31,11 @@ RELISTS = Counter("trainop_informer_relists_total", "Full re-lists after a watch
                   ["resource"])
 WATCHES = Gauge("trainop_informer_watches", "Watch connections open to the API server")
 CACHED = Gauge("trainop_cache_objects", "Objects held in the shared cache", ["resource"])
+ERRORS = Counter("trainop_informer_errors_total", "Lists or watches that failed and were "
+                 "retried", ["resource"])
 PAGE = 500
+WATCH_GRACE = 60
+"""Seconds of silence past a watch's own timeout after which its connection counts as dead."""
 
 
 class Informer(Generic[R]):
@@ -130,7 +134,12 @@ class Informer(Generic[R]):
             if cont:
                 params["continue"] = cont
             page = await self.client.get(path, params)
-            for obj in page.get("items") or []:
+            items = page.get("items")
+            if not isinstance(items, list) and items is not None:
+                raise MalformedResponse(f"list {path}: items is not a list")
+            for obj in items or []:
+                if not isinstance(obj, dict):
+                    raise MalformedResponse(f"list {path}: an item that is not an object")
                 obj.setdefault("metadata", {})
                 rec = self.decode(obj)
                 if rec is None:
@@ -148,16 +157,20 @@ class Informer(Generic[R]):
 
     async def _watch(self) -> None:
         assert self.resource_version is not None
+        seconds = random.randint(*self.watch_timeout)
         params = {**self._params(), "resourceVersion": self.resource_version,
-                  "timeoutSeconds": str(random.randint(*self.watch_timeout))}
+                  "timeoutSeconds": str(seconds)}
         WATCHES.inc()
         try:
-            await self._consume(params)
+            # The server ends the watch after `seconds`: silence well past that is a
+            # half-open connection, not a quiet cluster.
+            await self._consume(params, read_timeout=seconds + WATCH_GRACE)
         finally:
             WATCHES.dec()
 
-    async def _consume(self, params: dict[str, str]) -> None:
-        async for event in self.client.watch(self.resource.path(self.namespace), params):
+    async def _consume(self, params: dict[str, str], read_timeout: float | None = None) -> None:
+        async for event in self.client.watch(self.resource.path(self.namespace), params,
+                                             read_timeout):
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 if obj.get("code") == 410:
@@ -199,6 +212,13 @@ class Informer(Generic[R]):
             except (aiohttp.ClientError, TimeoutError, ConnectionError, ValueError) as err:
                 log.warning("%s: connection lost (%s); retrying in %.1fs",
                             self.resource.plural, err or type(err).__name__, backoff)
+            except MalformedResponse as err:
+                log.warning("%s: %s; the cache is kept, retrying in %.1fs",
+                            self.resource.plural, err, backoff)
+            except Exception:  # a bug here must not leave a cache that never changes again
+                log.exception("%s: list/watch failed; retrying in %.1fs", self.resource.plural,
+                              backoff)
+            ERRORS.labels(self.resource.plural).inc()
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, 30.0)
 

@@ -152,13 +152,24 @@ async def run_manager(opts: ManagerOptions) -> int:
         else:
             runners.append(await server.start(opts.metrics_address,
                                               {"/metrics": server.metrics_body}))
+        informer_tasks: dict[str, asyncio.Task[object]] = {}
+
+        def healthy() -> tuple[int, str, str]:
+            # an informer never ends on its own: one that did leaves a cache that no longer
+            # changes, and only a restart mends that
+            stopped = [name for name, task in informer_tasks.items() if task.done()]
+            if stopped:
+                return 500, "text/plain", f"informers stopped: {', '.join(stopped)}"
+            return 200, "text/plain", "ok"
+
         runners.append(await server.start(opts.health_address, {
-            "/healthz": lambda: (200, "text/plain", "ok"), "/readyz": ready}))
+            "/healthz": healthy, "/readyz": ready}))
         if webhook is not None:
             await webhook.start()
             tasks.append(asyncio.create_task(webhook.rotate_forever()))
         for informer in caches.all():
-            tasks.append(asyncio.create_task(informer.run()))
+            informer_tasks[informer.resource.plural] = asyncio.create_task(informer.run())
+        tasks.extend(informer_tasks.values())
         await wait_synced(caches.all())
         synced = True
         log.info("caches synced: %s; controllers for %s%s", ", ".join(
