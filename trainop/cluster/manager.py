@@ -148,10 +148,10 @@ async def run_manager(opts: ManagerOptions) -> int:
                 opts.metrics_address, {"/metrics": server.metrics_body},
                 ssl_context=server.self_signed_context(Path(tempfile.mkdtemp(
                     prefix="trainop-metrics-"))),
-                authorize=TokenAuthorizer(client).check))
+                authorize=TokenAuthorizer(client).check, name="metrics"))
         else:
             runners.append(await server.start(opts.metrics_address,
-                                              {"/metrics": server.metrics_body}))
+                                              {"/metrics": server.metrics_body}, name="metrics"))
         informer_tasks: dict[str, asyncio.Task[object]] = {}
 
         def healthy() -> tuple[int, str, str]:
@@ -163,7 +163,7 @@ async def run_manager(opts: ManagerOptions) -> int:
             return 200, "text/plain", "ok"
 
         runners.append(await server.start(opts.health_address, {
-            "/healthz": healthy, "/readyz": ready}))
+            "/healthz": healthy, "/readyz": ready}, name="probes"))
         if webhook is not None:
             await webhook.start()
             tasks.append(asyncio.create_task(webhook.rotate_forever()))

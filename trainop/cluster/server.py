@@ -9,6 +9,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert
 
 
@@ -25,8 +26,10 @@ Authorizer = Callable[[str | None, str], Awaitable[int]]
 
 async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str]]],
                 ssl_context: ssl.SSLContext | None = None,
-                authorize: Authorizer | None = None) -> web.AppRunner | None:
-    """Serve `routes` at `address`; with `authorize`, every request needs its say-so."""
+                authorize: Authorizer | None = None, name: str = "http"
+                ) -> listener.Listener | None:
+    """Serve `routes` at `address`; with `authorize`, every request needs its say-so.
+    `name` labels the server's metrics."""
     where = parse_address(address)
     if where is None:
         return None
@@ -47,10 +50,7 @@ async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str
     app = web.Application()
     for path, fn in routes.items():
         app.router.add_get(path, handler(fn))
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, where[0], where[1], ssl_context=ssl_context).start()
-    return runner
+    return await listener.serve(name, app, where[0], where[1], ssl_context)
 
 
 def self_signed_context(cert_dir: Path) -> ssl.SSLContext:

@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from trainop.api import KINDS, InvalidJob, default_job, load_job, parse_job
+from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import APIError, Client
 
@@ -135,7 +136,7 @@ class WebhookServer:
         self.ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         self.ready = False
         self.self_managed = False
-        self._runner: web.AppRunner | None = None
+        self._listener: listener.Listener | None = None
 
     @property
     def cert(self) -> Path:
@@ -214,10 +215,8 @@ class WebhookServer:
         for kind in KINDS:
             app.router.add_post(path_for("validate", kind), self._handler(validate_review))
             app.router.add_post(path_for("mutate", kind), self._handler(default_review))
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.options.host, self.options.port,
-                          ssl_context=self.ctx).start()
+        self._listener = await listener.serve("webhook", app, self.options.host,
+                                              self.options.port, self.ctx)
         log.info("webhook serving on :%d", self.options.port)
 
     @staticmethod
@@ -228,5 +227,5 @@ class WebhookServer:
         return handle
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        if self._listener is not None:
+            await self._listener.cleanup()
