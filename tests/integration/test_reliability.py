@@ -294,3 +294,33 @@ def test_an_object_planted_under_a_jobs_name_is_never_adopted(kube: Kube,
     assert kube.get("configmap", "mpi-config")["data"] == planted["data"]
     assert any(e["reason"] == "CreateFailed" and "mpi-config" in e["message"]
                for e in kube.items("events"))
+
+
+def test_a_flood_of_unknown_tokens_neither_starves_the_lease_nor_the_jobs(
+        apiserver: TestAPIServer, kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    import concurrent.futures
+    import uuid
+
+    m = start_manager("--metrics-secure", "--leader-elect", "--leader-election-namespace",
+                      kube.ns, "--leader-election-id", "flood")
+    wait_for("leader", lambda: "became leader" in m.log())
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+
+    def scrape(_: int) -> int:
+        req = urllib.request.Request(f"https://127.0.0.1:{m.metrics_port}/metrics",
+                                     headers={"Authorization": f"Bearer {uuid.uuid4().hex}"})
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as err:
+            return int(err.code)
+
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        flood = pool.map(scrape, range(600))
+        kube.apply(manifest("JAXJob", {"Worker": 2}, name="jx"))  # meanwhile, work to do
+        codes = list(flood)
+        kube.wait_pods(2)
+    assert set(codes) <= {401, 503} and codes.count(503) > 0, set(codes)
+    lease = kube.get("lease", "flood")
+    assert lease["spec"]["holderIdentity"] and "lost the lease" not in m.log()

@@ -1,7 +1,10 @@
 """Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection.
 
 Only the leader's controllers act. A leader that cannot renew within the renew deadline
-stops acting at once (the manager then exits, to be restarted clean).
+stops acting at once (the manager then exits, to be restarted clean). Leadership is
+counted from the start of the last renewal that landed, and `leading` turns False by the
+clock alone, even while a slow renewal is still in flight: another manager may take the
+lease `lease_duration` after it last saw ours change, and we stop before that.
 """
 
 from __future__ import annotations
@@ -38,12 +41,18 @@ class LeaderElector:
         self.name = name
         self.identity = identity
         self.times = times or LeaseTimes()
-        self.leading = False
+        self._holding = False
         self.became_leader = asyncio.Event()
         self.lost = asyncio.Event()
         self._observed: tuple[str, str] | None = None
         self._observed_at = 0.0
         self._last_renew = 0.0
+
+    @property
+    def leading(self) -> bool:
+        """Whether to act now: we hold the lease and renewed it within the deadline."""
+        return self._holding and \
+            time.monotonic() - self._last_renew < self.times.renew_deadline
 
     async def _try(self) -> bool:
         """One acquire-or-renew attempt; True when we hold the lease afterwards."""
@@ -80,22 +89,30 @@ class LeaderElector:
     async def run(self) -> None:
         """Campaign, then renew, until the lease is lost (sets `lost`) or cancelled."""
         while True:
+            started = time.monotonic()
+            # an attempt may take only what is left of the deadline: a renewal that lands
+            # later would be one the other managers no longer wait for
+            budget = self.times.renew_deadline - (started - self._last_renew) \
+                if self._holding else self.times.renew_deadline
             try:
-                held = await self._try()
+                held = await asyncio.wait_for(self._try(), max(budget, 0.001))
+            except TimeoutError:
+                log.warning("lease %s/%s: no answer within %.1fs", self.namespace, self.name,
+                            budget)
+                held = False
             except REQUEST_ERRORS as err:
                 log.warning("lease %s/%s: %s", self.namespace, self.name, err)
                 held = False
-            now = time.monotonic()
             if held:
-                self._last_renew = now
-                if not self.leading:
+                self._last_renew = started
+                if not self._holding:
                     log.info("became leader (lease %s/%s, identity %s)", self.namespace,
                              self.name, self.identity)
-                    self.leading = True
+                    self._holding = True
                     self.became_leader.set()
-            elif self.leading and now - self._last_renew > self.times.renew_deadline:
+            elif self._holding and not self.leading:
                 log.error("lost the lease %s/%s: stopping", self.namespace, self.name)
-                self.leading = False
+                self._holding = False
                 self.lost.set()
                 return
             await asyncio.sleep(self.times.retry_period)
@@ -104,7 +121,7 @@ class LeaderElector:
         """Give the lease up on a clean shutdown, so that another manager takes over now."""
         if not self.leading:
             return
-        self.leading = False
+        self._holding = False
         path = LEASES.path(self.namespace, self.name)
         try:
             lease = await self.client.get(path)

@@ -120,13 +120,18 @@ async def run_manager(opts: ManagerOptions) -> int:
     elector: LeaderElector | None = None
     webhook: WebhookServer | None = None
     recorder = EventRecorder(client)
+    side_clients: list[Client] = []
     try:
         hpa_version, extra = await _discover(client, opts)
         caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
         engine = EngineConfig(gang_scheduler=opts.gang_scheduler, hpa_api_version=hpa_version)
         if opts.leader_elect:
+            # its own connections and no shared rate limit: no burst of other requests
+            # may delay a renewal
+            elector_client = Client(cfg, qps=0, max_connections=2)
+            side_clients.append(elector_client)
             elector = LeaderElector(
-                client, opts.leader_election_namespace or cfg.namespace,
+                elector_client, opts.leader_election_namespace or cfg.namespace,
                 opts.leader_election_id, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
                 opts.lease)
         leading = (lambda: elector.leading) if elector else (lambda: True)
@@ -144,11 +149,15 @@ async def run_manager(opts: ManagerOptions) -> int:
             return 200, "text/plain", "ok"
 
         if opts.metrics_secure:
+            # reviews of scrapers' tokens have their own small budget: a flood of unknown
+            # tokens must not take the requests the controllers and the lease need
+            authn_client = Client(cfg, qps=5, burst=10, max_connections=4)
+            side_clients.append(authn_client)
             runners.append(await server.start(
                 opts.metrics_address, {"/metrics": server.metrics_body},
                 ssl_context=server.self_signed_context(Path(tempfile.mkdtemp(
                     prefix="trainop-metrics-"))),
-                authorize=TokenAuthorizer(client).check, name="metrics"))
+                authorize=TokenAuthorizer(authn_client).check, name="metrics"))
         else:
             runners.append(await server.start(opts.metrics_address,
                                               {"/metrics": server.metrics_body}, name="metrics"))
@@ -208,6 +217,8 @@ async def run_manager(opts: ManagerOptions) -> int:
         for runner in runners:
             if runner is not None:
                 await runner.cleanup()
+        for other in side_clients:
+            await other.close()
         await client.close()
 
 

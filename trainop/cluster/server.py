@@ -22,6 +22,7 @@ def parse_address(address: str) -> tuple[str, int] | None:
 
 
 Authorizer = Callable[[str | None, str], Awaitable[int]]
+REFUSALS = {401: "Unauthorized", 403: "Forbidden", 503: "Too many scrapes being authorized"}
 
 
 async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str]]],
@@ -40,8 +41,7 @@ async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str
             if authorize is not None:
                 code = await authorize(request.headers.get("Authorization"), request.path)
                 if code != 200:
-                    return web.Response(status=code, text="Unauthorized" if code == 401
-                                        else "Forbidden")
+                    return web.Response(status=code, text=REFUSALS.get(code, "Forbidden"))
             status, content_type, body = fn()
             return web.Response(status=status, body=body.encode(),
                                 headers={"Content-Type": content_type})
