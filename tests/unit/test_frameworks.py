@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
 from tests.jobs import job
-from tests.sim import Cluster
-from trainop.engine import Counts
+from tests.sim import T0, Cluster
+from trainop.engine import ClusterAddressing, Counts, Observed, reconcile
 from trainop.frameworks import framework_for
 
 
@@ -290,3 +291,42 @@ def test_mpi_hostfile_lists_each_host_once_with_all_its_slots() -> None:
 
     j = job("MPIJob", {"Launcher": 1, "Worker": 3}, spec={"slotsPerWorker": 2})
     assert hostfile(j, LocalAddressing()) == "127.0.0.1 slots=6\n"
+
+
+class CountingAddressing(ClusterAddressing):
+    """The cluster's addressing, counting the lookups a plan makes."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    def host(self, job: Any, rtype: str, index: int, *, qualified: bool = True) -> str:
+        self.lookups += 1
+        return super().host(job, rtype, index, qualified=qualified)
+
+
+@pytest.mark.parametrize(("kind", "types"), [
+    ("TFJob", {"Chief": 1, "PS": 2, "Worker": 400}),
+    ("MXJob", {"Scheduler": 1, "Server": 2, "Worker": 400}),
+    ("XGBoostJob", {"Master": 1, "Worker": 400}),
+], ids=["tf-config", "mx-config", "xgboost-worker-addrs"])
+def test_a_big_jobs_environment_costs_linear_work(kind: str, types: dict[str, int]) -> None:
+    # Every pod's environment lists every replica; the list is built once per plan, so a
+    # job of n replicas makes O(n) address lookups, not n * n (a hostile TFJob of thousands
+    # of workers must not hold the manager for minutes).
+    addr = CountingAddressing()
+    the_job = job(kind, types)
+    plan = reconcile(the_job, Observed(), T0, framework_for(kind), addr)
+    pods = [o for o in plan.create if o["kind"] == "Pod"]
+    assert len(pods) == sum(types.values())
+    assert addr.lookups <= 3 * len(pods), addr.lookups
+    # and each pod still gets its own task in the shared text
+    if kind == "TFJob":
+        configs = [json.loads(_env(p)["TF_CONFIG"]) for p in pods]
+        assert {(c["task"]["type"], c["task"]["index"]) for c in configs} == {
+            (rt.lower(), i) for rt, n in types.items() for i in range(n)}
+        assert all(len(c["cluster"]["worker"]) == 400 for c in configs)
+
+
+def _env(pod: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env") or []
+            if "value" in e}

@@ -159,3 +159,29 @@ def test_the_manager_writes_only_to_mounted_folders() -> None:
     assert "TMPDIR" not in {e["name"] for e in container.get("env") or []}
     for written in (Path("/tmp"), WebhookOptions().cert_dir):  # /tmp: Python's, without TMPDIR
         assert any(written == m or m in written.parents for m in mounts), written
+
+
+def test_reviews_are_judged_off_the_event_loop() -> None:
+    import asyncio
+    import threading
+
+    from trainop.cluster.webhook import WebhookOptions, WebhookServer
+
+    body = json.dumps(review(manifest("JAXJob", {"Worker": 1}))).encode()
+    judged_in: list[int] = []
+
+    def judge(r: dict[str, Any]) -> dict[str, Any]:
+        judged_in.append(threading.get_ident())
+        return validate_review(r)
+
+    class Request:
+        async def read(self) -> bytes:
+            return body
+
+    async def scenario() -> tuple[int, int]:
+        handle = WebhookServer(None, WebhookOptions())._handler(judge)  # type: ignore[arg-type]
+        response = await handle(Request())
+        return response.status, threading.get_ident()
+
+    status, loop_thread = asyncio.run(scenario())
+    assert status == 200 and judged_in and judged_in[0] != loop_thread

@@ -182,7 +182,9 @@ class JobController:
             job = cached[1]
         else:
             try:
-                job = load_job(obj)
+                # parsing and planning run in a worker thread: a job of thousands of
+                # replicas must not hold up the event loop (probes, the lease, watches)
+                job = await asyncio.to_thread(load_job, obj)
             except InvalidJob as err:
                 await self._fail_invalid(obj, err)
                 return None
@@ -192,8 +194,8 @@ class JobController:
                                  job.main_container)
         if job.kind == "MPIJob" and observed.object("Secret", f"{job.name}-ssh") is None:
             observed = Observed(observed.pods, observed.objects, ssh_key=new_key_pair())
-        plan = reconcile(job, observed, dt.datetime.now(dt.UTC), self.framework, self.addr,
-                         self.config.engine)
+        plan = await asyncio.to_thread(reconcile, job, observed, dt.datetime.now(dt.UTC),
+                                       self.framework, self.addr, self.config.engine)
         await self.apply(key, obj, plan)
         return plan.requeue_after
 

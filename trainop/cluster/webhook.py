@@ -29,6 +29,8 @@ from trainop.cluster.client import APIError, Client
 log = logging.getLogger("trainop.webhook")
 RENEW_BEFORE = dt.timedelta(days=2)
 CERT_DAYS = 7
+JUDGES = 2
+"""Reviews decoded and judged at once (in worker threads)."""
 CONFIG_KINDS = (("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"),
                 ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"))
 
@@ -137,6 +139,7 @@ class WebhookServer:
         self.ready = False
         self.self_managed = False
         self._listener: listener.Listener | None = None
+        self._judging = asyncio.Semaphore(JUDGES)
 
     @property
     def cert(self) -> Path:
@@ -219,10 +222,13 @@ class WebhookServer:
                                               self.options.port, self.ctx)
         log.info("webhook serving on :%d", self.options.port)
 
-    @staticmethod
-    def _handler(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    def _handler(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
         async def handle(request: web.Request) -> web.Response:
-            status, body = answer(await request.read(), fn)
+            raw = await request.read()
+            # Decoding and judging a review of megabytes takes seconds of CPU: in worker
+            # threads, a few at once, so that the loop goes on serving probes and leases.
+            async with self._judging:
+                status, body = await asyncio.to_thread(answer, raw, fn)
             return web.json_response(body, status=status)
         return handle
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from trainop.api import KINDS, Job
 from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, replicas
+from trainop.frameworks.common import all_succeeded, compact_json, per_job, replicas
 
 
 class MXNet(Framework):
@@ -14,15 +12,18 @@ class MXNet(Framework):
     master_role = ("Scheduler",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        cluster = {
-            rt.lower(): [{"url": addr.host(job, rt, i), "port": addr.port(job, rt, i)}
-                         for i in range(replicas(job, rt))]
-            for rt in job.spec.replica_specs
-        }
-        config = {"cluster": cluster, "labels": {rt.lower(): "" for rt in cluster},
-                  "task": {"type": rtype.lower(), "index": index}}
+        def shared() -> str:
+            cluster = {
+                rt.lower(): [{"url": addr.host(job, rt, i), "port": addr.port(job, rt, i)}
+                             for i in range(replicas(job, rt))]
+                for rt in job.spec.replica_specs
+            }
+            labels = {rt: "" for rt in cluster}
+            return f'{{"cluster":{compact_json(cluster)},"labels":{compact_json(labels)},'
+        # {"cluster":...,"labels":...,"task":...}, all but the task made once per job
+        task = compact_json({"type": rtype.lower(), "index": index})
         env = {
-            "MX_CONFIG": json.dumps(config, separators=(",", ":")),
+            "MX_CONFIG": f'{per_job(job, addr, "mx-config", shared)}"task":{task}}}',
             "DMLC_ROLE": rtype.lower(),
             "DMLC_NUM_SERVER": str(replicas(job, "Server")),
             "DMLC_NUM_WORKER": str(replicas(job, "Worker")),

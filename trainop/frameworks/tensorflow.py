@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from trainop.api import KINDS, Job
 from trainop.api.types import TFJobSpec
 from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, replicas, total_replicas
+from trainop.frameworks.common import all_succeeded, compact_json, per_job, replicas, total_replicas
 
 
 class TensorFlow(Framework):
@@ -18,15 +16,17 @@ class TensorFlow(Framework):
         # A single replica trains alone: no cluster to describe (upstream rule).
         if total_replicas(job) <= 1:
             return {}
-        cluster = {
-            rt.lower(): [f"{addr.host(job, rt, i)}:{addr.port(job, rt, i)}"
-                         for i in range(replicas(job, rt))]
-            for rt in job.spec.replica_specs
-            if rt != "Evaluator" and replicas(job, rt) > 0  # evaluators watch, not train
-        }
-        config = {"cluster": cluster, "task": {"type": rtype.lower(), "index": index},
-                  "environment": "cloud"}
-        return {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
+        def cluster() -> str:
+            return compact_json({
+                rt.lower(): [f"{addr.host(job, rt, i)}:{addr.port(job, rt, i)}"
+                             for i in range(replicas(job, rt))]
+                for rt in job.spec.replica_specs
+                if rt != "Evaluator" and replicas(job, rt) > 0  # evaluators watch, not train
+            })
+        # {"cluster":...,"task":...,"environment":"cloud"}, the cluster part made once
+        task = compact_json({"type": rtype.lower(), "index": index})
+        return {"TF_CONFIG": f'{{"cluster":{per_job(job, addr, "tf-cluster", cluster)},'
+                             f'"task":{task},"environment":"cloud"}}'}
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         for chief in ("Chief", "Master"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trainop.api import KINDS, Job
 from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, replicas
+from trainop.frameworks.common import all_succeeded, per_job, replicas
 
 
 class XGBoost(Framework):
@@ -20,9 +20,8 @@ class XGBoost(Framework):
             "WORLD_SIZE": str(replicas(job, "Master") + workers),
             "RANK": str(rank),
             "WORKER_PORT": str(addr.port(job, rtype, index)),
-            "WORKER_ADDRS": ",".join(
-                addr.host(job, "Worker", i, qualified=False) for i in range(workers)
-            ),
+            "WORKER_ADDRS": per_job(job, addr, "xgb-workers", lambda: ",".join(
+                addr.host(job, "Worker", i, qualified=False) for i in range(workers))),
             "PYTHONUNBUFFERED": "1",
         }
 
