@@ -196,5 +196,20 @@ def test_secret_data_is_never_kept_configmap_data_is() -> None:
 
 def test_job_record_drops_managed_fields() -> None:
     job = {"metadata": {"name": "j", "managedFields": [{"manager": "kubectl"}]}, "spec": {}}
-    assert "managedFields" not in job_record(job)["metadata"]
+    assert "managedFields" not in job_record(job).object()["metadata"]
     assert "managedFields" in job["metadata"]  # the input is not changed
+
+
+def test_job_record_keeps_the_job_compact_and_whole() -> None:
+    env = [{"name": f"VAR_{i}", "value": "x" * 40} for i in range(5000)]
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob",
+           "metadata": {"name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+           "spec": {"jaxReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [
+               {"name": "jax", "env": env}]}}}}},
+           "status": {"conditions": [{"type": "Created", "status": "True"}]}}
+    rec = job_record(job)
+    assert rec.object() == job
+    assert isinstance(rec.raw, bytes) and len(rec.raw) < len(json.dumps(job))
+    assert rec.head() == {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {
+        "name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
+        "status": job["status"]}

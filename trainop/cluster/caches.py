@@ -8,6 +8,7 @@ from typing import Any
 from trainop.cluster.client import Client
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import (
+    JobRecord,
     ObjectRecord,
     PodRecord,
     job_record,
@@ -28,18 +29,13 @@ OWNED_SELECTOR = JOB_NAME
 """Only objects carrying trainop's job-name label are listed and watched (server side)."""
 
 
-def _job_key(obj: dict[str, Any]) -> str:
-    m = obj.get("metadata") or {}
-    return f"{m.get('namespace', '')}/{m.get('name', '')}"
-
-
-def _no_owner(obj: dict[str, Any]) -> str | None:
+def _no_owner(rec: JobRecord) -> str | None:
     return None
 
 
 @dataclass
 class Caches:
-    jobs: dict[str, Informer[dict[str, Any]]] = field(default_factory=dict)
+    jobs: dict[str, Informer[JobRecord]] = field(default_factory=dict)
     pods: Informer[PodRecord] | None = None
     objects: dict[str, Informer[ObjectRecord]] = field(default_factory=dict)
     """Kind -> informer, for Service, ConfigMap, Secret, PodGroup, HorizontalPodAutoscaler."""
@@ -56,9 +52,9 @@ class Caches:
         return out
 
 
-def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[dict[str, Any]]:
-    return Informer(client, JOBS[kind], job_record, _job_key, _no_owner, namespace,
-                    version=lambda o: (o.get("metadata") or {}).get("resourceVersion", ""))
+def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[JobRecord]:
+    return Informer(client, JOBS[kind], job_record, lambda r: r.key, _no_owner, namespace,
+                    version=lambda r: r.meta.resource_version)
 
 
 def build(client: Client, kinds: list[str], namespace: str | None,

@@ -17,7 +17,7 @@ from trainop.cluster.caches import Caches
 from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import Expectations
-from trainop.cluster.records import ObjectRecord, PodRecord, meta_of, owner_key
+from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, meta_of, owner_key
 from trainop.cluster.resources import (
     CONFIGMAPS,
     JOBS,
@@ -50,6 +50,10 @@ from trainop.frameworks import framework_for
 log = logging.getLogger("trainop.controller")
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
+
+
+def _parse(rec: JobRecord) -> Job:
+    return load_job(rec.object())
 
 
 def _kind_of(item: Any) -> str:
@@ -85,17 +89,16 @@ class JobController:
             informer.add_handler(self._on_object)
 
     # -- informer events -> queue ----------------------------------------------------
-    def _on_job(self, kind: str, new: Any, old: Any) -> None:
-        obj = new or old
-        m = obj.get("metadata") or {}
-        key = f"{m.get('namespace')}/{m.get('name')}"
+    def _on_job(self, kind: str, new: JobRecord | None, old: JobRecord | None) -> None:
+        rec = new or old
+        assert rec is not None
+        key = rec.key
         if kind == "DELETED":
             self.expectations.forget(key)
             self._parsed.pop(key, None)
             return
         if old is not None and new is not None and \
-                old.get("metadata", {}).get("resourceVersion") == \
-                new.get("metadata", {}).get("resourceVersion"):
+                old.meta.resource_version == new.meta.resource_version:
             return  # our own write, already in the cache: nothing new
         self.queue.add(key)
 
@@ -173,10 +176,11 @@ class JobController:
     async def sync(self, key: str) -> float | None:
         if not self.leading():
             return None
-        obj = self.jobs.get(key)
-        if obj is None or not self.expectations.satisfied(key):
+        rec = self.jobs.get(key)
+        if rec is None or not self.expectations.satisfied(key):
             return None  # deleted, or waiting for the cache to show our last writes
-        rv = obj["metadata"].get("resourceVersion", "")
+        obj = rec.head()
+        rv = rec.meta.resource_version
         cached = self._parsed.get(key)
         if cached is not None and cached[0] == rv:
             job = cached[1]
@@ -184,7 +188,7 @@ class JobController:
             try:
                 # parsing and planning run in a worker thread: a job of thousands of
                 # replicas must not hold up the event loop (probes, the lease, watches)
-                job = await asyncio.to_thread(load_job, obj)
+                job = await asyncio.to_thread(_parse, rec)
             except InvalidJob as err:
                 await self._fail_invalid(obj, err)
                 return None
@@ -197,6 +201,11 @@ class JobController:
         plan = await asyncio.to_thread(reconcile, job, observed, dt.datetime.now(dt.UTC),
                                        self.framework, self.addr, self.config.engine)
         await self.apply(key, obj, plan)
+        if job.spec.run_policy.suspend or cond.is_true(plan.status, cond.SUCCEEDED) or \
+                cond.is_true(plan.status, cond.FAILED):
+            # a job that waits (suspended) or is done changes rarely: parse it again then,
+            # rather than keep its parsed copy in memory meanwhile
+            self._parsed.pop(key, None)
         return plan.requeue_after
 
     async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
