@@ -176,6 +176,9 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
               envvar="POD_NAMESPACE", help="Namespace of that Service [env: POD_NAMESPACE].")
 @click.option("--webhook-config-name", default="trainop", show_default=True,
               help="Validating/MutatingWebhookConfiguration that gets the CA bundle.")
+@click.option("--webhook-secret-name", default="trainop-webhook-cert", show_default=True,
+              help="Secret in the webhook Service's namespace holding the self-made "
+                   "certificates that every manager replica serves.")
 @click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
                                    "~/.kube/config].")
 @click.option("--log-level", default="info", show_default=True,
@@ -188,7 +191,7 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             controller_threads: int, kube_api_qps: float, kube_api_burst: int,
             webhook_port: int, webhook_cert_dir: Path, webhook_service_name: str,
             webhook_service_namespace: str, webhook_config_name: str,
-            kubeconfig: str | None, log_level: str) -> None:
+            webhook_secret_name: str, kubeconfig: str | None, log_level: str) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
     import asyncio
@@ -224,7 +227,8 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
         webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,
                                service_name=webhook_service_name,
                                service_namespace=webhook_service_namespace,
-                               config_name=webhook_config_name) if webhook_port else None)
+                               config_name=webhook_config_name,
+                               secret_name=webhook_secret_name) if webhook_port else None)
     try:
         code = asyncio.run(run_manager(opts))
     except StartupError as err:

@@ -34,6 +34,7 @@ class Manager(ManagerProcess):
     """`trainop manager` for one test, logging into the test's folder."""
 
     webhook_port = 0  # where a test that serves the webhook told it to listen
+    webhook_config = ""  # and the name of its webhook configurations
 
     def __init__(self, api: TestAPIServer, *args: str, log_dir: Path):
         super().__init__(api.kubeconfig, *args,

@@ -3,6 +3,7 @@ whole job lifecycle (and no more), and the admission webhook defaults and valida
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import ssl
@@ -149,8 +150,10 @@ def webhook(apiserver: TestAPIServer, kube: Kube, tmp_path: Path,
                                                             for c in configs))
     try:
         m = start_manager("--webhook-port", str(port), "--webhook-cert-dir",
-                          str(tmp_path / "certs"), "--webhook-config-name", name)
+                          str(tmp_path / "certs"), "--webhook-config-name", name,
+                          "--webhook-service-namespace", kube.ns)
         m.webhook_port = port
+        m.webhook_config = name
         yield m
     finally:
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
@@ -209,3 +212,27 @@ def test_dockerfile_installs_the_pinned_package_and_runs_the_manager() -> None:
         "project"]["dependencies"]]
     assert pins and all("==" in d for d in pins)
     assert sys.version_info[:2] == (3, 11) or "python:3.11" in text
+
+
+def test_every_replica_serves_the_certificate_the_ca_bundle_trusts(
+        apiserver: TestAPIServer, kube: Kube, webhook: Manager,
+        start_manager: Callable[..., Manager], tmp_path: Path) -> None:
+    # A second manager (a second replica, or the new pod of a rolling update) serves the
+    # certificate of the shared Secret, so a call reaching either passes TLS.
+    port = free_port()
+    start_manager("--webhook-port", str(port), "--webhook-cert-dir", str(tmp_path / "two"),
+                  "--webhook-config-name", webhook.webhook_config,
+                  "--webhook-service-namespace", kube.ns)
+    config = json.loads(apiserver.kubectl("get", "validatingwebhookconfiguration",
+                                          webhook.webhook_config, "-o", "json").stdout)
+    bundle = base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"]).decode()
+    secret = kube.get("secret", "trainop-webhook-cert")
+    assert base64.b64decode(secret["data"]["ca.crt"]).decode() == bundle
+    for replica in (webhook.webhook_port, port):
+        ctx = ssl.create_default_context(cadata=bundle)
+        ctx.check_hostname = False  # the name is the Service's; here it is 127.0.0.1
+        with socket.create_connection(("127.0.0.1", replica), timeout=5) as raw, \
+                ctx.wrap_socket(raw) as tls:
+            assert tls.version() in ("TLSv1.2", "TLSv1.3")
+    # and the API server, trusting that bundle, reaches the webhook through either
+    test_webhook_rejects_an_invalid_job_with_the_validation_message(kube, webhook)

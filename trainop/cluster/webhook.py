@@ -24,7 +24,8 @@ from aiohttp import web
 from trainop.api import KINDS, InvalidJob, default_job, load_job, parse_job
 from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
-from trainop.cluster.client import APIError, Client
+from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
+from trainop.cluster.resources import SECRETS
 
 log = logging.getLogger("trainop.webhook")
 RENEW_BEFORE = dt.timedelta(days=2)
@@ -120,6 +121,20 @@ def answer(body: bytes, fn: Callable[[dict[str, Any]], dict[str, Any]]
         return 200, _response(review, False, "the job is nested too deeply")
 
 
+def _pems_of(secret: dict[str, Any] | None) -> dict[str, bytes] | None:
+    data = (secret or {}).get("data") or {}
+    if not all(data.get(k) for k in ("ca.crt", "tls.crt", "tls.key")):
+        return None
+    return {k: base64.b64decode(data[k]) for k in ("ca.crt", "tls.crt", "tls.key")}
+
+
+def _still_valid(cert_pem: bytes, margin: dt.timedelta) -> bool:
+    try:
+        return not_after(cert_pem) - dt.datetime.now(dt.UTC) > margin
+    except ValueError:
+        return False
+
+
 @dataclass
 class WebhookOptions:
     port: int = 9443
@@ -127,6 +142,8 @@ class WebhookOptions:
     service_name: str = "trainop-webhook"
     service_namespace: str = "trainop-system"
     config_name: str = "trainop"
+    secret_name: str = "trainop-webhook-cert"
+    """Secret (in service_namespace) holding the certificates every replica serves."""
     host: str = "0.0.0.0"
 
 
@@ -138,6 +155,8 @@ class WebhookServer:
         self.ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         self.ready = False
         self.self_managed = False
+        self.shared = False
+        """Serving the certificates of the Secret every replica shares."""
         self._listener: listener.Listener | None = None
         self._judging = asyncio.Semaphore(JUDGES)
 
@@ -153,19 +172,33 @@ class WebhookServer:
     def marker(self) -> Path:
         return self.options.cert_dir / ".trainop-managed"
 
-    def _issue(self) -> bytes:
-        """A fresh CA and serving certificate for the webhook service; returns the CA."""
+    def _new_pems(self, previous_ca: bytes | None = None) -> dict[str, bytes]:
+        """A fresh CA and serving certificate for the webhook service. The CA bundle keeps
+        the previous CA while it is valid: replicas still serving the old certificate
+        stay trusted until they load the new one."""
         svc, ns = self.options.service_name, self.options.service_namespace
         ca, serving = ca_and_serving_cert(
             svc, [svc, f"{svc}.{ns}", f"{svc}.{ns}.svc", f"{svc}.{ns}.svc.cluster.local",
                   "localhost"], ["127.0.0.1"], days=CERT_DAYS)
+        bundle = ca.cert_pem
+        if previous_ca and _still_valid(previous_ca, dt.timedelta(0)):
+            bundle += previous_ca.split(b"-----END CERTIFICATE-----")[0] + \
+                b"-----END CERTIFICATE-----\n"
+        return {"ca.crt": bundle, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
+
+    def _install(self, pems: dict[str, bytes]) -> bool:
+        """Serve `pems` from now on; False when they are what is served already."""
+        if self.cert.exists() and self.cert.read_bytes() == pems["tls.crt"] and \
+                self.marker.exists():
+            return False
         self.options.cert_dir.mkdir(parents=True, exist_ok=True)
-        self.key.write_bytes(serving.key_pem)
-        self.key.chmod(0o600)
-        self.cert.write_bytes(serving.cert_pem)
-        (self.options.cert_dir / "ca.crt").write_bytes(ca.cert_pem)
+        self.key.touch(mode=0o600)
+        self.key.write_bytes(pems["tls.key"])
+        self.cert.write_bytes(pems["tls.crt"])
+        (self.options.cert_dir / "ca.crt").write_bytes(pems["ca.crt"])
         self.marker.write_text("made by trainop; renewed by trainop\n")
-        return ca.cert_pem
+        self.ctx.load_cert_chain(self.cert, self.key)
+        return True
 
     async def _patch_ca_bundle(self, ca_pem: bytes) -> None:
         bundle = base64.b64encode(ca_pem).decode()
@@ -185,32 +218,81 @@ class WebhookServer:
                 await self.client.patch(path, patch, "application/json-patch+json")
                 log.info("CA bundle patched into %s/%s", plural, self.options.config_name)
 
+    async def _shared_pems(self) -> dict[str, bytes]:
+        """The certificates every replica serves, kept in one Secret: read, or made there
+        by whichever replica comes first (or finds them close to expiry)."""
+        ns, name = self.options.service_namespace, self.options.secret_name
+        path = SECRETS.path(ns, name)
+        for _ in range(5):
+            try:
+                secret: dict[str, Any] | None = await self.client.get(path)
+            except APIError as err:
+                if err.status != 404:
+                    raise
+                secret = None
+            held = _pems_of(secret)
+            if held is not None and _still_valid(held["tls.crt"], RENEW_BEFORE):
+                return held
+            pems = self._new_pems(held["ca.crt"] if held else None)
+            data = {k: base64.b64encode(v).decode() for k, v in pems.items()}
+            try:
+                if secret is None:
+                    await self.client.create(SECRETS.path(ns), {
+                        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                        "metadata": {"name": name, "namespace": ns, "labels": {
+                            "app.kubernetes.io/name": "trainop"}}, "data": data})
+                else:  # the resourceVersion makes two renewals at once a 409 for one
+                    await self.client.replace(path, {**secret, "data": data})
+            except APIError as err:
+                if err.status == 409:
+                    continue  # another replica wrote first: serve theirs
+                raise
+            log.info("webhook certificates %s in Secret %s/%s (valid %d days)",
+                     "renewed" if held else "made", ns, name, CERT_DAYS)
+            return pems
+        raise APIError(409, {"message": f"Secret {ns}/{name} kept changing"})
+
+    async def _refresh(self) -> None:
+        """Serve the shared certificates (or, without the Secret, our own) and publish
+        their CA bundle when it changed."""
+        try:
+            pems = await self._shared_pems()
+            self.shared = True
+        except REQUEST_ERRORS as err:
+            if self.shared or (self.cert.exists() and _still_valid(self.cert.read_bytes(),
+                                                                  RENEW_BEFORE)):
+                log.warning("webhook certificates: %s; serving the current ones", err)
+                return
+            log.warning("webhook certificates cannot be shared through Secret %s/%s (%s): "
+                        "serving this replica's own; a second replica would serve another "
+                        "CA", self.options.service_namespace, self.options.secret_name, err)
+            pems = self._new_pems()
+        if self._install(pems):
+            await self._patch_ca_bundle(pems["ca.crt"])
+
     async def ensure_certificates(self) -> None:
-        """Use mounted certificates, else make (or renew) our own and publish the CA."""
+        """Use mounted certificates, else the shared ones (made when missing), and
+        publish their CA."""
         if self.cert.exists() and self.key.exists() and not self.marker.exists():
             self.ctx.load_cert_chain(self.cert, self.key)
             self.ready = True
             log.info("serving certificates from %s", self.options.cert_dir)
             return
         self.self_managed = True
-        ca = self._issue()
-        self.ctx.load_cert_chain(self.cert, self.key)
-        await self._patch_ca_bundle(ca)
+        await self._refresh()
         self.ready = True
 
-    async def rotate_forever(self, every: float = 3600) -> None:
+    async def rotate_forever(self, every: float = 60) -> None:
         while True:
             await asyncio.sleep(every)
             if not self.self_managed:
                 # mounted certificates are renewed by their owner: load what is there now
                 self.ctx.load_cert_chain(self.cert, self.key)
                 continue
-            left = not_after(self.cert.read_bytes()) - dt.datetime.now(dt.UTC)
-            if left < RENEW_BEFORE:
-                log.info("renewing the webhook certificate (%s left)", left)
-                ca = self._issue()
-                self.ctx.load_cert_chain(self.cert, self.key)
-                await self._patch_ca_bundle(ca)
+            try:
+                await self._refresh()
+            except REQUEST_ERRORS as err:  # the CA bundle: published on the next round
+                log.warning("webhook certificates: %s; trying again in %.0fs", err, every)
 
     async def start(self) -> None:
         await self.ensure_certificates()
