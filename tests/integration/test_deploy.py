@@ -34,6 +34,9 @@ def test_kustomize_renders_every_overlay() -> None:
         kinds = [d["kind"] for d in yaml.safe_load_all(out.stdout)]
         assert kinds.count("CustomResourceDefinition") == 7
         assert "Deployment" in kinds and "ValidatingWebhookConfiguration" in kinds
+        policy = next(d for d in yaml.safe_load_all(out.stdout) if d["kind"] == "NetworkPolicy")
+        opened = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+        assert opened == {9443, 8081, 8443}  # webhook, probes, secure metrics; nothing else
         if overlay == "namespaced":  # the webhooks judge jobs of the managed namespace only
             hooks = [h for d in yaml.safe_load_all(out.stdout) if d["kind"].endswith(
                 "WebhookConfiguration") for h in d["webhooks"]]
