@@ -237,3 +237,16 @@ def test_a_job_must_have_a_replica_that_decides_its_end(kind: str, layout: dict[
 ])
 def test_layouts_with_a_deciding_replica_pass(kind: str, layout: dict[str, int]) -> None:
     assert problems(manifest(kind, layout)) == []
+
+
+def test_a_job_with_thousands_of_problems_gets_a_short_answer() -> None:
+    doc = manifest("JAXJob", {"Worker": 1})
+    template = doc["spec"]["jaxReplicaSpecs"]["Worker"]
+    for i in range(5000):
+        doc["spec"]["jaxReplicaSpecs"][f"Bogus{i}"] = template
+    with pytest.raises(InvalidJob) as err:
+        load_job(doc)
+    lines = [str(p) for p in err.value.problems]
+    assert len(lines) == 21
+    assert lines[0] == "spec.jaxReplicaSpecs.Bogus0: unknown replica type; JAXJob has Worker"
+    assert lines[-1] == "(job): 4980 more problems not listed"

@@ -213,3 +213,23 @@ def test_job_record_keeps_the_job_compact_and_whole() -> None:
     assert rec.head() == {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {
         "name": "j", "namespace": "ns", "uid": "u", "resourceVersion": "7"},
         "status": job["status"]}
+
+
+def test_the_caches_keep_only_what_a_job_controls() -> None:
+    # Labels are anyone's to set: 20,000 pods with trainop's labels but no job as their
+    # controller must cost the cache nothing.
+    from trainop.cluster.caches import build
+    from trainop.cluster.client import Client
+    from trainop.cluster.config import ClusterConfig
+
+    caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["MPIJob"], None, {})
+    assert caches.pods is not None
+    assert caches.pods.decode(POD) is not None
+    stranger = json.loads(json.dumps(POD))
+    stranger["metadata"]["ownerReferences"][0].update(apiVersion="apps/v1", kind="ReplicaSet")
+    assert caches.pods.decode(stranger) is None
+    del stranger["metadata"]["ownerReferences"]
+    assert caches.pods.decode(stranger) is None
+    config_map = {"metadata": {**POD["metadata"], "name": "j-config"}, "data": {"a": "b"}}
+    assert caches.objects["ConfigMap"].decode(config_map) is not None
+    assert caches.objects["ConfigMap"].decode({"metadata": {"name": "x"}}) is None

@@ -38,10 +38,21 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
+MAX_PROBLEMS = 20
+"""Problems told about one job; the rest are counted (a manifest with 100,000 bad entries
+gets an answer of a few lines, not megabytes)."""
+
+
 class InvalidJob(ValueError):
-    """A job that cannot be run, with every problem found."""
+    """A job that cannot be run, with every problem found (the first MAX_PROBLEMS of them,
+    then how many more)."""
 
     def __init__(self, problems: list[Problem]):
+        if len(problems) > MAX_PROBLEMS:
+            more = len(problems) - MAX_PROBLEMS
+            problems = [*problems[:MAX_PROBLEMS],
+                        Problem("(job)", f"{more} more problem{'s' if more > 1 else ''} "
+                                         "not listed")]
         self.problems = problems
         super().__init__("; ".join(str(p) for p in problems))
 

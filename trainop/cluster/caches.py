@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from trainop.cluster.client import Client
 from trainop.cluster.informer import Informer
@@ -25,6 +26,7 @@ from trainop.cluster.resources import (
 )
 from trainop.engine.labels import JOB_NAME
 
+R = TypeVar("R", PodRecord, ObjectRecord)
 OWNED_SELECTOR = JOB_NAME
 """Only objects carrying trainop's job-name label are listed and watched (server side)."""
 
@@ -64,13 +66,23 @@ def build(client: Client, kinds: list[str], namespace: str | None,
     caches = Caches()
     for kind in kinds:
         caches.jobs[kind] = job_informer(client, kind, namespace)
-    caches.pods = Informer(client, PODS, pod_record, lambda r: r.meta.key,
+    caches.pods = Informer(client, PODS, _controlled(pod_record), lambda r: r.meta.key,
                            lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
     owned = {"Service": SERVICES, **extra}
     if "MPIJob" in kinds:
         owned.update({"ConfigMap": CONFIGMAPS, "Secret": SECRETS})
     for kind, resource in owned.items():
         caches.objects[kind] = Informer(
-            client, resource, lambda obj, k=kind: object_record(k, obj),  # type: ignore[misc]
+            client, resource, _controlled(lambda obj, k=kind: object_record(k, obj)),  # type: ignore[misc]
             lambda r: r.meta.key, lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
     return caches
+
+
+def _controlled(decode: Callable[[dict[str, Any]], R | None]
+                ) -> Callable[[dict[str, Any]], R | None]:
+    """Only objects a kubeflow.org/v1 job controls are cached: labels alone are anyone's to
+    set, so pods someone else made with trainop's labels cost no memory."""
+    def keep(obj: dict[str, Any]) -> R | None:
+        rec = decode(obj)
+        return rec if rec is not None and rec.meta.owner_key is not None else None
+    return keep
