@@ -15,7 +15,7 @@ EXIT_CODE = {"Worker": {"restartPolicy": "ExitCode"}}
 
 
 def names(plan: Any, kind: str) -> list[str]:
-    return [o["metadata"]["name"] for o in plan.create if o["kind"] == kind]
+    return [o["metadata"]["name"] for o in plan.creates if o["kind"] == kind]
 
 
 def deleted(plan: Any, kind: str = "Pod") -> list[str]:
@@ -39,7 +39,12 @@ def test_first_reconcile_creates_every_replica(kind: str) -> None:
         assert sorted(names(plan, "Service")) == expected
     assert c.condition("Created").reason == f"{kind}Created"
     assert c.job.status.start_time == "2026-01-01T00:00:00Z"
-    assert any(e.reason == "SuccessfulCreatePod" for e in plan.events)
+    # told once the pods are made, not before (a refused create must not claim them)
+    assert [e.reason for e in plan.on_created] == ["SuccessfulCreatePod"]
+    assert not any(e.reason == "SuccessfulCreatePod" for e in plan.events)
+    if kind == "MPIJob":  # what the launcher mounts is made before any pod
+        assert {o["kind"] for o in plan.prerequisites} == {"ConfigMap", "Secret", "Service"}
+    assert {o["kind"] for o in plan.create} <= {"Pod", "Service"}
 
 
 def test_pod_labels_owner_and_restart_policy() -> None:
@@ -107,7 +112,7 @@ def test_steady_state_plans_nothing(kind: str) -> None:
     c.step()
     assert c.last_condition() == "Running"
     again = c.plan()
-    assert again.writes == 0 and not again.events
+    assert again.writes == 0 and not again.events and not again.on_created
 
 
 @pytest.mark.parametrize("kind", ALL)
@@ -442,7 +447,8 @@ def test_suspended_from_the_start_creates_nothing() -> None:
 def test_a_job_managed_by_someone_else_is_left_alone() -> None:
     c = Cluster(job("PyTorchJob", spec={"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}}))
     plan = c.step()
-    assert plan.writes == 0 and plan.events == [] and c.job.status.conditions is None
+    assert plan.writes == 0 and plan.events == [] and plan.on_created == []
+    assert c.job.status.conditions is None
 
 
 def test_a_job_managed_by_the_training_operator_name_is_ours() -> None:

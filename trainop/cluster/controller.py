@@ -40,8 +40,10 @@ from trainop.engine import (
     OwnedObject,
     Plan,
     PodState,
-    clock,
+    create_refused,
+    created_only,
     reconcile,
+    rejected,
 )
 from trainop.engine import conditions as cond
 from trainop.engine.gang import VOLCANO_API
@@ -201,68 +203,57 @@ class JobController:
         plan = await asyncio.to_thread(reconcile, job, observed, dt.datetime.now(dt.UTC),
                                        self.framework, self.addr, self.config.engine)
         await self.apply(key, obj, plan)
-        if job.spec.run_policy.suspend or cond.is_true(plan.status, cond.SUCCEEDED) or \
-                cond.is_true(plan.status, cond.FAILED):
+        if job.spec.run_policy.suspend or cond.is_finished(plan.status):
             # a job that waits (suspended) or is done changes rarely: parse it again then,
             # rather than keep its parsed copy in memory meanwhile
             self._parsed.pop(key, None)
         return plan.requeue_after
 
     async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
-        ns = obj["metadata"]["namespace"]
-        # Pods mount ConfigMaps and Secrets and join PodGroups: those go first. A pod's
-        # own headless service does not have to precede it: both go in one stream.
-        replicas: list[dict[str, Any]] = []
-        others: list[dict[str, Any]] = []
-        for o in plan.create:
-            per_replica = o["kind"] == "Pod" or (
-                o["kind"] == "Service" and o["metadata"]["name"] != obj["metadata"]["name"])
-            (replicas if per_replica else others).append(o)
         try:
-            rejected = await self._send(key, obj, others, replicas, plan)
+            refused = await self._send(key, obj, plan)
         except REQUEST_ERRORS:
-            await self._tell_created(key, obj, plan)
+            # Nothing refused for good, but not all made: a new job still shows Created
+            # (best effort); the next decision plans and tells the rest again.
+            blocked = created_only(plan, _stored_status(obj), dt.datetime.now(dt.UTC))
+            if blocked is not None:
+                with contextlib.suppress(*REQUEST_ERRORS):
+                    await self._commit(key, obj, blocked)
             raise
-        # Events once the plan is carried out (an error above means the next decision
-        # plans and tells it again); a rejection means the pods were not all created.
-        for event in plan.events:
-            if not (rejected and event.reason == "SuccessfulCreatePod"):
-                self.recorder.record(obj, event)
-
-        status = plan.status
-        if rejected:
-            status = status.model_copy(deep=True)
-            message = f"{self.kind} {key} cannot run: {rejected[0]}"
-            now = clock.fmt(dt.datetime.now(dt.UTC))
-            if cond.set_condition(status, cond.FAILED, "True", "CreateFailed", message, now):
-                plan.transitions.append(cond.FAILED)
-                status.completion_time = status.completion_time or now
-                self.recorder.record(obj, Event("Warning", "CreateFailed", message))
-        if plan.status_changed or rejected:
-            await self._write_status(key, obj, status)
-        framework = self.framework.info.framework
-        for transition in plan.transitions:
-            counter = metrics.BY_TRANSITION.get(transition)
-            if counter is not None:
-                counter.labels(ns, framework).inc()
+        if refused:
+            plan = create_refused(plan, self.kind, key, refused[0], dt.datetime.now(dt.UTC))
+        await self._commit(key, obj, plan)
         if plan.delete_job:
+            ns = obj["metadata"]["namespace"]
             try:
                 await self.client.delete(JOBS[self.kind].path(ns, obj["metadata"]["name"]),
                                          {"propagationPolicy": "Background"})
-                metrics.JOBS_DELETED.labels(ns, framework).inc()
+                metrics.JOBS_DELETED.labels(ns, self.framework.info.framework).inc()
             except APIError as err:
                 if err.status != 404:
                     raise
 
-    async def _send(self, key: str, obj: dict[str, Any], others: list[dict[str, Any]],
-                    replicas: list[dict[str, Any]], plan: Plan) -> list[str]:
-        """Create `others`, then `replicas`, update and delete as planned; returns why the
-        API server rejected an object, if it did. Pods are expected in the cache before
+    async def _commit(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+        """What follows a plan's writes: its status, its events, its metrics."""
+        for event in plan.events + plan.on_created:
+            self.recorder.record(obj, event)
+        if plan.status_changed:
+            await self._write_status(key, obj, plan.status)
+        ns, framework = obj["metadata"]["namespace"], self.framework.info.framework
+        for transition in plan.transitions:
+            counter = metrics.BY_TRANSITION.get(transition)
+            if counter is not None:
+                counter.labels(ns, framework).inc()
+
+    async def _send(self, key: str, obj: dict[str, Any], plan: Plan) -> list[str]:
+        """Create the plan's prerequisites, then its replicas (pods and their services in
+        one stream), update and delete as planned; returns why the API server refused an
+        object for good, if it did. Pods are expected in the cache before
         the next decision, except those never sent (a rejection or an error stopped us).
         A create the API server refuses for now (a quota, throttling) raises, after one
         warning event on the job, and the job is retried with back-off."""
         ns = obj["metadata"]["namespace"]
-        adds = {o["metadata"]["name"] for o in replicas if o["kind"] == "Pod"}
+        adds = {o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod"}
         deletes = {r.name for r in plan.delete if r.kind == "Pod"}
         self.expectations.expect(key, sorted(adds), sorted(deletes))
         sent: set[str] = set()  # the pods asked for
@@ -288,9 +279,9 @@ class JobController:
             return await self._delete(key, ns, r)
 
         try:
-            rejected = await self._batches(others, create)
-            if not rejected:
-                rejected = await self._batches(replicas, create)
+            refused = await self._batches(plan.prerequisites, create)
+            if not refused:
+                refused = await self._batches(plan.create, create)
             for o in plan.update:
                 await self.client.patch(self._resource(o["kind"], o["apiVersion"]).path(
                     ns, o["metadata"]["name"]), {k: o[k] for k in ("data", "spec") if k in o})
@@ -299,17 +290,7 @@ class JobController:
             # No plan creates a pod it also deletes (an engine property test checks it),
             # so one set of names serves both.
             self.expectations.lower(key, adds=adds - sent, deletes=deletes - sent)
-        return rejected
-
-    async def _tell_created(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
-        """A new job whose objects cannot be made yet (a quota, throttling) is still
-        Created, as upstream shows it: write that condition alone, best effort. The rest
-        of the plan's status (restarts, say) must wait until its writes are done."""
-        created = cond.get(plan.status, cond.CREATED)
-        if cond.CREATED in plan.transitions and created is not None:
-            with contextlib.suppress(*REQUEST_ERRORS):
-                await self._write_condition(key, obj, Event(
-                    "Normal", created.reason or "", created.message or ""), cond.CREATED)
+        return refused
 
     async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[str | None]]
                        ) -> list[str]:
@@ -330,9 +311,9 @@ class JobController:
             async with sem:
                 if rejections:
                     return
-                rejected = await fn(item)
-                if rejected:
-                    rejections.append(rejected)
+                refusal = await fn(item)
+                if refusal:
+                    rejections.append(refusal)
         await asyncio.gather(*(one(i) for i in rest))
         return rejections[:1]
 
@@ -407,24 +388,12 @@ class JobController:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""
         m = obj["metadata"]
         key = f"{m['namespace']}/{m['name']}"
-        await self._write_condition(key, obj, Event(
-            "Warning", "InvalidSpec", f"{self.kind} {key} is invalid: {err}"), cond.FAILED)
+        plan = rejected(_stored_status(obj), self.kind, key, str(err), dt.datetime.now(dt.UTC))
+        await self._commit(key, obj, plan)
 
-    async def _write_condition(self, key: str, obj: dict[str, Any], event: Event,
-                               ctype: str) -> None:
-        """Set one condition (True, the event's reason and message) on the job's stored
-        status, not a whole plan's; then its event and metric. Nothing when already set."""
-        try:
-            status = JobStatus.model_validate(obj.get("status") or {})
-        except ValueError:
-            status = JobStatus()
-        now = clock.fmt(dt.datetime.now(dt.UTC))
-        if not cond.set_condition(status, ctype, "True", event.reason, event.message, now):
-            return
-        if ctype == cond.FAILED:
-            status.completion_time = status.completion_time or now
-        await self._write_status(key, obj, status)
-        self.recorder.record(obj, event)
-        counter = metrics.BY_TRANSITION.get(ctype)
-        if counter is not None:
-            counter.labels(obj["metadata"]["namespace"], self.framework.info.framework).inc()
+
+def _stored_status(obj: dict[str, Any]) -> JobStatus:
+    try:
+        return JobStatus.model_validate(obj.get("status") or {})
+    except ValueError:
+        return JobStatus()

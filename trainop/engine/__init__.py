@@ -8,11 +8,12 @@ from trainop.engine.addressing import ClusterAddressing
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Counts, Framework
 from trainop.engine.observed import Observed, OwnedObject, PodState, SSHKeyPair
+from trainop.engine.outcomes import create_refused, created_only, rejected
 from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.reconcile import classify, reconcile
 
 __all__ = [
     "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Event", "Framework",
     "ObjectRef", "Observed", "OwnedObject", "Plan", "PodState", "SSHKeyPair", "classify",
-    "reconcile",
+    "create_refused", "created_only", "reconcile", "rejected",
 ]

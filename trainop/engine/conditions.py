@@ -63,3 +63,12 @@ def set_condition(
     ))
     status.conditions = kept
     return True
+
+
+def fail(status: JobStatus, reason: str, message: str, now: str) -> bool:
+    """Failed=True, and the job's completionTime (the one rule for every failure: a limit,
+    a bad spec, a refused create); True when the status changed."""
+    if not set_condition(status, FAILED, "True", reason, message, now):
+        return False
+    status.completion_time = status.completion_time or now
+    return True

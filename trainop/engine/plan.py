@@ -29,10 +29,18 @@ class Event:
 @dataclass
 class Plan:
     status: JobStatus
+    prerequisites: list[dict[str, Any]] = field(default_factory=list)
+    """Objects to create before any of `create`: what pods mount or join (ConfigMaps,
+    Secrets, a PodGroup, MPI's service) and the job's HPA."""
     create: list[dict[str, Any]] = field(default_factory=list)
+    """The replicas: pods and their own services, in any order."""
     update: list[dict[str, Any]] = field(default_factory=list)
     delete: list[ObjectRef] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    """Events to tell once the plan is carried out."""
+    on_created: list[Event] = field(default_factory=list)
+    """Events that are true only once every object of `create` was made
+    (SuccessfulCreatePod): not told when the API server refused one."""
     status_changed: bool = False
     requeue_after: float | None = None
     """Seconds until the engine must look again although nothing changed (deadline, TTL)."""
@@ -42,10 +50,15 @@ class Plan:
     """Condition types that became True in this plan (Created, Restarting, Succeeded, ...)."""
 
     @property
+    def creates(self) -> list[dict[str, Any]]:
+        """Every object to create, in the order they must be made."""
+        return self.prerequisites + self.create
+
+    @property
     def writes(self) -> int:
         """How many API writes applying this plan takes (events not counted)."""
-        return (len(self.create) + len(self.update) + len(self.delete)
-                + int(self.status_changed) + int(self.delete_job))
+        return (len(self.prerequisites) + len(self.create) + len(self.update)
+                + len(self.delete) + int(self.status_changed) + int(self.delete_job))
 
     def remove(self, ref: ObjectRef) -> bool:
         """Plan a deletion once; False when it is already planned."""

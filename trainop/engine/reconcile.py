@@ -349,9 +349,9 @@ class _Run:
         )
 
     def fail(self, reason: str, message: str) -> None:
-        self.condition(cond.FAILED, "True", reason, message, warning=True)
-        if self.status.completion_time is None:
-            self.status.completion_time = self.now
+        if cond.fail(self.status, reason, message, self.now):
+            self.plan.transitions.append(cond.FAILED)
+            self.event(reason, message, warning=True)
 
     def succeed(self) -> None:
         self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
@@ -381,7 +381,7 @@ class _Run:
             assert isinstance(meta, dict)
             seen = self.observed.object(str(obj["kind"]), meta["name"])
             if seen is None:
-                plan.create.append(obj)
+                plan.prerequisites.append(obj)
             elif seen.content is not None and _content(obj) != seen.content:
                 plan.update.append(obj)
 
@@ -401,7 +401,8 @@ class _Run:
                     created.append(name)
         if created:
             names = ", ".join(created[:5]) + (" ..." if len(created) > 5 else "")
-            self.event("SuccessfulCreatePod", f"Created {len(created)} pod(s): {names}")
+            plan.on_created.append(Event("Normal", "SuccessfulCreatePod",
+                                         f"Created {len(created)} pod(s): {names}"))
 
     def replica_statuses(self, counts: dict[str, Counts]) -> None:
         old = self.status.replica_statuses or {}

@@ -78,7 +78,7 @@ class LocalRun:
 
     # -- apply -----------------------------------------------------------------------
     async def apply(self, plan: Plan) -> None:
-        for event in plan.events:
+        for event in plan.events + plan.on_created:  # local creates cannot be refused
             self.on_event(event)
         self.job = self.job.model_copy(update={"status": plan.status})
         for ref in plan.delete:
@@ -87,7 +87,7 @@ class LocalRun:
                 asyncio.get_running_loop().create_task(self._delete(pod))
             else:
                 self.objects.pop((ref.kind, ref.name), None)
-        for obj in plan.create + plan.update:
+        for obj in plan.creates + plan.update:
             if obj["kind"] == "Pod":
                 self._create_pod(obj)
             else:
