@@ -17,7 +17,7 @@ from trainop.engine import (
     SSHKeyPair,
     reconcile,
 )
-from trainop.engine.labels import REPLICA_INDEX
+from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
 from trainop.frameworks import framework_for
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -63,8 +63,8 @@ class Cluster:
             self.created[f"{obj['kind']}/{meta['name']}"] = obj
             if obj["kind"] == "Pod":
                 labels = meta["labels"]
-                rtype = next(rt for rt in self.job.spec.replica_specs
-                             if rt.lower() == labels["training.kubeflow.org/replica-type"])
+                rtype = replica_type_of(self.job, labels[REPLICA_TYPE])
+                assert rtype is not None
                 self.pods[meta["name"]] = PodState(meta["name"], rtype,
                                                    int(labels[REPLICA_INDEX]))
             else:

@@ -330,3 +330,30 @@ def test_a_big_jobs_environment_costs_linear_work(kind: str, types: dict[str, in
 def _env(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env") or []
             if "value" in e}
+
+
+@pytest.mark.parametrize(("kind", "label", "expected"), [
+    ("TFJob", "ps", "PS"), ("TFJob", "chief", "Chief"), ("MXJob", "tunertracker", None),
+    ("MPIJob", "launcher", "Launcher"), ("JAXJob", "master", None),
+], ids=["tf-ps", "tf-chief", "mx-type-not-in-spec", "mpi-launcher", "jax-unknown"])
+def test_a_replica_type_label_maps_back_to_the_spec_key(kind: str, label: str,
+                                                        expected: str | None) -> None:
+    from tests.jobs import TYPICAL
+    from trainop.engine.labels import replica_type_of
+
+    assert replica_type_of(job(kind, TYPICAL[kind]), label) == expected
+
+
+def test_no_runtime_or_engine_module_names_a_job_kind() -> None:
+    # A kind's behaviour lives in its framework plugin and its facts (api/kinds.py): the
+    # engine, both runtimes and defaulting never branch on a kind's name.
+    from pathlib import Path
+
+    from trainop.api import KINDS
+
+    root = Path(__file__).resolve().parents[2] / "trainop"
+    files = [*(root / "engine").glob("*.py"), *(root / "cluster").glob("*.py"),
+             *(root / "local").glob("*.py"), root / "api" / "defaults.py"]
+    named = [(f.name, kind) for f in files for kind in KINDS
+             if f'"{kind}"' in f.read_text()]
+    assert named == []

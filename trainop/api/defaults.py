@@ -37,7 +37,7 @@ def default_job(job: Job) -> Job:
 
     for rtype, rspec in spec.replica_specs.items():
         if rspec.replicas is None:
-            rspec.replicas = 0 if (info.kind == "MPIJob" and rtype == "Worker") else 1
+            rspec.replicas = 0 if rtype in info.unset_replicas_zero else 1
         if rspec.restart_policy is None:
             rspec.restart_policy = info.default_restart_policy  # type: ignore[assignment]
         if info.default_ports and rspec.template is not None:

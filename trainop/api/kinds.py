@@ -31,6 +31,11 @@ class KindInfo:
     """The replica type behind the scale subresource, where the kind has one."""
     default_ports: bool = True
     """Whether defaulting appends the named port to the default container."""
+    unset_replicas_zero: tuple[str, ...] = ()
+    """Replica types whose `replicas` default to 0 instead of 1 (MPI's workers)."""
+    pods_under_one_service: bool = False
+    """Pods are named through one headless service of the job's name (hostname and
+    subdomain: `{pod}.{job}.{ns}.svc`) instead of a service each."""
 
     @property
     def singular(self) -> str:
@@ -58,7 +63,8 @@ KINDS: dict[str, KindInfo] = {
                  "pytorch", "pytorchjob-port", 23456, "OnFailure", "pytorch",
                  scale_replica_type="Worker"),
         KindInfo("MPIJob", "mpijobs", "mpiReplicaSpecs", ("Launcher", "Worker"),
-                 "mpi", "mpi-port", 9999, "Never", "mpi", default_ports=False),
+                 "mpi", "mpi-port", 9999, "Never", "mpi", default_ports=False,
+                 unset_replicas_zero=("Worker",), pods_under_one_service=True),
         KindInfo("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("Master", "Worker"),
                  "xgboost", "xgboostjob-port", 9999, "Never", "xgboost"),
         KindInfo("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("Master", "Worker"),

@@ -105,6 +105,10 @@ class JobSpec(Model):
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
 
+    def elastic(self) -> ElasticPolicy | PaddleElasticPolicy | None:
+        """The kind's elastic policy, where it has one."""
+        return None
+
     @model_serializer(mode="wrap")
     def _leave_out_unwritten_run_policy(
         self, handler: SerializerFunctionWrapHandler
@@ -128,6 +132,9 @@ class PyTorchJobSpec(JobSpec):
     )
     elastic_policy: ElasticPolicy | None = None
     nproc_per_node: str | None = None
+
+    def elastic(self) -> ElasticPolicy | None:
+        return self.elastic_policy
 
 
 class MPIJobSpec(JobSpec):
@@ -154,6 +161,9 @@ class PaddleJobSpec(JobSpec):
         default_factory=dict, alias="paddleReplicaSpecs"
     )
     elastic_policy: PaddleElasticPolicy | None = None
+
+    def elastic(self) -> PaddleElasticPolicy | None:
+        return self.elastic_policy
 
 
 class JAXJobSpec(JobSpec):

@@ -25,6 +25,7 @@ from trainop.cluster.resources import (
     Resource,
 )
 from trainop.engine.labels import JOB_NAME
+from trainop.frameworks import framework_for
 
 R = TypeVar("R", PodRecord, ObjectRecord)
 OWNED_SELECTOR = JOB_NAME
@@ -54,6 +55,11 @@ class Caches:
         return out
 
 
+def owned_kinds(kinds: list[str]) -> set[str]:
+    """The kinds of objects that jobs of `kinds` own besides pods and services."""
+    return {k for kind in kinds for k in framework_for(kind).owned_kinds}
+
+
 def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[JobRecord]:
     return Informer(client, JOBS[kind], job_record, lambda r: r.key, _no_owner, namespace,
                     version=lambda r: r.meta.resource_version)
@@ -61,16 +67,19 @@ def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[J
 
 def build(client: Client, kinds: list[str], namespace: str | None,
           extra: dict[str, Resource]) -> Caches:
-    """Informers for the enabled kinds and what they own. ConfigMaps and Secrets are
-    watched only when MPIJob is enabled (no other kind makes them)."""
+    """Informers for the enabled kinds and what they own: pods and services always, the
+    kinds of `extra` (PodGroups, HPAs), and the core kinds the enabled frameworks own
+    besides (ConfigMaps and Secrets are watched only where a framework makes them)."""
     caches = Caches()
     for kind in kinds:
         caches.jobs[kind] = job_informer(client, kind, namespace)
     caches.pods = Informer(client, PODS, _controlled(pod_record), lambda r: r.meta.key,
                            lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
     owned = {"Service": SERVICES, **extra}
-    if "MPIJob" in kinds:
-        owned.update({"ConfigMap": CONFIGMAPS, "Secret": SECRETS})
+    core = {"ConfigMap": CONFIGMAPS, "Secret": SECRETS}
+    for kind in owned_kinds(kinds):
+        if kind in core:
+            owned[kind] = core[kind]
     for kind, resource in owned.items():
         caches.objects[kind] = Informer(
             client, resource, _controlled(lambda obj, k=kind: object_record(k, obj)),  # type: ignore[misc]

@@ -47,6 +47,7 @@ from trainop.engine import (
 )
 from trainop.engine import conditions as cond
 from trainop.engine.gang import VOLCANO_API
+from trainop.engine.labels import replica_type_of
 from trainop.frameworks import framework_for
 
 log = logging.getLogger("trainop.controller")
@@ -160,16 +161,17 @@ class JobController:
                 self.queue.done(key)
 
     # -- one reconcile -------------------------------------------------------------------
-    def observed(self, namespace: str, uid: str, spec_types: list[str], main: str) -> Observed:
+    def observed(self, job: Job) -> Observed:
         """What the caches hold of the job's own pods and objects: those whose controller
         reference names this kind, this UID, in the job's namespace."""
-        canonical = {rt.lower(): rt for rt in spec_types}
         assert self.caches.pods is not None
-        owner = owner_key(namespace, self.kind, uid)
+        owner = owner_key(job.namespace, self.kind, job.metadata.uid or "")
+        main = job.main_container
         pods = tuple(
-            PodState(p.meta.name, canonical.get(p.replica_type, p.replica_type), p.index,
-                     phase=p.phase, terminating=p.terminating, exit_code=p.exit_code(main),
-                     reason=p.reason, restarts=p.restarts, ready=p.ready)
+            PodState(p.meta.name, replica_type_of(job, p.replica_type) or p.replica_type,
+                     p.index, phase=p.phase, terminating=p.terminating,
+                     exit_code=p.exit_code(main), reason=p.reason, restarts=p.restarts,
+                     ready=p.ready)
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
                         for o in self.caches.owned_objects(owner))
@@ -195,10 +197,8 @@ class JobController:
                 await self._fail_invalid(obj, err)
                 return None
             self._parsed[key] = (rv, job)
-        uid = job.metadata.uid or ""
-        observed = self.observed(job.namespace, uid, list(job.spec.replica_specs),
-                                 job.main_container)
-        if job.kind == "MPIJob" and observed.object("Secret", f"{job.name}-ssh") is None:
+        observed = self.observed(job)
+        if self.framework.wants_ssh_key(job, observed):
             observed = Observed(observed.pods, observed.objects, ssh_key=new_key_pair())
         plan = await asyncio.to_thread(reconcile, job, observed, dt.datetime.now(dt.UTC),
                                        self.framework, self.addr, self.config.engine)

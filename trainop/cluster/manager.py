@@ -103,7 +103,7 @@ async def _discover(client: Client, opts: ManagerOptions) -> tuple[str, dict[str
             hpa_version = "autoscaling/v2beta2"
     except APIError:
         pass
-    if "PyTorchJob" in opts.kinds or "PaddleJob" in opts.kinds:
+    if "HorizontalPodAutoscaler" in caches_mod.owned_kinds(opts.kinds):
         extra["HorizontalPodAutoscaler"] = hpa(hpa_version)
     return hpa_version, extra
 

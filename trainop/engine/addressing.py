@@ -7,12 +7,12 @@ from trainop.engine.labels import replica_name
 
 
 class ClusterAddressing:
-    """`{job}-{rt}-{i}.{ns}.svc` (MPI: `{pod}.{job}.{ns}.svc`) and the container's named port."""
+    """`{job}-{rt}-{i}.{ns}.svc` (or `{pod}.{job}.{ns}.svc` where the kind's pods are named
+    under one service of the job's) and the container's named port."""
 
     def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
         name = replica_name(job, rtype, index)
-        if job.kind == "MPIJob":
-            # MPI pods have hostname/subdomain under the job's one headless service.
+        if job.info.pods_under_one_service:
             return f"{name}.{job.name}.{job.namespace}.svc" if qualified else f"{name}.{job.name}"
         return f"{name}.{job.namespace}.svc" if qualified else name
 

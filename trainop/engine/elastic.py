@@ -5,17 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.api import Job
-from trainop.api.types import PaddleJobSpec, PyTorchJobSpec
 from trainop.engine.config import EngineConfig
 from trainop.engine.labels import job_labels, object_meta
 
 
 def desired_hpa(job: Job, config: EngineConfig) -> dict[str, Any] | None:
-    spec = job.spec
-    if not isinstance(spec, PyTorchJobSpec | PaddleJobSpec) or spec.elastic_policy is None:
-        return None
-    policy = spec.elastic_policy
-    if not policy.metrics:
+    policy = job.spec.elastic()
+    if policy is None or not policy.metrics:
         return None
     return {
         "apiVersion": config.hpa_api_version,
@@ -26,9 +22,8 @@ def desired_hpa(job: Job, config: EngineConfig) -> dict[str, Any] | None:
 
 
 def hpa_spec(job: Job) -> dict[str, Any]:
-    spec = job.spec
-    assert isinstance(spec, PyTorchJobSpec | PaddleJobSpec) and spec.elastic_policy is not None
-    policy = spec.elastic_policy
+    policy = job.spec.elastic()
+    assert policy is not None
     return {
         "scaleTargetRef": {"apiVersion": job.api_version, "kind": job.kind, "name": job.name},
         "minReplicas": policy.min_replicas,

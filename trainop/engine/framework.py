@@ -51,6 +51,13 @@ class Framework(ABC):
     stop_on_finish: tuple[str, ...] = ()
     """Replica types whose running pods are deleted when the job ends, whatever the
     cleanPodPolicy (MPI workers that would otherwise run sshd forever)."""
+    owned_kinds: tuple[str, ...] = ()
+    """Kinds of objects, besides pods and services, that jobs of this kind own (ConfigMap,
+    Secret, HorizontalPodAutoscaler): the cluster runtime watches those for them."""
+
+    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+        """Whether the runtime should offer a fresh key pair in `Observed.ssh_key`."""
+        return False
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         """Environment of the main container of one replica."""

@@ -23,6 +23,12 @@ def replica_name(job: Job, rtype: str, index: int) -> str:
     return f"{job.name}-{rtype.lower()}-{index}"
 
 
+def replica_type_of(job: Job, label: str) -> str | None:
+    """The replica type (the job's spec key, e.g. `PS`) a replica-type label (`ps`) stands
+    for; None when the job has no such type."""
+    return next((rt for rt in job.spec.replica_specs if rt.lower() == label.lower()), None)
+
+
 def job_labels(job: Job) -> dict[str, str]:
     return {JOB_NAME: job.name, OPERATOR_NAME: operator_name(job)}
 

@@ -73,6 +73,10 @@ class MPI(Framework):
     pod_services = False
     started_by_launcher = ("Worker",)
     stop_on_finish = ("Worker",)
+    owned_kinds = ("ConfigMap", "Secret")
+
+    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+        return observed.object("Secret", secret_name(job)) is None
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         env = {"K_MPI_JOB_ROLE": rtype.lower()}

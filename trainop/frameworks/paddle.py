@@ -10,6 +10,7 @@ from trainop.frameworks.common import all_succeeded, replicas
 class Paddle(Framework):
     info = KINDS["PaddleJob"]
     master_role = ("Master",)
+    owned_kinds = ("HorizontalPodAutoscaler",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         masters, workers = replicas(job, "Master"), replicas(job, "Worker")

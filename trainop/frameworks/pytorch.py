@@ -39,6 +39,7 @@ def _gpus_per_pod(job: Job) -> int:
 class PyTorch(Framework):
     info = KINDS["PyTorchJob"]
     master_role = ("Master",)
+    owned_kinds = ("HorizontalPodAutoscaler",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         spec = job.spec

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from trainop.api import InvalidJob, Job, load_job
 from trainop.engine import EngineConfig, Observed, reconcile
+from trainop.engine.labels import REPLICA_TYPE, replica_type_of
 from trainop.frameworks import framework_for
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import NotRunnable, command_of
@@ -133,9 +134,9 @@ def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Consol
         if obj["kind"] != "Pod":
             continue
         name = obj["metadata"]["name"]
-        rtype = obj["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+        rtype = replica_type_of(job, obj["metadata"]["labels"][REPLICA_TYPE])
         entry: dict[str, Any] = {"replica": name, "restartPolicy": obj["spec"]["restartPolicy"]}
-        if rtype.capitalize() in fw.started_by_launcher:
+        if rtype in fw.started_by_launcher:
             entry["process"] = "none (started by the launcher)"
         else:
             try:

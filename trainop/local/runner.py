@@ -14,7 +14,7 @@ from typing import Any
 from trainop.api import Job
 from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, reconcile
 from trainop.engine import conditions as cond
-from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE
+from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
 from trainop.frameworks import framework_for
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import LocalPod, NotRunnable, command_of
@@ -125,8 +125,8 @@ class LocalRun:
     def _create_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         name = meta["name"]
-        rtype = next(rt for rt in self.job.spec.replica_specs
-                     if rt.lower() == meta["labels"][REPLICA_TYPE])
+        rtype = replica_type_of(self.job, meta["labels"][REPLICA_TYPE])
+        assert rtype is not None  # the engine labels only the job's own types
         index = int(meta["labels"][REPLICA_INDEX])
         command = None
         if rtype not in self.framework.started_by_launcher:
