@@ -6,14 +6,16 @@ manager and the local runner) observe, call `reconcile` and apply the plan.
 
 from trainop.engine.addressing import ClusterAddressing
 from trainop.engine.config import EngineConfig
+from trainop.engine.failures import Verdict, classify
 from trainop.engine.framework import Addressing, Counts, Framework
 from trainop.engine.observed import Observed, OwnedObject, PodState, SSHKeyPair
 from trainop.engine.outcomes import create_refused, created_only, rejected
 from trainop.engine.plan import Event, ObjectRef, Plan
-from trainop.engine.reconcile import classify, reconcile
+from trainop.engine.reconcile import reconcile
 
 __all__ = [
     "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Event", "Framework",
-    "ObjectRef", "Observed", "OwnedObject", "Plan", "PodState", "SSHKeyPair", "classify",
+    "ObjectRef", "Observed", "OwnedObject", "Plan", "PodState", "SSHKeyPair", "Verdict",
+    "classify",
     "create_refused", "created_only", "reconcile", "rejected",
 ]

@@ -3,45 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
-from trainop.engine import clock, elastic, gang
+from trainop.engine import clock, elastic, failures, gang
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Counts, Framework
 from trainop.engine.labels import replica_labels, replica_name, selector_string
 from trainop.engine.observed import Observed, OwnedObject, PodState
 from trainop.engine.plan import Event, ObjectRef, Plan
-from trainop.engine.pods import desired_pod, desired_service, pod_restart_policy
-
-RETRY, FAIL = "retry", "fail"
-
-
-@dataclass(frozen=True)
-class Failure:
-    pod: PodState
-    verdict: str  # RETRY or FAIL
-
-    def describe(self) -> str:
-        code = self.pod.exit_code
-        what = f"exited with code {code}" if code is not None else "failed"
-        reason = f" ({self.pod.reason})" if self.pod.reason else ""
-        return f"pod {self.pod.name} {what}{reason}"
-
-
-def classify(policy: str, pod: PodState) -> str:
-    """Whether a failed pod is restarted (RETRY) or fails the job (FAIL).
-
-    ExitCode: 128 and above are signals (OOM 137, SIGTERM 143): retryable; 1-127 are the
-    program's own verdict: permanent. No exit code at all (evicted, lost node): retryable.
-    """
-    if policy in ("OnFailure", "Always"):
-        return RETRY
-    if policy == "ExitCode":
-        code = pod.exit_code
-        return RETRY if code is None or code >= 128 else FAIL
-    return FAIL
+from trainop.engine.pods import desired_pod, desired_service
 
 
 class _Run:
@@ -201,7 +172,7 @@ class _Run:
 
         self.scale_down()
         counts = self.count(self.observed.pods)
-        if self.handle_failures(counts):
+        if self.handle_failures():
             self.replica_statuses(self.count(self.observed.pods))
             return
 
@@ -217,7 +188,7 @@ class _Run:
 
     def scale_down(self) -> None:
         """Pods and services past the replica count, or of a type no longer in the spec."""
-        extra = [p for p in self.live_pods() if not self.in_spec(p)]
+        extra = [p for p in self.live_pods() if not failures.in_spec(self.job, p)]
         self.delete_pods(extra, "scaled down")
         if not self.fw.pod_services:
             return
@@ -226,10 +197,6 @@ class _Run:
         for obj in self.observed.objects:
             if obj.kind == "Service" and obj.name not in wanted:
                 self.plan.remove(ObjectRef("Service", obj.name))
-
-    def in_spec(self, pod: PodState) -> bool:
-        rspec = self.specs.get(pod.replica_type)
-        return rspec is not None and pod.index < (rspec.replicas or 0)
 
     def count(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
@@ -249,100 +216,35 @@ class _Run:
         busy = sum(c.active for c in counts.values())
         return busy > 0 and all(c.active + c.succeeded >= c.replicas for c in counts.values())
 
-    def container_restarts(self, rtype: str | None = None) -> int:
-        total = 0
-        for p in self.live_pods():
-            if rtype is not None and p.replica_type != rtype:
-                continue
-            if p.replica_type in self.specs and p.phase in ("Running", "Pending") and \
-                    pod_restart_policy(self.job, p.replica_type) in ("OnFailure", "Always"):
-                total += p.restarts
-        return total
-
-    def recreations(self, rtype: str | None = None) -> int:
-        statuses = self.status.replica_statuses or {}
-        if rtype is not None:
-            rs = statuses.get(rtype)
-            return (rs.restarts or 0) if rs else 0
-        return sum(rs.restarts or 0 for rs in statuses.values())
-
-    def handle_failures(self, counts: dict[str, Counts]) -> bool:
-        """Restart or fail for failed pods and exceeded limits; True when the job stopped or
-        restarts (nothing more to create in this round)."""
-        rp = self.job.spec.run_policy
-        failures = []
-        for p in self.live_pods():
-            if p.phase != "Failed" or not self.in_spec(p):
-                continue
-            policy = self.specs[p.replica_type].restart_policy or "Never"
-            failures.append(Failure(p, classify(policy, p)))
-        failures.sort(key=lambda f: (f.pod.replica_type, f.pod.index))
-
-        # Restarts in place (OnFailure/Always) count against the limits too (upstream rule).
-        in_place = self.container_restarts()
-        if rp.backoff_limit is not None and in_place > 0 and (
-                in_place >= rp.backoff_limit or rp.backoff_limit == 0):
-            self.fail("BackoffLimitExceeded",
-                      f"{self.title()} has failed because it has reached the specified "
-                      f"backoff limit ({rp.backoff_limit}).")
-            self.clean_up(deadline=False)
-            return True
-
-        permanent = [f for f in failures if f.verdict == FAIL]
-        if permanent:
-            first = permanent[0]
-            self.record_failure(first)
-            n, rtype = sum(1 for f in permanent if f.pod.replica_type ==
-                           first.pod.replica_type), first.pod.replica_type
-            self.fail(f"{self.kind}Failed",
-                      f"{self.title()} is failed because {n} {rtype} replica(s) failed: "
-                      f"{first.describe()}.")
-            self.clean_up(deadline=False)
-            return True
-
-        retry = [f for f in failures if f.verdict == RETRY]
-        if not retry:
+    def handle_failures(self) -> bool:
+        """Restart or fail as the failure rules judge (failures.py); True when the job
+        stopped or restarts (nothing more to create in this round)."""
+        judgement = failures.judge(self.job, self.live_pods(), self.status)
+        if judgement is None:
             return False
-        first = retry[0]
-        self.record_failure(first)
-        if rp.backoff_limit is not None and \
-                self.recreations() + in_place >= rp.backoff_limit:
-            self.fail("BackoffLimitExceeded",
-                      f"{self.title()} has failed because it has reached the specified "
-                      f"backoff limit ({rp.backoff_limit}); last: {first.describe()}.")
+        if judgement.first is not None:
+            self.record_failure(judgement.first)
+        if judgement.verdict is failures.Verdict.FAIL:
+            self.fail(judgement.reason, judgement.message)
             self.clean_up(deadline=False)
             return True
-        for rtype in sorted({f.pod.replica_type for f in retry}):
-            limit = self.specs[rtype].restart_limit
-            if limit is not None and \
-                    self.recreations(rtype) + self.container_restarts(rtype) >= limit:
-                self.fail("RestartLimitExceeded",
-                          f"{self.title()} has failed because {rtype} replicas reached their "
-                          f"restart limit ({limit}); last: {first.describe()}.")
-                self.clean_up(deadline=False)
-                return True
-
-        whole_job = rp.restart_scope == "Job"
-        doomed = self.live_pods() if whole_job else [f.pod for f in retry]
-        self.delete_pods(doomed, "restarting the whole job" if whole_job else "restarting")
+        self.delete_pods(list(judgement.restart), "restarting the whole job"
+                         if judgement.whole_job else "restarting")
         statuses = self.status.replica_statuses or {}
-        bumped = {first.pod.replica_type} if whole_job else {f.pod.replica_type for f in retry}
-        for rtype in bumped:
+        for rtype, step in judgement.recreations.items():
             rs = statuses.setdefault(rtype, ReplicaStatus())
-            step = 1 if whole_job else sum(1 for f in retry if f.pod.replica_type == rtype)
             rs.restarts = (rs.restarts or 0) + step
         self.status.replica_statuses = statuses
-        scope = "all replicas restart" if whole_job else "restarting"
-        self.condition(cond.RESTARTING, "True", f"{self.kind}Restarting",
-                       f"{self.title()} is restarting because {len(retry)} "
-                       f"{first.pod.replica_type} replica(s) failed ({scope}): "
-                       f"{first.describe()}.", warning=True)
+        self.condition(cond.RESTARTING, "True", judgement.reason, judgement.message,
+                       warning=True)
         if self.plan.transitions[-1:] != [cond.RESTARTING]:
             # Restarting already True (a second restart): still worth an event.
-            self.event(f"{self.kind}Restarting", f"{first.describe()}; {scope}", True)
+            assert judgement.first is not None
+            scope = "all replicas restart" if judgement.whole_job else "restarting"
+            self.event(judgement.reason, f"{judgement.first.describe()}; {scope}", True)
         return True
 
-    def record_failure(self, f: Failure) -> None:
+    def record_failure(self, f: failures.Failure) -> None:
         self.status.last_failure = FailureInfo(
             replica_type=f.pod.replica_type, index=f.pod.index, pod=f.pod.name,
             exit_code=f.pod.exit_code, reason=f.pod.reason, time=self.now,
@@ -437,4 +339,4 @@ def reconcile(job: Job, observed: Observed, now: dt.datetime, framework: Framewo
     return _Run(job, observed, now, framework, addr, config or EngineConfig()).run()
 
 
-__all__ = ["Counts", "OwnedObject", "classify", "reconcile"]
+__all__ = ["Counts", "OwnedObject", "reconcile"]

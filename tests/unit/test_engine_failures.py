@@ -1,0 +1,60 @@
+"""The failure rules alone: a failed pod's verdict by restart policy, and the judgement on
+a job's failed pods and limits, without running a reconcile."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.jobs import job
+from trainop.api import JobStatus, ReplicaStatus
+from trainop.engine import PodState
+from trainop.engine.failures import Verdict, classify, judge
+
+
+@pytest.mark.parametrize(("policy", "exit_code", "verdict"), [
+    ("Never", 0, Verdict.FAIL), ("Never", 137, Verdict.FAIL),
+    ("OnFailure", 1, Verdict.RESTART), ("Always", 1, Verdict.RESTART),
+    ("ExitCode", 1, Verdict.FAIL), ("ExitCode", 127, Verdict.FAIL),
+    ("ExitCode", 128, Verdict.RESTART), ("ExitCode", 137, Verdict.RESTART),
+    ("ExitCode", None, Verdict.RESTART),  # evicted: no exit code at all
+    ("Unheard-of", 1, Verdict.FAIL),
+], ids=["never-0", "never-137", "onfailure-evicted", "always", "exitcode-1", "exitcode-127",
+        "exitcode-128", "exitcode-oom", "exitcode-evicted", "unknown-policy"])
+def test_a_failed_pods_verdict(policy: str, exit_code: int | None, verdict: Verdict) -> None:
+    assert classify(policy, PodState("p", "Worker", 0, "Failed", exit_code=exit_code)) \
+        is verdict
+
+
+def failed(name: str, index: int, code: int) -> PodState:
+    return PodState(name, "Worker", index, "Failed", exit_code=code, reason="Error")
+
+
+def test_nothing_failed_nothing_judged() -> None:
+    j = job("JAXJob", {"Worker": 2})
+    assert judge(j, [PodState("w0", "Worker", 0, "Running")], JobStatus()) is None
+
+
+def test_a_permanent_failure_fails_the_job_and_names_the_pod() -> None:
+    j = job("JAXJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}})
+    verdict = judge(j, [failed("w1", 1, 2), failed("w0", 0, 137)], JobStatus())
+    assert verdict is not None and verdict.verdict is Verdict.FAIL
+    assert verdict.reason == "JAXJobFailed"
+    assert verdict.message.endswith("1 Worker replica(s) failed: pod w1 exited with code 2 "
+                                    "(Error).")
+
+
+def test_a_retryable_failure_restarts_its_pod_and_counts_it() -> None:
+    j = job("JAXJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}})
+    verdict = judge(j, [failed("w0", 0, 137), PodState("w1", "Worker", 1, "Running")],
+                    JobStatus())
+    assert verdict is not None and verdict.verdict is Verdict.RESTART
+    assert [p.name for p in verdict.restart] == ["w0"] and verdict.recreations == {"Worker": 1}
+
+
+def test_the_backoff_limit_counts_what_the_status_remembers() -> None:
+    j = job("JAXJob", {"Worker": 1}, spec={"runPolicy": {"backoffLimit": 2}},
+            replica_extra={"Worker": {"restartPolicy": "ExitCode"}})
+    status = JobStatus(replica_statuses={"Worker": ReplicaStatus(restarts=2)})
+    verdict = judge(j, [failed("w0", 0, 137)], status)
+    assert verdict is not None and verdict.verdict is Verdict.FAIL
+    assert verdict.reason == "BackoffLimitExceeded"

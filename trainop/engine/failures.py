@@ -1,0 +1,159 @@
+"""What failed pods mean for their job: the failure rules, decided apart from the lifecycle.
+
+`judge` reads the job, its live pods and the restarts its status remembers, and returns
+one Judgement (or None when nothing failed): restart some pods, or fail the job, with the
+condition's reason and message. The lifecycle (reconcile.py) carries it out.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from trainop.api import Job, JobStatus, ReplicaSpec
+from trainop.engine.observed import PodState
+from trainop.engine.pods import pod_restart_policy
+
+
+class Verdict(enum.Enum):
+    RESTART = "restart"
+    """Recreate the pod (or every pod, with restartScope Job): the job goes on."""
+    FAIL = "fail"
+    """The job fails."""
+
+
+def _exit_code_rule(pod: PodState) -> Verdict:
+    # 128 and above are signals (OOM 137, SIGTERM 143): retryable; 1-127 are the program's
+    # own verdict: permanent. No exit code at all (evicted, lost node): retryable.
+    code = pod.exit_code
+    return Verdict.RESTART if code is None or code >= 128 else Verdict.FAIL
+
+
+RULES: dict[str, Callable[[PodState], Verdict]] = {
+    "Always": lambda pod: Verdict.RESTART,
+    "OnFailure": lambda pod: Verdict.RESTART,  # a pod that still reached Failed: evicted
+    "ExitCode": _exit_code_rule,
+    "Never": lambda pod: Verdict.FAIL,
+}
+"""A failed pod's verdict by its replica type's restartPolicy."""
+
+
+def classify(policy: str, pod: PodState) -> Verdict:
+    """Whether a failed pod is restarted or fails the job, by its restart policy."""
+    return RULES.get(policy, RULES["Never"])(pod)
+
+
+@dataclass(frozen=True)
+class Failure:
+    pod: PodState
+    verdict: Verdict
+
+    def describe(self) -> str:
+        code = self.pod.exit_code
+        what = f"exited with code {code}" if code is not None else "failed"
+        reason = f" ({self.pod.reason})" if self.pod.reason else ""
+        return f"pod {self.pod.name} {what}{reason}"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    reason: str
+    """The condition's reason (Failed or Restarting)."""
+    message: str
+    first: Failure | None = None
+    """The failure that decided it (recorded as status.lastFailure), if a pod failed."""
+    restart: tuple[PodState, ...] = ()
+    """Pods to delete so that they are made again (RESTART)."""
+    recreations: dict[str, int] = field(default_factory=dict)
+    """Replica type -> pod recreations this restart adds to its status (RESTART)."""
+    whole_job: bool = False
+
+
+def in_spec(job: Job, pod: PodState) -> bool:
+    rspec = job.spec.replica_specs.get(pod.replica_type)
+    return rspec is not None and pod.index < (rspec.replicas or 0)
+
+
+def container_restarts(job: Job, pods: list[PodState], rtype: str | None = None) -> int:
+    """Restarts in place (OnFailure/Always) of live pods: they count against the limits
+    too (upstream rule)."""
+    total = 0
+    for p in pods:
+        if rtype is not None and p.replica_type != rtype:
+            continue
+        if p.replica_type in job.spec.replica_specs and p.phase in ("Running", "Pending") and \
+                pod_restart_policy(job, p.replica_type) in ("OnFailure", "Always"):
+            total += p.restarts
+    return total
+
+
+def recreations(status: JobStatus, rtype: str | None = None) -> int:
+    """Pod recreations after failures so far, as the job's status remembers them."""
+    statuses = status.replica_statuses or {}
+    if rtype is not None:
+        rs = statuses.get(rtype)
+        return (rs.restarts or 0) if rs else 0
+    return sum(rs.restarts or 0 for rs in statuses.values())
+
+
+def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None:
+    """The verdict on the job's failed pods and limits, in this order: restarts in place
+    past backoffLimit; a permanent failure; a retryable one past backoffLimit or its
+    type's restartLimit; else a restart. None when nothing failed."""
+    title = f"{job.kind} {job.key}"
+    rp = job.spec.run_policy
+    specs: dict[str, ReplicaSpec] = job.spec.replica_specs
+    failures = sorted(
+        (Failure(p, classify(specs[p.replica_type].restart_policy or "Never", p))
+         for p in live if p.phase == "Failed" and in_spec(job, p)),
+        key=lambda f: (f.pod.replica_type, f.pod.index))
+
+    in_place = container_restarts(job, live)
+    if rp.backoff_limit is not None and in_place > 0 and (
+            in_place >= rp.backoff_limit or rp.backoff_limit == 0):
+        return Judgement(Verdict.FAIL, "BackoffLimitExceeded",
+                         f"{title} has failed because it has reached the specified "
+                         f"backoff limit ({rp.backoff_limit}).")
+
+    permanent = [f for f in failures if f.verdict is Verdict.FAIL]
+    if permanent:
+        first = permanent[0]
+        rtype = first.pod.replica_type
+        n = sum(1 for f in permanent if f.pod.replica_type == rtype)
+        return Judgement(Verdict.FAIL, f"{job.kind}Failed",
+                         f"{title} is failed because {n} {rtype} replica(s) failed: "
+                         f"{first.describe()}.", first)
+
+    retry = [f for f in failures if f.verdict is Verdict.RESTART]
+    if not retry:
+        return None
+    first = retry[0]
+    if rp.backoff_limit is not None and \
+            recreations(status) + in_place >= rp.backoff_limit:
+        return Judgement(Verdict.FAIL, "BackoffLimitExceeded",
+                         f"{title} has failed because it has reached the specified backoff "
+                         f"limit ({rp.backoff_limit}); last: {first.describe()}.", first)
+    for rtype in sorted({f.pod.replica_type for f in retry}):
+        limit = specs[rtype].restart_limit
+        if limit is not None and \
+                recreations(status, rtype) + container_restarts(job, live, rtype) >= limit:
+            return Judgement(Verdict.FAIL, "RestartLimitExceeded",
+                             f"{title} has failed because {rtype} replicas reached their "
+                             f"restart limit ({limit}); last: {first.describe()}.", first)
+
+    whole_job = rp.restart_scope == "Job"
+    scope = "all replicas restart" if whole_job else "restarting"
+    if whole_job:
+        bumps = {first.pod.replica_type: 1}
+    else:
+        bumps = {}
+        for f in retry:
+            bumps[f.pod.replica_type] = bumps.get(f.pod.replica_type, 0) + 1
+    return Judgement(
+        Verdict.RESTART, f"{job.kind}Restarting",
+        f"{title} is restarting because {len(retry)} {first.pod.replica_type} replica(s) "
+        f"failed ({scope}): {first.describe()}.", first,
+        restart=tuple(live) if whole_job else tuple(f.pod for f in retry),
+        recreations=bumps, whole_job=whole_job)
