@@ -5,14 +5,13 @@ from __future__ import annotations
 import datetime as dt
 
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
-from trainop.engine import clock, elastic, failures, gang
+from trainop.engine import clock, failures, gang, objects
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Counts, Framework
-from trainop.engine.labels import replica_labels, replica_name, selector_string
+from trainop.engine.labels import replica_labels, selector_string
 from trainop.engine.observed import Observed, OwnedObject, PodState
 from trainop.engine.plan import Event, ObjectRef, Plan
-from trainop.engine.pods import desired_pod, desired_service
 
 
 class _Run:
@@ -31,7 +30,6 @@ class _Run:
         self.plan = Plan(status=JobStatus.model_validate(self.before))
         self.kind = job.kind
         self.specs = job.spec.replica_specs
-        self.slots = {(p.replica_type, p.index): p for p in observed.pods}
 
     # -- helpers ----------------------------------------------------------------------
     @property
@@ -158,6 +156,9 @@ class _Run:
         if st.start_time is None:
             st.start_time = self.now
 
+        # The replica statuses describe the pods observed, whatever this round decides.
+        counts = self.count(self.observed.pods)
+        self.replica_statuses(counts)
         ads = self.job.spec.run_policy.active_deadline_seconds
         if ads is not None:
             left = ads - (self.now_dt - clock.parse(st.start_time)).total_seconds()
@@ -166,37 +167,26 @@ class _Run:
                           f"{self.title()} has failed because it was active longer than "
                           f"the deadline of {ads}s.")
                 self.clean_up(deadline=True)
-                self.replica_statuses(self.count(self.observed.pods))
                 return
             self.plan.requeue(left)
 
         self.scale_down()
-        counts = self.count(self.observed.pods)
         if self.handle_failures():
-            self.replica_statuses(self.count(self.observed.pods))
             return
-
         if self.fw.succeeded(self.job, counts):
-            self.replica_statuses(counts)
             self.succeed()
             return
         self.create_missing()
-        self.replica_statuses(counts)
         if self.all_running(counts):
             self.condition(cond.RUNNING, "True", f"{self.kind}Running",
                            f"{self.title()} is running.")
 
     def scale_down(self) -> None:
         """Pods and services past the replica count, or of a type no longer in the spec."""
-        extra = [p for p in self.live_pods() if not failures.in_spec(self.job, p)]
-        self.delete_pods(extra, "scaled down")
-        if not self.fw.pod_services:
-            return
-        wanted = {replica_name(self.job, rt, i)
-                  for rt, r in self.specs.items() for i in range(r.replicas or 0)}
-        for obj in self.observed.objects:
-            if obj.kind == "Service" and obj.name not in wanted:
-                self.plan.remove(ObjectRef("Service", obj.name))
+        pods, services = objects.surplus(self.job, self.observed, self.fw)
+        self.delete_pods(pods, "scaled down")
+        for name in services:
+            self.plan.remove(ObjectRef("Service", name))
 
     def count(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
@@ -266,45 +256,14 @@ class _Run:
             self.plan.requeue(ttl)
 
     def create_missing(self) -> None:
-        job, plan = self.job, self.plan
-        desired: list[dict[str, object]] = []
-        for obj in self.fw.extra_objects(job, self.observed, self.addr):
-            desired.append(obj)
-        hpa = elastic.desired_hpa(job, self.config)
-        if hpa is not None:
-            desired.append(hpa)
-        held = False
-        if self.config.gang_scheduler:
-            desired.append(gang.desired_pod_group(job, self.config))
-            pg = self.observed.object("PodGroup", job.name)
-            held = self.config.volcano and (pg is None or pg.phase not in gang.ADMITTED_PHASES)
-        for obj in desired:
-            meta = obj["metadata"]
-            assert isinstance(meta, dict)
-            seen = self.observed.object(str(obj["kind"]), meta["name"])
-            if seen is None:
-                plan.prerequisites.append(obj)
-            elif seen.content is not None and _content(obj) != seen.content:
-                plan.update.append(obj)
-
-        services = {o.name for o in self.observed.objects if o.kind == "Service"}
-        created = []
-        for rtype, rspec in self.specs.items():
-            may = not held and self.fw.may_create(job, rtype, self.observed)
-            for i in range(rspec.replicas or 0):
-                name = replica_name(job, rtype, i)
-                if self.fw.pod_services and name not in services:
-                    svc = desired_service(job, rtype, i)
-                    if svc is not None:
-                        plan.create.append(svc)
-                if may and (rtype, i) not in self.slots:
-                    plan.create.append(desired_pod(job, rtype, i, self.fw, self.addr,
-                                                   self.config))
-                    created.append(name)
-        if created:
-            names = ", ".join(created[:5]) + (" ..." if len(created) > 5 else "")
-            plan.on_created.append(Event("Normal", "SuccessfulCreatePod",
-                                         f"Created {len(created)} pod(s): {names}"))
+        todo = objects.missing(self.job, self.observed, self.fw, self.addr, self.config)
+        self.plan.prerequisites.extend(todo.prerequisites)
+        self.plan.update.extend(todo.update)
+        self.plan.create.extend(todo.replicas)
+        if todo.pods:
+            names = ", ".join(todo.pods[:5]) + (" ..." if len(todo.pods) > 5 else "")
+            self.plan.on_created.append(Event("Normal", "SuccessfulCreatePod",
+                                              f"Created {len(todo.pods)} pod(s): {names}"))
 
     def replica_statuses(self, counts: dict[str, Counts]) -> None:
         old = self.status.replica_statuses or {}
@@ -324,13 +283,6 @@ class _Run:
         if after != self.before:
             self.status.last_reconcile_time = self.now
             self.plan.status_changed = True
-
-
-def _content(obj: dict[str, object]) -> object:
-    """The part of an object the engine keeps up to date (see OwnedObject.content)."""
-    if obj["kind"] in ("ConfigMap", "Secret"):
-        return obj.get("data")
-    return obj.get("spec")
 
 
 def reconcile(job: Job, observed: Observed, now: dt.datetime, framework: Framework,

@@ -1,0 +1,85 @@
+"""The objects a running job should have, against what is observed: what to create, to
+bring up to date, and to remove after a scale-down. Pure; the lifecycle puts the answers
+into its plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainop.api import Job
+from trainop.engine import elastic, gang
+from trainop.engine.config import EngineConfig
+from trainop.engine.failures import in_spec
+from trainop.engine.framework import Addressing, Framework
+from trainop.engine.labels import replica_name
+from trainop.engine.observed import Observed, PodState
+from trainop.engine.pods import desired_pod, desired_service
+
+
+@dataclass
+class Missing:
+    prerequisites: list[dict[str, Any]] = field(default_factory=list)
+    """What pods need first (the framework's extra objects, the HPA, the PodGroup)."""
+    update: list[dict[str, Any]] = field(default_factory=list)
+    """Existing objects whose content the engine keeps current (an MPI hostfile)."""
+    replicas: list[dict[str, Any]] = field(default_factory=list)
+    """Missing pods and their services."""
+    pods: list[str] = field(default_factory=list)
+    """Names of the pods among `replicas`."""
+
+
+def missing(job: Job, observed: Observed, fw: Framework, addr: Addressing,
+            config: EngineConfig) -> Missing:
+    out = Missing()
+    desired = list(fw.extra_objects(job, observed, addr))
+    hpa = elastic.desired_hpa(job, config)
+    if hpa is not None:
+        desired.append(hpa)
+    held = False
+    if config.gang_scheduler:
+        desired.append(gang.desired_pod_group(job, config))
+        pg = observed.object("PodGroup", job.name)
+        # Volcano admits a gang before its pods may exist
+        held = config.volcano and (pg is None or pg.phase not in gang.ADMITTED_PHASES)
+    for obj in desired:
+        seen = observed.object(str(obj["kind"]), obj["metadata"]["name"])
+        if seen is None:
+            out.prerequisites.append(obj)
+        elif seen.content is not None and _content(obj) != seen.content:
+            out.update.append(obj)
+
+    services = {o.name for o in observed.objects if o.kind == "Service"}
+    slots = {(p.replica_type, p.index) for p in observed.pods}
+    for rtype, rspec in job.spec.replica_specs.items():
+        may = not held and fw.may_create(job, rtype, observed)
+        for i in range(rspec.replicas or 0):
+            name = replica_name(job, rtype, i)
+            if fw.pod_services and name not in services:
+                svc = desired_service(job, rtype, i)
+                if svc is not None:
+                    out.replicas.append(svc)
+            if may and (rtype, i) not in slots:
+                out.replicas.append(desired_pod(job, rtype, i, fw, addr, config))
+                out.pods.append(name)
+    return out
+
+
+def surplus(job: Job, observed: Observed, fw: Framework
+            ) -> tuple[list[PodState], list[str]]:
+    """Live pods, and names of services, past the replica counts or of a type no longer in
+    the spec (a scale-down)."""
+    pods = [p for p in observed.pods if not p.terminating and not in_spec(job, p)]
+    if not fw.pod_services:
+        return pods, []
+    wanted = {replica_name(job, rt, i)
+              for rt, r in job.spec.replica_specs.items() for i in range(r.replicas or 0)}
+    services = [o.name for o in observed.objects if o.kind == "Service" and o.name not in wanted]
+    return pods, services
+
+
+def _content(obj: dict[str, Any]) -> object:
+    """The part of an object the engine keeps up to date (see OwnedObject.content)."""
+    if obj["kind"] in ("ConfigMap", "Secret"):
+        return obj.get("data")
+    return obj.get("spec")
