@@ -50,3 +50,18 @@ def hpa(version: str) -> Resource:
     """HorizontalPodAutoscaler in autoscaling/v2 or autoscaling/v2beta2."""
     return Resource("autoscaling", version.split("/")[-1], "horizontalpodautoscalers",
                     "HorizontalPodAutoscaler")
+
+
+OWNED = {(r.api_version, r.kind): r for r in (
+    PODS, SERVICES, CONFIGMAPS, SECRETS, VOLCANO_PODGROUPS, PLUGINS_PODGROUPS,
+    hpa("autoscaling/v2"), hpa("autoscaling/v2beta2"))}
+"""(apiVersion, kind) -> resource, for every object a job owns: the one table the
+runtime looks them up in."""
+
+
+def resource_for(kind: str, api_version: str) -> Resource:
+    """The API resource of an object a job owns."""
+    try:
+        return OWNED[(api_version, kind)]
+    except KeyError:
+        raise ValueError(f"trainop does not manage {api_version} {kind}") from None

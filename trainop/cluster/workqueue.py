@@ -8,10 +8,17 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import Counter, Gauge
+
+from trainop.cluster import metrics
+from trainop.cluster.client import REQUEST_ERRORS
+
+log = logging.getLogger("trainop.controller")
 
 QUEUE_DEPTH = Gauge("trainop_workqueue_depth", "Keys waiting in the work queue", ["name"])
 QUEUE_ADDS = Counter("trainop_workqueue_adds_total", "Keys added to the work queue", ["name"])
@@ -118,3 +125,31 @@ class WorkQueue:
         self.shutting_down = True
         if self._timer is not None:
             self._timer.cancel()
+
+
+async def run_worker(queue: WorkQueue, sync: Callable[[str], Awaitable[float | None]]) -> None:
+    """Take keys from `queue` and `sync` them, for ever: one at a time per key; a key
+    whose sync raised is retried with the queue's back-off (the one retry policy), and one
+    that asks for it is looked at again after the seconds `sync` returned."""
+    while True:
+        key = await queue.get()
+        started = time.perf_counter()
+        try:
+            requeue = await sync(key)
+        except asyncio.CancelledError:
+            raise
+        except REQUEST_ERRORS as err:
+            metrics.RECONCILE_ERRORS.labels(queue.name).inc()
+            log.warning("%s %s: %s; retrying", queue.name, key, err)
+            queue.add_rate_limited(key)
+        except Exception:
+            metrics.RECONCILE_ERRORS.labels(queue.name).inc()
+            log.exception("%s %s: reconcile failed; retrying", queue.name, key)
+            queue.add_rate_limited(key)
+        else:
+            queue.forget(key)
+            if requeue is not None:
+                queue.add_after(key, requeue)
+        finally:
+            metrics.RECONCILE_SECONDS.labels(queue.name).observe(time.perf_counter() - started)
+            queue.done(key)

@@ -1,0 +1,132 @@
+"""The plan applier against an in-memory API: what goes first, what a refusal or a passing
+error does to the job, and which pods the next decision still waits for. (The same
+behaviours run against the real API server in tests/integration; here they can be read
+in one screen.)"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from tests.jobs import job
+from trainop.cluster.applier import PlanApplier
+from trainop.cluster.caches import job_informer
+from trainop.cluster.client import APIError
+from trainop.engine import ClusterAddressing, Event, Observed, Plan, SSHKeyPair, reconcile
+from trainop.engine import conditions as cond
+from trainop.frameworks import framework_for
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+class MemoryAPI:
+    """Just enough of the API server: creates are recorded in order; `refuse` maps an
+    object (`Kind/name`) to the status the server answers its create with; `taken` maps a
+    name to the controller UID of an object already there."""
+
+    def __init__(self, refuse: dict[str, int] | None = None,
+                 taken: dict[str, str] | None = None):
+        self.refuse = refuse or {}
+        self.taken = taken or {}
+        self.created: list[tuple[str, str]] = []
+        self.status: dict[str, Any] | None = None
+
+    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        if name in self.taken:
+            raise APIError(409, {"reason": "AlreadyExists", "message": f"{name} exists"})
+        if f"{obj['kind']}/{name}" in self.refuse:
+            raise APIError(self.refuse[f"{obj['kind']}/{name}"],
+                           {"reason": "Invalid", "message": "no"})
+        self.created.append((obj["kind"], name))
+        return obj
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        name = (params or {})["fieldSelector"].split("=", 1)[1]
+        owner = [{"controller": True, "uid": self.taken[name], "kind": "X"}]
+        return {"items": [{"metadata": {"name": name, "ownerReferences": owner}}]}
+
+    async def replace(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.status = obj["status"]
+        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": "2"}}
+
+
+class Told:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def record(self, job: dict[str, Any], event: Event) -> None:
+        self.events.append(event)
+
+
+def plan_for(kind: str, replicas: dict[str, int]) -> tuple[Plan, dict[str, Any]]:
+    j = job(kind, replicas, uid="u1")
+    key = SSHKeyPair("private", "public")
+    plan = reconcile(j, Observed(ssh_key=key), T0, framework_for(kind), ClusterAddressing())
+    head = {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {
+        "name": "job", "namespace": "default", "uid": "u1", "resourceVersion": "1"}}
+    return plan, head
+
+
+def applier(api: MemoryAPI, told: Told, kind: str) -> PlanApplier:
+    jobs = job_informer(api, kind, None)  # type: ignore[arg-type]
+    return PlanApplier(kind, "f", api, jobs, told)  # type: ignore[arg-type]
+
+
+def test_what_pods_mount_is_made_before_any_pod() -> None:
+    api, told = MemoryAPI(), Told()
+    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 2})
+    asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
+    kinds = [k for k, _ in api.created]
+    first_pod = kinds.index("Pod")
+    assert set(kinds[:first_pod]) == {"ConfigMap", "Secret", "Service"}
+    assert kinds.count("Pod") == 3
+    assert [e.reason for e in told.events] == ["MPIJobCreated", "SuccessfulCreatePod"]
+
+
+def test_a_refused_template_fails_the_job_once_and_claims_no_pod() -> None:
+    api, told = MemoryAPI(refuse={"Pod/job-worker-0": 422}), Told()
+    plan, head = plan_for("JAXJob", {"Worker": 3})
+    a = applier(api, told, "JAXJob")
+    asyncio.run(a.apply("default/job", head, plan))
+    assert ("Pod", "job-worker-1") not in api.created  # the first refusal stops the rest
+    assert [e.reason for e in told.events] == ["JAXJobCreated", "CreateFailed"]
+    assert api.status is not None
+    failed = next(c for c in api.status["conditions"] if c["type"] == cond.FAILED)
+    assert failed["reason"] == "CreateFailed" and "Pod job-worker-0 was rejected" in \
+        failed["message"]
+    assert a.expectations.satisfied("default/job")  # nothing left to wait for
+
+
+def test_a_passing_refusal_shows_created_and_retries() -> None:
+    api, told = MemoryAPI(refuse={"Pod/job-worker-0": 403}), Told()  # a quota, say
+    plan, head = plan_for("JAXJob", {"Worker": 1})
+    a = applier(api, told, "JAXJob")
+    with pytest.raises(APIError):
+        asyncio.run(a.apply("default/job", head, plan))
+    assert [e.reason for e in told.events] == ["FailedCreatePod", "JAXJobCreated"]
+    assert api.status is not None
+    assert [c["type"] for c in api.status["conditions"]] == [cond.CREATED]
+    assert "startTime" not in api.status  # the rest of the status waits for the pods
+    assert a.expectations.satisfied("default/job")
+
+
+def test_an_object_someone_else_made_under_the_jobs_name_is_not_adopted() -> None:
+    api, told = MemoryAPI(taken={"job-config": "someone-else"}), Told()
+    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 1})
+    asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
+    assert [k for k, _ in api.created if k == "Pod"] == []
+    assert told.events[-1].reason == "CreateFailed"
+    assert "ConfigMap job-config already exists and is not controlled by this job" in \
+        told.events[-1].message
+
+
+def test_our_own_object_found_after_a_409_is_used() -> None:
+    api, told = MemoryAPI(taken={"job-config": "u1"}), Told()  # made by an earlier round
+    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 1})
+    asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
+    assert [k for k, _ in api.created].count("Pod") == 2
+    assert "CreateFailed" not in [e.reason for e in told.events]

@@ -1,0 +1,223 @@
+"""Carrying out a plan on the API server: create (prerequisites first, then the replicas
+as one bounded stream), update, delete, then the status, events and metrics. The applier
+owns the expectations it raises before its writes and lowers for what was never made."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from trainop.api import JobStatus
+from trainop.cluster import metrics
+from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
+from trainop.cluster.events import EventRecorder
+from trainop.cluster.expectations import Expectations
+from trainop.cluster.informer import Informer
+from trainop.cluster.records import JobRecord, meta_of
+from trainop.cluster.resources import JOBS, Resource, resource_for
+from trainop.engine import Event, ObjectRef, Plan, create_refused, created_only
+
+REJECTED = (400, 422)
+"""API answers that mean the object itself is wrong: retrying cannot help."""
+
+
+class Refused(Exception):
+    """The API server refused an object of the plan for good (a template it rejects, a
+    name taken by an object the job does not control): the job cannot run."""
+
+
+class PlanApplier:
+    def __init__(self, kind: str, framework: str, client: Client,
+                 jobs: Informer[JobRecord], recorder: EventRecorder):
+        self.kind = kind
+        self.framework = framework
+        """The `framework` label of the job metrics."""
+        self.client = client
+        self.jobs = jobs
+        self.recorder = recorder
+        self.expectations = Expectations()
+
+    async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+        try:
+            await self._send(key, obj, plan)
+        except Refused as refusal:
+            plan = create_refused(plan, self.kind, key, str(refusal), dt.datetime.now(dt.UTC))
+        except REQUEST_ERRORS:
+            # Nothing refused for good, but not all made: a new job still shows Created
+            # (best effort); the next decision plans and tells the rest again.
+            blocked = created_only(plan, stored_status(obj), dt.datetime.now(dt.UTC))
+            if blocked is not None:
+                with contextlib.suppress(*REQUEST_ERRORS):
+                    await self.commit(key, obj, blocked)
+            raise
+        await self.commit(key, obj, plan)
+        if plan.delete_job:
+            ns = obj["metadata"]["namespace"]
+            try:
+                await self.client.delete(JOBS[self.kind].path(ns, obj["metadata"]["name"]),
+                                         {"propagationPolicy": "Background"})
+                metrics.JOBS_DELETED.labels(ns, self.framework).inc()
+            except APIError as err:
+                if err.status != 404:
+                    raise
+
+    async def commit(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+        """What follows a plan's writes: its status, its events, its metrics."""
+        for event in plan.events + plan.on_created:
+            self.recorder.record(obj, event)
+        if plan.status_changed:
+            await self._write_status(key, obj, plan.status)
+        ns, framework = obj["metadata"]["namespace"], self.framework
+        for transition in plan.transitions:
+            counter = metrics.BY_TRANSITION.get(transition)
+            if counter is not None:
+                counter.labels(ns, framework).inc()
+
+    async def _send(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+        """Create the plan's prerequisites, then its replicas (pods and their services in
+        one stream), update and delete as planned. An object the API server refuses for
+        good raises Refused and stops what follows; one it refuses for now (a quota,
+        throttling) raises its error, after one warning event on the job, and the job is
+        retried with back-off. Pods are expected in the cache before the next decision,
+        except those never sent (a refusal or an error stopped us)."""
+        ns = obj["metadata"]["namespace"]
+        adds = {o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod"}
+        deletes = {r.name for r in plan.delete if r.kind == "Pod"}
+        self.expectations.expect(key, sorted(adds), sorted(deletes))
+        sent: set[str] = set()  # the pods asked for
+        warned = False
+
+        async def create(o: dict[str, Any]) -> None:
+            nonlocal warned
+            if o["kind"] == "Pod":
+                sent.add(o["metadata"]["name"])
+            try:
+                await self._create(key, ns, o)
+            except APIError as err:
+                if not warned:
+                    warned = True
+                    self.recorder.record(obj, Event(
+                        "Warning", f"FailedCreate{o['kind']}",
+                        f"Error creating {o['kind']} {o['metadata']['name']}: {err}"))
+                raise
+
+        async def delete(r: ObjectRef) -> None:
+            if r.kind == "Pod":
+                sent.add(r.name)
+            await self._delete(key, ns, r)
+
+        try:
+            await self._batches(plan.prerequisites, create)
+            await self._batches(plan.create, create)
+            for o in plan.update:
+                await self.client.patch(resource_for(o["kind"], o["apiVersion"]).path(
+                    ns, o["metadata"]["name"]), {k: o[k] for k in ("data", "spec") if k in o})
+            await self._batches(plan.delete, delete)
+        finally:
+            # No plan creates a pod it also deletes (an engine property test checks it),
+            # so one set of names serves both.
+            self.expectations.lower(key, adds=adds - sent, deletes=deletes - sent)
+
+    async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
+        """Run `fn` over items: the first of each kind alone (a template the API server
+        refuses then fails once, not N times), then the rest as a stream with at most
+        MAX_IN_FLIGHT at once; the first error (Refused, say) stops what is not sent yet
+        and is raised once the requests under way have ended."""
+        first: dict[str, Any] = {}
+        for item in items:
+            first.setdefault(_kind_of(item), item)
+        await _gather_first_error([fn(i) for i in first.values()])
+        rest = [i for i in items if first.get(_kind_of(i)) is not i]
+        sem = asyncio.Semaphore(MAX_IN_FLIGHT)
+        stop = False
+
+        async def one(item: Any) -> None:
+            nonlocal stop
+            async with sem:
+                if stop:
+                    return
+                try:
+                    await fn(item)
+                except BaseException:
+                    stop = True
+                    raise
+        await _gather_first_error([one(i) for i in rest])
+
+    async def _create(self, key: str, ns: str, obj: dict[str, Any]) -> None:
+        name = obj["metadata"]["name"]
+        resource = resource_for(obj["kind"], obj["apiVersion"])
+        try:
+            await self.client.create(resource.path(ns), obj)
+        except Exception as err:
+            # Whatever went wrong, do not wait for this pod in the cache: if it was made
+            # after all, making it again is a harmless 409 (its name is fixed).
+            if obj["kind"] == "Pod":
+                self.expectations.lower(key, adds=[name])
+            if isinstance(err, APIError) and err.status == 409:
+                await self._squatted(resource, ns, obj)
+                return
+            if isinstance(err, APIError) and err.status in REJECTED:
+                raise Refused(f"{obj['kind']} {name} was rejected by the API server: "
+                              f"{err.message}") from None
+            raise
+
+    async def _squatted(self, resource: Resource, ns: str, obj: dict[str, Any]) -> None:
+        """After a 409: nothing when the object there is ours (a create the cache had not
+        shown yet), else Refused. An object someone else made under the name the
+        job needs (a ConfigMap with another script, a Secret with another key) is never
+        adopted."""
+        name = obj["metadata"]["name"]
+        # a list by name, not a get: the manager's role lists what it owns, and reads no
+        # single Secret it was not given
+        found = await self.client.get(resource.path(ns),
+                                      {"fieldSelector": f"metadata.name={name}"})
+        there = (found.get("items") or [None])[0]
+        if there is None:
+            return  # gone meanwhile: the next decision makes it again
+        if meta_of(there).owner_uid != obj["metadata"]["ownerReferences"][0]["uid"]:
+            raise Refused(f"{obj['kind']} {name} already exists and is not controlled by "
+                          "this job (delete or rename it)")
+
+    async def _delete(self, key: str, ns: str, ref: ObjectRef) -> None:
+        try:
+            await self.client.delete(resource_for(ref.kind, ref.api_version).path(
+                ns, ref.name))
+        except Exception as err:
+            if ref.kind == "Pod":
+                self.expectations.lower(key, deletes=[ref.name])
+            if not (isinstance(err, APIError) and err.status == 404):
+                raise
+
+    async def _write_status(self, key: str, obj: dict[str, Any], status: JobStatus) -> None:
+        body = {**obj, "status": status.to_dict()}
+        try:
+            written = await self.client.replace(JOBS[self.kind].path(
+                obj["metadata"]["namespace"], obj["metadata"]["name"], "status"), body)
+        except APIError as err:
+            if err.status == 404:
+                return
+            raise  # 409: someone changed the job; retried with the fresh object
+        self.jobs.put_newer(written)
+
+
+def stored_status(obj: dict[str, Any]) -> JobStatus:
+    """The status a job carries now (an unreadable one counts as none)."""
+    try:
+        return JobStatus.model_validate(obj.get("status") or {})
+    except ValueError:
+        return JobStatus()
+
+
+def _kind_of(item: Any) -> str:
+    return str(item.kind if isinstance(item, ObjectRef) else item["kind"])
+
+
+async def _gather_first_error(coros: list[Awaitable[None]]) -> None:
+    """Run all; once all have ended, raise the first error any of them raised."""
+    results = await asyncio.gather(*coros, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
