@@ -14,6 +14,7 @@ from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
+from trainop.cluster.informer import Change
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, run_worker
@@ -66,11 +67,11 @@ class JobController:
             informer.add_handler(self._on_object)
 
     # -- informer events -> queue ----------------------------------------------------
-    def _on_job(self, kind: str, new: JobRecord | None, old: JobRecord | None) -> None:
+    def _on_job(self, change: Change, new: JobRecord | None, old: JobRecord | None) -> None:
         rec = new or old
         assert rec is not None
         key = rec.key
-        if kind == "DELETED":
+        if change is Change.DELETED:
             self.expectations.forget(key)
             self._parsed.pop(key, None)
             return
@@ -84,19 +85,20 @@ class JobController:
             return None
         return f"{rec.meta.namespace}/{rec.meta.owner_name}"
 
-    def _on_pod(self, kind: str, new: PodRecord | None, old: PodRecord | None) -> None:
+    def _on_pod(self, change: Change, new: PodRecord | None, old: PodRecord | None) -> None:
         rec = new or old
         assert rec is not None
         key = self._owner_key(rec)
         if key is None:
             return
-        if kind == "ADDED":
+        if change is Change.ADDED:
             self.expectations.observed_add(key, rec.meta.name)
-        elif kind == "DELETED":
+        elif change is Change.DELETED:
             self.expectations.observed_delete(key, rec.meta.name)
         self.queue.add(key)
 
-    def _on_object(self, kind: str, new: ObjectRecord | None, old: ObjectRecord | None) -> None:
+    def _on_object(self, change: Change, new: ObjectRecord | None,
+                   old: ObjectRecord | None) -> None:
         rec = new or old
         assert rec is not None
         key = self._owner_key(rec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import random
 from collections import defaultdict
@@ -24,8 +25,16 @@ from trainop.cluster.resources import Resource
 
 log = logging.getLogger("trainop.informer")
 R = TypeVar("R")
-Handler = Callable[[str, Any, Any], None]
-"""(event type ADDED/MODIFIED/DELETED, new record or None, old record or None)"""
+class Change(enum.StrEnum):
+    """What happened to a cached object, as a handler is told."""
+
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+Handler = Callable[[Change, Any, Any], None]
+"""(what happened, new record or None, old record or None)"""
 
 RELISTS = Counter("trainop_informer_relists_total", "Full re-lists after a watch expired",
                   ["resource"])
@@ -98,14 +107,14 @@ class Informer(Generic[R]):
         if old is None:
             self._cached.inc()
         if emit:
-            self._emit("MODIFIED" if old is not None else "ADDED", rec, old)
+            self._emit(Change.MODIFIED if old is not None else Change.ADDED, rec, old)
 
     def _remove(self, key: str) -> None:
         old = self.items.pop(key, None)
         if old is not None:
             self._cached.dec()
             self._unindex(key, old)
-            self._emit("DELETED", None, old)
+            self._emit(Change.DELETED, None, old)
 
     def _unindex(self, key: str, rec: R) -> None:
         owner = self.owner_of(rec)
@@ -114,10 +123,10 @@ class Informer(Generic[R]):
             if not self.by_owner[owner]:
                 del self.by_owner[owner]
 
-    def _emit(self, kind: str, new: R | None, old: R | None) -> None:
+    def _emit(self, change: Change, new: R | None, old: R | None) -> None:
         for handler in self.handlers:
             try:
-                handler(kind, new, old)
+                handler(change, new, old)
             except Exception:  # a handler's bug must not stop the informer
                 log.exception("informer handler failed for %s", self.resource.plural)
 
@@ -171,22 +180,22 @@ class Informer(Generic[R]):
     async def _consume(self, params: dict[str, str], read_timeout: float | None = None) -> None:
         async for event in self.client.watch(self.resource.path(self.namespace), params,
                                              read_timeout):
-            kind, obj = event.get("type"), event.get("object") or {}
-            if kind == "ERROR":
+            etype, obj = event.get("type"), event.get("object") or {}
+            if etype == "ERROR":
                 if obj.get("code") == 410:
                     raise APIError(410, obj)
                 raise APIError(int(obj.get("code") or 500), obj)
             rv = (obj.get("metadata") or {}).get("resourceVersion")
-            if kind == "BOOKMARK":
+            if etype == "BOOKMARK":
                 self.resource_version = rv or self.resource_version
                 continue
             rec = self.decode(obj)
             if rec is not None:
-                if kind == "DELETED":
+                if etype == "DELETED":
                     self._remove(self.key_of(rec))
                 else:
                     self._put(rec)
-            elif kind in ("ADDED", "MODIFIED"):
+            elif etype in ("ADDED", "MODIFIED"):
                 m = obj.get("metadata") or {}
                 self._remove(f"{m.get('namespace', '')}/{m.get('name', '')}")
             self.resource_version = rv or self.resource_version

@@ -8,14 +8,14 @@ from trainop.engine.addressing import ClusterAddressing
 from trainop.engine.config import EngineConfig
 from trainop.engine.failures import Verdict, classify
 from trainop.engine.framework import Addressing, Counts, Framework
-from trainop.engine.observed import Observed, OwnedObject, PodState, SSHKeyPair
+from trainop.engine.observed import Observed, OwnedObject, Phase, PodState, SSHKeyPair
 from trainop.engine.outcomes import create_refused, created_only, rejected
 from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.reconcile import reconcile
 
 __all__ = [
     "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Event", "Framework",
-    "ObjectRef", "Observed", "OwnedObject", "Plan", "PodState", "SSHKeyPair", "Verdict",
+    "ObjectRef", "Observed", "OwnedObject", "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict",
     "classify",
     "create_refused", "created_only", "reconcile", "rejected",
 ]

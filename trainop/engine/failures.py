@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trainop.api import Job, JobStatus, ReplicaSpec
-from trainop.engine.observed import PodState
+from trainop.engine.observed import Phase, PodState
 from trainop.engine.pods import pod_restart_policy
 
 
@@ -83,7 +83,8 @@ def container_restarts(job: Job, pods: list[PodState], rtype: str | None = None)
     for p in pods:
         if rtype is not None and p.replica_type != rtype:
             continue
-        if p.replica_type in job.spec.replica_specs and p.phase in ("Running", "Pending") and \
+        if p.replica_type in job.spec.replica_specs and \
+                p.phase in (Phase.RUNNING, Phase.PENDING) and \
                 pod_restart_policy(job, p.replica_type) in ("OnFailure", "Always"):
             total += p.restarts
     return total
@@ -107,7 +108,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
     specs: dict[str, ReplicaSpec] = job.spec.replica_specs
     failures = sorted(
         (Failure(p, classify(specs[p.replica_type].restart_policy or "Never", p))
-         for p in live if p.phase == "Failed" and in_spec(job, p)),
+         for p in live if p.phase == Phase.FAILED and in_spec(job, p)),
         key=lambda f: (f.pod.replica_type, f.pod.index))
 
     in_place = container_restarts(job, live)

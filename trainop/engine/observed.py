@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+
+class Phase(enum.StrEnum):
+    """A pod's phase, as the kubelet reports it (equal to the API's strings)."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+LIVE_PHASES = frozenset({Phase.PENDING, Phase.RUNNING, Phase.UNKNOWN})
+"""Phases of a pod that may still run (what cleanPodPolicy Running removes)."""
 
 
 @dataclass(frozen=True)
@@ -15,8 +30,8 @@ class PodState:
     replica_type: str
     """The replica type as spelled in the job (the label holds it in lower case)."""
     index: int
-    phase: str = "Pending"
-    """Pending, Running, Succeeded, Failed or Unknown."""
+    phase: str = Phase.PENDING
+    """A Phase (runtimes may pass the API's string: the two compare equal)."""
     terminating: bool = False
     """Deletion requested but the pod still exists: its slot is not free yet."""
     exit_code: int | None = None

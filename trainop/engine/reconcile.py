@@ -10,7 +10,7 @@ from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Counts, Framework
 from trainop.engine.labels import replica_labels, selector_string
-from trainop.engine.observed import Observed, OwnedObject, PodState
+from trainop.engine.observed import LIVE_PHASES, Observed, OwnedObject, Phase, PodState
 from trainop.engine.plan import Event, ObjectRef, Plan
 
 
@@ -113,12 +113,12 @@ class _Run:
         if deadline or policy == "All":
             doomed = live
         elif policy == "Running":
-            doomed = [p for p in live if p.phase in ("Running", "Pending", "Unknown")]
+            doomed = [p for p in live if p.phase in LIVE_PHASES]
         else:
             doomed = []
         stop = set(self.fw.stop_on_finish)
         doomed += [p for p in live if p.replica_type in stop and p not in doomed
-                   and p.phase in ("Running", "Pending", "Unknown")]
+                   and p.phase in LIVE_PHASES]
         self.delete_pods(doomed, "job finished" if not deadline else "deadline exceeded")
         if deadline or policy == "All":
             self.delete_kind("Service")
@@ -195,10 +195,11 @@ class _Run:
                     and p.index < (rspec.replicas or 0)]
             out[rtype] = Counts(
                 replicas=rspec.replicas or 0,
-                active=sum(1 for p in mine if p.phase == "Running" and not p.terminating),
-                succeeded=sum(1 for p in mine if p.phase == "Succeeded"),
-                failed=sum(1 for p in mine if p.phase == "Failed"),
-                succeeded_indexes=frozenset(p.index for p in mine if p.phase == "Succeeded"),
+                active=sum(1 for p in mine if p.phase == Phase.RUNNING and not p.terminating),
+                succeeded=sum(1 for p in mine if p.phase == Phase.SUCCEEDED),
+                failed=sum(1 for p in mine if p.phase == Phase.FAILED),
+                succeeded_indexes=frozenset(p.index for p in mine
+                                            if p.phase == Phase.SUCCEEDED),
             )
         return out
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from trainop.api import KINDS, Job
 from trainop.api.types import MPIJobSpec
-from trainop.engine import Addressing, Counts, Framework, Observed
+from trainop.engine import Addressing, Counts, Framework, Observed, Phase
 from trainop.engine.labels import job_labels, object_meta, replica_name
 from trainop.frameworks.common import all_succeeded, replicas
 
@@ -138,7 +138,7 @@ class MPI(Framework):
         if rtype != "Launcher" or _spec(job).launcher_creation_policy != "WaitForWorkersReady":
             return True
         ready = {p.index for p in observed.pods
-                 if p.replica_type == "Worker" and p.phase == "Running" and p.ready}
+                 if p.replica_type == "Worker" and p.phase == Phase.RUNNING and p.ready}
         return all(i in ready for i in range(replicas(job, "Worker")))
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
