@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.api.kinds import KindInfo
+from trainop.api.templates import containers
 from trainop.api.types import (
     ElasticPolicy,
     Job,
@@ -74,9 +75,8 @@ def _normalised_replica_types(
 
 
 def _add_default_port(info: KindInfo, template: dict[str, Any]) -> None:
-    containers = (template.get("spec") or {}).get("containers") or []
-    for container in containers:
-        if not isinstance(container, dict) or container.get("name") != info.default_container:
+    for container in containers(template):
+        if container.get("name") != info.default_container:
             continue
         ports = container.get("ports")
         if not isinstance(ports, list):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainop.api import Job
+from trainop.api.templates import container
 from trainop.engine.labels import replica_name
 
 
@@ -19,11 +20,8 @@ class ClusterAddressing:
     def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
         wanted = name or job.info.default_port_name
         rspec = job.spec.replica_specs.get(rtype)
-        template = (rspec.template if rspec else None) or {}
-        for container in (template.get("spec") or {}).get("containers") or []:
-            if container.get("name") != job.main_container:
-                continue
-            for port in container.get("ports") or []:
-                if isinstance(port, dict) and port.get("name") == wanted:
-                    return int(port.get("containerPort", job.info.default_port))
+        main = container(rspec.template if rspec else None, job.main_container)
+        for port in (main or {}).get("ports") or []:
+            if isinstance(port, dict) and port.get("name") == wanted:
+                return int(port.get("containerPort", job.info.default_port))
         return job.info.default_port

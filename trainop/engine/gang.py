@@ -6,6 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.templates import containers
 from trainop.engine import quantity
 from trainop.engine.config import EngineConfig
 from trainop.engine.labels import job_labels, object_meta
@@ -39,8 +40,8 @@ def min_resources(job: Job) -> dict[str, str]:
     total: dict[str, Fraction] = {}
     for rspec in job.spec.replica_specs.values():
         per_pod: dict[str, Fraction] = {}
-        for c in ((rspec.template or {}).get("spec") or {}).get("containers") or []:
-            res = (c or {}).get("resources") or {}
+        for c in containers(rspec.template):
+            res = c.get("resources") or {}
             amounts = res.get("requests") or res.get("limits") or {}
             for name, value in amounts.items():
                 try:

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.templates import container, containers
 from trainop.engine import gang
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework
@@ -35,9 +36,9 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework, addr: Ad
 
     env = framework.env(job, rtype, index, addr)
     only = framework.env_containers(job)
-    for container in spec.get("containers") or []:
-        if only is None or container.get("name") == only:
-            _add_env(container, env)
+    for c in containers(template):
+        if only is None or c.get("name") == only:
+            _add_env(c, env)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     framework.decorate_pod(job, rtype, index, pod, addr)
     if config.gang_scheduler:
@@ -45,28 +46,25 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework, addr: Ad
     return pod
 
 
-def _add_env(container: dict[str, Any], env: dict[str, str]) -> None:
+def _add_env(target: dict[str, Any], env: dict[str, str]) -> None:
     """Append the framework's variables; a variable the user set keeps the user's value."""
-    current = container.get("env")
+    current = target.get("env")
     if not isinstance(current, list):
         current = []
     taken = {e.get("name") for e in current if isinstance(e, dict)}
     current.extend({"name": k, "value": v} for k, v in env.items() if k not in taken)
     if current:
-        container["env"] = current
+        target["env"] = current
 
 
 def service_ports(job: Job, rtype: str) -> list[dict[str, Any]]:
     """The main container's named ports, as service ports."""
-    template = job.spec.replica_specs[rtype].template or {}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        if container.get("name") == job.main_container:
-            return [
-                {"name": p["name"], "port": p["containerPort"], "targetPort": p["containerPort"]}
-                for p in container.get("ports") or []
-                if isinstance(p, dict) and p.get("name") and p.get("containerPort")
-            ]
-    return []
+    main = container(job.spec.replica_specs[rtype].template, job.main_container) or {}
+    return [
+        {"name": p["name"], "port": p["containerPort"], "targetPort": p["containerPort"]}
+        for p in main.get("ports") or []
+        if isinstance(p, dict) and p.get("name") and p.get("containerPort")
+    ]
 
 
 def desired_service(job: Job, rtype: str, index: int) -> dict[str, Any] | None:

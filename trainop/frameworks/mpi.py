@@ -11,6 +11,7 @@ import base64
 from typing import Any
 
 from trainop.api import KINDS, Job
+from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, Counts, Framework, Observed, Phase
 from trainop.engine.labels import job_labels, object_meta, replica_name
@@ -108,8 +109,8 @@ class MPI(Framework):
                            "mode": 0o555}],
             }})
             mounts.append({"name": "mpi-job-config", "mountPath": CONFIG_MOUNT})
-        for container in spec.get("containers") or []:
-            container.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
+        for c in containers(pod):
+            c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
 
     def extra_objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.templates import container
 from trainop.api.types import PyTorchJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, any_succeeded, replicas
@@ -26,9 +27,8 @@ def nproc_per_node(job: Job) -> int:
 
 def _gpus_per_pod(job: Job) -> int:
     for rspec in job.spec.replica_specs.values():
-        for c in ((rspec.template or {}).get("spec") or {}).get("containers") or []:
-            if c.get("name") != job.main_container:
-                continue
+        c = container(rspec.template, job.main_container)
+        if c is not None:
             limits = (c.get("resources") or {}).get("limits") or {}
             for name, value in limits.items():
                 if name.endswith("/gpu") and str(value).isdigit():

@@ -15,6 +15,7 @@ import yaml
 from rich.console import Console
 
 from trainop.api import InvalidJob, Job, load_job
+from trainop.api.templates import containers, main_container
 from trainop.engine import EngineConfig, Observed, reconcile
 from trainop.engine.labels import REPLICA_TYPE, replica_type_of
 from trainop.frameworks import framework_for
@@ -118,7 +119,7 @@ async def _run_until_signal(run: LocalRun) -> RunResult:
 def _images(job: Job) -> set[str]:
     out = set()
     for rspec in job.spec.replica_specs.values():
-        for c in ((rspec.template or {}).get("spec") or {}).get("containers") or []:
+        for c in containers(rspec.template):
             if c.get("image"):
                 out.add(str(c["image"]))
     return out
@@ -144,8 +145,7 @@ def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Consol
             except NotRunnable as err:
                 return _err(str(err))
             entry["command"] = cmd.argv[:2] + (["..."] if len(cmd.argv) > 2 else [])
-            main = next((c for c in obj["spec"]["containers"]
-                         if c.get("name") == job.main_container), obj["spec"]["containers"][0])
+            main = main_container(obj, job.main_container) or {}
             entry["env"] = {e["name"]: e["value"] for e in main.get("env") or [] if "value" in e}
             # the replica's PATH as it will run: this Python environment's bin folder first
             entry["env"]["PATH"] = cmd.env["PATH"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainop.api.templates import main_container
 from trainop.engine import PodState
 
 PYTHONS = ("python", "python3")
@@ -41,8 +42,7 @@ def command_of(pod: dict[str, Any], main: str, run_dir: Path, extra_env: dict[st
     workers, console scripts) run in the environment trainop runs in, activated or not;
     paths under a mounted volume (e.g. /etc/mpi) point into the run folder.
     """
-    containers = pod["spec"].get("containers") or []
-    container = next((c for c in containers if c.get("name") == main), containers[0])
+    container = main_container(pod, main) or {}
     argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
     name = pod["metadata"]["name"]
     if not argv:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.templates import containers
 from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
@@ -116,7 +117,7 @@ class LocalRun:
         volumes = {v["name"]: v["configMap"]["name"] for v in pod["spec"].get("volumes") or []
                    if isinstance(v.get("configMap"), dict) and v["configMap"].get("name")}
         mounts = {}
-        for container in pod["spec"].get("containers") or []:
+        for container in containers(pod):
             for m in container.get("volumeMounts") or []:
                 if m["name"] in volumes:
                     mounts[m["mountPath"]] = self.options.run_dir / "volumes" / volumes[m["name"]]
