@@ -11,7 +11,14 @@ import click
 import yaml
 
 from trainop import __version__
-from trainop.api import KINDS, InvalidJob, ManifestError, load_job, read_documents
+from trainop.api import (
+    KINDS,
+    InvalidJob,
+    ManifestError,
+    load_job,
+    read_documents,
+    validate_update,
+)
 from trainop.api.crd import all_crds
 from trainop.api.manifest import parse_documents
 
@@ -50,18 +57,24 @@ def crds(output_dir: Path | None) -> None:
 @main.command("validate")
 @click.argument("file", default="-")
 @click.option("--show-defaults", is_flag=True, help="Print each job as defaulted.")
-def validate_cmd(file: str, show_defaults: bool) -> None:
+@click.option("--old", "old_file", metavar="STORED",
+              help="Judge FILE as an update of the job in STORED (e.g. `kubectl get -o "
+                   "yaml`), as the admission webhook does: immutable fields included.")
+def validate_cmd(file: str, show_defaults: bool, old_file: str | None) -> None:
     """Check the jobs in FILE ('-' for stdin) as the manager would; exit 1 when invalid."""
     try:
         docs = read_documents(file)
+        old = read_documents(old_file) if old_file else None
     except ManifestError as err:
         _fail(str(err))
+    if old is not None and (len(old) != 1 or len(docs) != 1):
+        _fail("--old: FILE and STORED must hold one job each")
     failed = False
     for doc in docs:
         meta = doc.get("metadata")
         name = meta.get("name", "?") if isinstance(meta, dict) else "?"
         try:
-            job = load_job(doc)
+            job = validate_update(old[0], doc) if old else load_job(doc)
         except InvalidJob as err:
             failed = True
             for problem in err.problems:

@@ -97,3 +97,18 @@ def test_a_date_in_annotations_stays_the_text_it_was() -> None:
     out = trainop("validate", "--show-defaults", "-", stdin=text)
     assert out.returncode == 0, out.stderr
     assert yaml.safe_load(out.stdout)["metadata"]["annotations"] == {"released": "2020-01-01"}
+
+
+def test_validate_an_update_as_the_webhook_would(tmp_path: Path) -> None:
+    stored = manifest("JAXJob", {"Worker": 1})
+    (tmp_path / "stored.yaml").write_text(yaml.safe_dump(stored))
+    changed = manifest("JAXJob", {"Worker": 2},
+                       spec={"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}})
+    out = trainop("validate", "--old", str(tmp_path / "stored.yaml"), "-",
+                  stdin=yaml.safe_dump(changed))
+    assert out.returncode == 1
+    assert "JAXJob/job: spec.runPolicy.managedBy: is immutable" in out.stderr
+    scaled = manifest("JAXJob", {"Worker": 2})
+    out = trainop("validate", "--old", str(tmp_path / "stored.yaml"), "-",
+                  stdin=yaml.safe_dump(scaled))
+    assert out.returncode == 0 and out.stdout.strip() == "JAXJob/job: valid", out.stderr

@@ -13,11 +13,18 @@ from trainop.api.types import (
     ReplicaStatus,
     RunPolicy,
 )
-from trainop.api.validation import InvalidJob, Problem, load_job, parse_job, validate
+from trainop.api.validation import (
+    InvalidJob,
+    Problem,
+    load_job,
+    parse_job,
+    validate,
+    validate_update,
+)
 
 __all__ = [
     "API_VERSION", "GROUP", "JOB_MODELS", "KINDS", "OUR_MANAGER", "VERSION",
     "FailureInfo", "InvalidJob", "Job", "JobCondition", "JobStatus", "KindInfo",
     "ManifestError", "Problem", "ReplicaSpec", "ReplicaStatus", "RunPolicy",
-    "default_job", "load_job", "parse_job", "read_documents", "validate",
+    "default_job", "load_job", "parse_job", "read_documents", "validate", "validate_update",
 ]

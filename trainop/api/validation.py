@@ -373,3 +373,33 @@ def _remove(doc: Any, loc: tuple[int | str, ...]) -> None:
         del node[last]
     elif isinstance(node, list) and isinstance(last, int) and last < len(node):
         node[last] = {}
+
+
+def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
+    """`new` parsed, defaulted and valid as a replacement of the stored `old`, or
+    InvalidJob. A spec left as it was is always allowed (labels, finalizers, status): a job
+    stored before today's rules must stay updatable, or it can never finish being deleted.
+    A changed spec meets today's rules, and keeps `runPolicy.managedBy` and, unless the job
+    is suspended, `schedulingPolicy.queue`."""
+    if old.get("spec") == new.get("spec"):
+        try:
+            return load_job(new)
+        except InvalidJob:
+            return parse_job(new)
+    job = load_job(new)
+    try:
+        before = parse_job(old)
+    except InvalidJob:
+        return job  # nothing to compare with
+    problems = []
+    if before.spec.run_policy.managed_by != job.spec.run_policy.managed_by:
+        problems.append(Problem("spec.runPolicy.managedBy", "is immutable"))
+    old_sp, new_sp = before.spec.run_policy.scheduling_policy, \
+        job.spec.run_policy.scheduling_policy
+    if (old_sp.queue if old_sp else None) != (new_sp.queue if new_sp else None) and \
+            not before.spec.run_policy.suspend:
+        problems.append(Problem("spec.runPolicy.schedulingPolicy.queue",
+                                "is immutable while the job is not suspended"))
+    if problems:
+        raise InvalidJob(problems)
+    return job

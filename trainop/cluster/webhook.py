@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from trainop.api import KINDS, InvalidJob, default_job, load_job, parse_job
+from trainop.api import KINDS, InvalidJob, default_job, load_job, parse_job, validate_update
 from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
@@ -56,39 +56,19 @@ def _response(review: dict[str, Any], allowed: bool, message: str = "",
 
 
 def validate_review(review: dict[str, Any]) -> dict[str, Any]:
+    """The same decision as `trainop validate` (api.validation): a create meets today's
+    rules, an update those of validate_update."""
     request = review.get("request") or {}
     obj = request.get("object") or {}
     old = request.get("oldObject")
-    if request.get("operation") == "UPDATE" and isinstance(old, dict) and \
-            old.get("spec") == obj.get("spec"):
-        # Labels, annotations, finalizers, status: a job stored before today's rules (or
-        # before the webhook) must stay updatable, or it can never finish being deleted.
-        return _response(review, True)
     try:
-        job = load_job(obj)
+        if request.get("operation") == "UPDATE" and isinstance(old, dict):
+            validate_update(old, obj)
+        else:
+            load_job(obj)
     except InvalidJob as err:
         return _response(review, False, "; ".join(str(p) for p in err.problems))
-    if request.get("operation") == "UPDATE" and old:
-        try:
-            before = parse_job(old)
-        except InvalidJob:
-            return _response(review, True)
-        problems = []
-        if before.spec.run_policy.managed_by != job.spec.run_policy.managed_by:
-            problems.append("spec.runPolicy.managedBy: is immutable")
-        old_sp, new_sp = before.spec.run_policy.scheduling_policy, \
-            job.spec.run_policy.scheduling_policy
-        if (old_sp.queue if old_sp else None) != (new_sp.queue if new_sp else None) and \
-                not _suspended(before):
-            problems.append("spec.runPolicy.schedulingPolicy.queue: is immutable while the "
-                            "job is not suspended")
-        if problems:
-            return _response(review, False, "; ".join(problems))
     return _response(review, True)
-
-
-def _suspended(job: Any) -> bool:
-    return bool(job.spec.run_policy.suspend)
 
 
 def default_review(review: dict[str, Any]) -> dict[str, Any]:
