@@ -345,15 +345,17 @@ def test_a_replica_type_label_maps_back_to_the_spec_key(kind: str, label: str,
 
 
 def test_no_runtime_or_engine_module_names_a_job_kind() -> None:
-    # A kind's behaviour lives in its framework plugin and its facts (api/kinds.py): the
-    # engine, both runtimes and defaulting never branch on a kind's name.
+    # A kind's behaviour lives in its framework plugin, its facts (api/kinds.py) and its
+    # spec type's rules (api/types.py): the engine, both runtimes, defaulting and
+    # validation never branch on a kind's name.
     from pathlib import Path
 
     from trainop.api import KINDS
 
     root = Path(__file__).resolve().parents[2] / "trainop"
     files = [*(root / "engine").glob("*.py"), *(root / "cluster").glob("*.py"),
-             *(root / "local").glob("*.py"), root / "api" / "defaults.py"]
+             *(root / "local").glob("*.py"), root / "api" / "defaults.py",
+             root / "api" / "validation.py"]
     named = [(f.name, kind) for f in files for kind in KINDS
              if f'"{kind}"' in f.read_text()]
     assert named == []

@@ -3,6 +3,7 @@
 from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import API_VERSION, GROUP, KINDS, VERSION, KindInfo
 from trainop.api.manifest import ManifestError, read_documents
+from trainop.api.problems import Problem
 from trainop.api.types import (
     JOB_MODELS,
     FailureInfo,
@@ -15,7 +16,6 @@ from trainop.api.types import (
 )
 from trainop.api.validation import (
     InvalidJob,
-    Problem,
     load_job,
     parse_job,
     validate,

@@ -33,6 +33,9 @@ class KindInfo:
     """Whether defaulting appends the named port to the default container."""
     unset_replicas_zero: tuple[str, ...] = ()
     """Replica types whose `replicas` default to 0 instead of 1 (MPI's workers)."""
+    free_container_names: bool = False
+    """Containers may have any names (MPI: upstream's examples name them freely); for other
+    kinds the operator finds its container by the default name."""
     pods_under_one_service: bool = False
     """Pods are named through one headless service of the job's name (hostname and
     subdomain: `{pod}.{job}.{ns}.svc`) instead of a service each."""
@@ -64,7 +67,8 @@ KINDS: dict[str, KindInfo] = {
                  scale_replica_type="Worker"),
         KindInfo("MPIJob", "mpijobs", "mpiReplicaSpecs", ("Launcher", "Worker"),
                  "mpi", "mpi-port", 9999, "Never", "mpi", default_ports=False,
-                 unset_replicas_zero=("Worker",), pods_under_one_service=True),
+                 unset_replicas_zero=("Worker",), pods_under_one_service=True,
+                 free_container_names=True),
         KindInfo("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("Master", "Worker"),
                  "xgboost", "xgboostjob-port", 9999, "Never", "xgboost"),
         KindInfo("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("Master", "Worker"),

@@ -8,6 +8,14 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from trainop.api.kinds import API_VERSION, KINDS, KindInfo
 from trainop.api.model import Model, Quantity, RawObject
+from trainop.api.problems import (
+    NPROC,
+    Problem,
+    at_most_one,
+    count,
+    elastic_problems,
+    exactly_one,
+)
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["All", "Running", "None"]
@@ -109,6 +117,15 @@ class JobSpec(Model):
         """The kind's elastic policy, where it has one."""
         return None
 
+    def ender_problems(self, field: str) -> list[Problem]:
+        """What the kind's success rule needs to exist (a replica whose end decides the
+        job's): a job without it could never end."""
+        return []
+
+    def kind_problems(self, field: str) -> list[Problem]:
+        """The kind's own rules (`field` is the replica specs' path)."""
+        return []
+
     @model_serializer(mode="wrap")
     def _leave_out_unwritten_run_policy(
         self, handler: SerializerFunctionWrapHandler
@@ -125,6 +142,18 @@ class TFJobSpec(JobSpec):
     success_policy: Literal["", "AllWorkers"] | None = None
     enable_dynamic_worker: bool | None = None
 
+    def ender_problems(self, field: str) -> list[Problem]:
+        if any(count(self.replica_specs, rt) for rt in ("Chief", "Master", "Worker")):
+            return []
+        return [Problem(field, "needs a Chief, a Master or at least one Worker")]
+
+    def kind_problems(self, field: str) -> list[Problem]:
+        specs = self.replica_specs
+        problems = [*at_most_one(field, specs, "Chief"), *at_most_one(field, specs, "Master")]
+        if "Chief" in specs and "Master" in specs:
+            problems.append(Problem(field, "must not have both Chief and Master"))
+        return problems
+
 
 class PyTorchJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(
@@ -135,6 +164,20 @@ class PyTorchJobSpec(JobSpec):
 
     def elastic(self) -> ElasticPolicy | None:
         return self.elastic_policy
+
+    def kind_problems(self, field: str) -> list[Problem]:
+        problems = exactly_one(field, self.replica_specs, "Master") \
+            if "Master" in self.replica_specs else []
+        if self.nproc_per_node is not None and not NPROC.match(self.nproc_per_node):
+            problems.append(Problem(
+                "spec.nprocPerNode",
+                f"must be auto, cpu, gpu or a positive integer, got {self.nproc_per_node!r}",
+            ))
+        if self.elastic_policy is not None:
+            problems.extend(elastic_problems("spec.elasticPolicy",
+                                             self.elastic_policy.min_replicas,
+                                             self.elastic_policy.max_replicas))
+        return problems
 
 
 class MPIJobSpec(JobSpec):
@@ -151,9 +194,19 @@ class MPIJobSpec(JobSpec):
         None, description="trainop: create the launcher at once or when all workers are ready."
     )
 
+    def kind_problems(self, field: str) -> list[Problem]:
+        problems = exactly_one(field, self.replica_specs, "Launcher")
+        if self.slots_per_worker is not None and self.slots_per_worker < 1:
+            problems.append(Problem(
+                "spec.slotsPerWorker", f"must be 1 or more, got {self.slots_per_worker}"))
+        return problems
+
 
 class XGBoostJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="xgbReplicaSpecs")
+
+    def kind_problems(self, field: str) -> list[Problem]:
+        return exactly_one(field, self.replica_specs, "Master")
 
 
 class PaddleJobSpec(JobSpec):
@@ -165,6 +218,14 @@ class PaddleJobSpec(JobSpec):
     def elastic(self) -> PaddleElasticPolicy | None:
         return self.elastic_policy
 
+    def kind_problems(self, field: str) -> list[Problem]:
+        problems = at_most_one(field, self.replica_specs, "Master")
+        if self.elastic_policy is not None:
+            problems.extend(elastic_problems("spec.elasticPolicy",
+                                             self.elastic_policy.min_replicas,
+                                             self.elastic_policy.max_replicas))
+        return problems
+
 
 class JAXJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="jaxReplicaSpecs")
@@ -173,6 +234,17 @@ class JAXJobSpec(JobSpec):
 class MXJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="mxReplicaSpecs")
     job_mode: Literal["MXTrain", "MXTune"] | None = None
+
+    def ender_problems(self, field: str) -> list[Problem]:
+        specs = self.replica_specs
+        alone = count(specs, "Worker") == 1 and sum(r.replicas or 0 for r in specs.values()) == 1
+        if count(specs, "Scheduler") or count(specs, "Tuner") or alone:
+            return []
+        return [Problem(field, "needs a Scheduler (MXTrain), a Tuner (MXTune), or a single "
+                               "Worker alone")]
+
+    def kind_problems(self, field: str) -> list[Problem]:
+        return at_most_one(field, self.replica_specs, "Scheduler")
 
 
 class JobCondition(Model):

@@ -5,37 +5,18 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from trainop.api.defaults import default_job
 from trainop.api.kinds import API_VERSION, KINDS
-from trainop.api.types import (
-    JOB_MODELS,
-    Job,
-    MPIJobSpec,
-    PaddleJobSpec,
-    PyTorchJobSpec,
-    ReplicaSpec,
-)
+from trainop.api.problems import Problem
+from trainop.api.types import JOB_MODELS, Job, ReplicaSpec
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_REPLICAS = 10_000
 """Most pods one job may ask for: a typo of 1e6 must not make a million pods."""
-_NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a job: where (a field path) and what, in plain words."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
 
 
 MAX_PROBLEMS = 20
@@ -182,9 +163,8 @@ def _replica_problems(job: Job, rtype: str, rspec: ReplicaSpec, path: str) -> li
         if not c.get("image"):
             problems.append(Problem(f"{cpath}.image", "is required"))
     main = job.main_container
-    # MPI launchers and workers may name their containers freely (upstream examples do);
-    # for the other kinds the operator finds its container by the default name.
-    if not isinstance(job.spec, MPIJobSpec) and main not in names:
+    # for most kinds the operator finds its container by the default name
+    if not job.info.free_container_names and main not in names:
         problems.append(Problem(
             f"{path}.template.spec.containers",
             f"must have a container named {main!r} (the {job.info.kind} default container)",
@@ -192,102 +172,18 @@ def _replica_problems(job: Job, rtype: str, rspec: ReplicaSpec, path: str) -> li
     return problems
 
 
-def _exactly_one(field: str, specs: dict[str, ReplicaSpec], rtype: str) -> list[Problem]:
-    rspec = specs.get(rtype)
-    if rspec is None:
-        return [Problem(f"{field}.{rtype}", "is required")]
-    if rspec.replicas != 1:
-        return [Problem(f"{field}.{rtype}.replicas", f"must be 1, got {rspec.replicas}")]
-    return []
-
-
 def _kind_problems(job: Job, field: str) -> list[Problem]:
     specs = job.spec.replica_specs
-    kind = job.kind
-    problems = []
-
-    def count(rtype: str) -> int:
-        r = specs.get(rtype)
-        return (r.replicas or 0) if r is not None else 0
-
     total = sum(r.replicas or 0 for r in specs.values())
     if specs and total == 0:
-        problems.append(Problem(field, "must ask for at least one replica (all are 0)"))
+        problems = [Problem(field, "must ask for at least one replica (all are 0)")]
     elif total > MAX_REPLICAS:
-        problems.append(Problem(field, f"must ask for at most {MAX_REPLICAS} replicas in all, "
-                                       f"got {total}"))
-    # Every job needs a replica whose end decides the job's end (the kind's success rule).
-    elif kind == "TFJob" and not (count("Chief") or count("Master") or count("Worker")):
-        problems.append(Problem(field, "needs a Chief, a Master or at least one Worker"))
-    elif kind == "MXJob" and not (count("Scheduler") or count("Tuner") or (
-            count("Worker") == 1 and sum(r.replicas or 0 for r in specs.values()) == 1)):
-        problems.append(Problem(
-            field, "needs a Scheduler (MXTrain), a Tuner (MXTune), or a single Worker alone"))
-    if kind == "TFJob":
-        for rtype in ("Chief", "Master"):
-            r = specs.get(rtype)
-            if r is not None and (r.replicas or 0) > 1:
-                problems.append(Problem(
-                    f"{field}.{rtype}.replicas", f"must be at most 1, got {r.replicas}"
-                ))
-        if "Chief" in specs and "Master" in specs:
-            problems.append(Problem(field, "must not have both Chief and Master"))
-    elif kind == "PyTorchJob":
-        if "Master" in specs:
-            problems.extend(_exactly_one(field, specs, "Master"))
-        spec = job.spec
-        assert isinstance(spec, PyTorchJobSpec)
-        if spec.nproc_per_node is not None and not _NPROC.match(spec.nproc_per_node):
-            problems.append(Problem(
-                "spec.nprocPerNode",
-                f"must be auto, cpu, gpu or a positive integer, got {spec.nproc_per_node!r}",
-            ))
-        if spec.elastic_policy is not None:
-            problems.extend(_elastic_problems(
-                "spec.elasticPolicy", spec.elastic_policy.min_replicas,
-                spec.elastic_policy.max_replicas,
-            ))
-    elif kind == "XGBoostJob":
-        problems.extend(_exactly_one(field, specs, "Master"))
-    elif kind == "MPIJob":
-        problems.extend(_exactly_one(field, specs, "Launcher"))
-        spec = job.spec
-        assert isinstance(spec, MPIJobSpec)
-        if spec.slots_per_worker is not None and spec.slots_per_worker < 1:
-            problems.append(Problem(
-                "spec.slotsPerWorker", f"must be 1 or more, got {spec.slots_per_worker}"
-            ))
-    elif kind == "PaddleJob":
-        master = specs.get("Master")
-        if master is not None and (master.replicas or 0) > 1:
-            problems.append(Problem(
-                f"{field}.Master.replicas", f"must be at most 1, got {master.replicas}"
-            ))
-        spec = job.spec
-        assert isinstance(spec, PaddleJobSpec)
-        if spec.elastic_policy is not None:
-            problems.extend(_elastic_problems(
-                "spec.elasticPolicy", spec.elastic_policy.min_replicas,
-                spec.elastic_policy.max_replicas,
-            ))
-    elif kind == "MXJob":
-        sched = specs.get("Scheduler")
-        if sched is not None and (sched.replicas or 0) > 1:
-            problems.append(Problem(
-                f"{field}.Scheduler.replicas", f"must be at most 1, got {sched.replicas}"
-            ))
-    return problems
-
-
-def _elastic_problems(path: str, lo: int | None, hi: int | None) -> list[Problem]:
-    problems = []
-    if lo is not None and lo < 1:
-        problems.append(Problem(f"{path}.minReplicas", f"must be 1 or more, got {lo}"))
-    if lo is not None and hi is not None and hi < lo:
-        problems.append(Problem(
-            f"{path}.maxReplicas", f"must not be less than minReplicas ({lo}), got {hi}"
-        ))
-    return problems
+        problems = [Problem(field, f"must ask for at most {MAX_REPLICAS} replicas in all, "
+                                   f"got {total}")]
+    else:
+        # Every job needs a replica whose end decides the job's end (the kind's rule).
+        problems = job.spec.ender_problems(field)
+    return problems + job.spec.kind_problems(field)
 
 
 def _run_policy_problems(job: Job) -> list[Problem]:

@@ -1,0 +1,58 @@
+"""A problem of a job (a field path and what is wrong) and the checks kinds share."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a job: where (a field path) and what, in plain words."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class _Replicas(Protocol):
+    replicas: int | None
+
+
+def count(specs: Mapping[str, _Replicas], rtype: str) -> int:
+    """Replicas asked for of `rtype` (0 when the type is absent)."""
+    r = specs.get(rtype)
+    return (r.replicas or 0) if r is not None else 0
+
+
+def exactly_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[Problem]:
+    rspec = specs.get(rtype)
+    if rspec is None:
+        return [Problem(f"{field}.{rtype}", "is required")]
+    if rspec.replicas != 1:
+        return [Problem(f"{field}.{rtype}.replicas", f"must be 1, got {rspec.replicas}")]
+    return []
+
+
+def at_most_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[Problem]:
+    r = specs.get(rtype)
+    if r is not None and (r.replicas or 0) > 1:
+        return [Problem(f"{field}.{rtype}.replicas", f"must be at most 1, got {r.replicas}")]
+    return []
+
+
+def elastic_problems(path: str, lo: int | None, hi: int | None) -> list[Problem]:
+    problems = []
+    if lo is not None and lo < 1:
+        problems.append(Problem(f"{path}.minReplicas", f"must be 1 or more, got {lo}"))
+    if lo is not None and hi is not None and hi < lo:
+        problems.append(Problem(
+            f"{path}.maxReplicas", f"must not be less than minReplicas ({lo}), got {hi}"
+        ))
+    return problems
