@@ -6,15 +6,7 @@ from typing import Any
 
 from trainop.api.kinds import KindInfo
 from trainop.api.templates import containers
-from trainop.api.types import (
-    ElasticPolicy,
-    Job,
-    MPIJobSpec,
-    MXJobSpec,
-    PyTorchJobSpec,
-    ReplicaSpec,
-    RunPolicy,
-)
+from trainop.api.types import Job, ReplicaSpec, RunPolicy
 
 OUR_MANAGER = "kubeflow.org/training-operator"
 """The runPolicy.managedBy value of jobs trainop (as the training operator) runs."""
@@ -27,15 +19,6 @@ def default_job(job: Job) -> Job:
     spec = job.spec
     spec.replica_specs = _normalised_replica_types(info, spec.replica_specs)
 
-    rp = spec.run_policy or RunPolicy()
-    spec.run_policy = rp
-    if isinstance(spec, MPIJobSpec) and rp.clean_pod_policy is None and spec.clean_pod_policy:
-        rp.clean_pod_policy = spec.clean_pod_policy  # the deprecated spec-level field
-    if rp.clean_pod_policy is None:
-        rp.clean_pod_policy = "None"
-    if rp.suspend is None:
-        rp.suspend = False
-
     for rtype, rspec in spec.replica_specs.items():
         if rspec.replicas is None:
             rspec.replicas = 0 if rtype in info.unset_replicas_zero else 1
@@ -44,20 +27,13 @@ def default_job(job: Job) -> Job:
         if info.default_ports and rspec.template is not None:
             _add_default_port(info, rspec.template)
 
-    if isinstance(spec, PyTorchJobSpec):
-        if spec.nproc_per_node is None:
-            spec.nproc_per_node = "auto"
-        if spec.elastic_policy is not None:
-            _default_elastic(spec.elastic_policy, spec.replica_specs.get("Worker"))
-    if isinstance(spec, MPIJobSpec):
-        if spec.slots_per_worker is None:
-            spec.slots_per_worker = 1
-        if spec.mpi_implementation is None:
-            spec.mpi_implementation = "OpenMPI"
-        if spec.launcher_creation_policy is None:
-            spec.launcher_creation_policy = "AtStartup"
-    if isinstance(spec, MXJobSpec) and spec.job_mode is None:
-        spec.job_mode = "MXTrain"
+    rp = spec.run_policy or RunPolicy()
+    spec.run_policy = rp
+    spec.default_kind_fields()  # the kind's own fields (they may read the replicas)
+    if rp.clean_pod_policy is None:
+        rp.clean_pod_policy = "None"
+    if rp.suspend is None:
+        rp.suspend = False
     return job
 
 
@@ -84,13 +60,3 @@ def _add_default_port(info: KindInfo, template: dict[str, Any]) -> None:
         if not any(isinstance(p, dict) and p.get("name") == info.default_port_name for p in ports):
             ports.append({"name": info.default_port_name, "containerPort": info.default_port})
         container["ports"] = ports
-
-
-def _default_elastic(policy: ElasticPolicy, worker: ReplicaSpec | None) -> None:
-    if policy.min_replicas is None and policy.max_replicas is None:
-        count = worker.replicas if worker and worker.replicas is not None else 1
-        policy.min_replicas = policy.max_replicas = count
-    elif policy.min_replicas is None:
-        policy.min_replicas = policy.max_replicas
-    elif policy.max_replicas is None:
-        policy.max_replicas = policy.min_replicas

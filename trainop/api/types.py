@@ -126,6 +126,9 @@ class JobSpec(Model):
         """The kind's own rules (`field` is the replica specs' path)."""
         return []
 
+    def default_kind_fields(self) -> None:
+        """Default the kind's own fields, in place (after the common ones)."""
+
     @model_serializer(mode="wrap")
     def _leave_out_unwritten_run_policy(
         self, handler: SerializerFunctionWrapHandler
@@ -165,6 +168,21 @@ class PyTorchJobSpec(JobSpec):
     def elastic(self) -> ElasticPolicy | None:
         return self.elastic_policy
 
+    def default_kind_fields(self) -> None:
+        if self.nproc_per_node is None:
+            self.nproc_per_node = "auto"
+        policy = self.elastic_policy
+        if policy is not None:
+            # a missing bound copies the other; both missing take the Worker count
+            if policy.min_replicas is None and policy.max_replicas is None:
+                worker = self.replica_specs.get("Worker")
+                n = worker.replicas if worker and worker.replicas is not None else 1
+                policy.min_replicas = policy.max_replicas = n
+            elif policy.min_replicas is None:
+                policy.min_replicas = policy.max_replicas
+            elif policy.max_replicas is None:
+                policy.max_replicas = policy.min_replicas
+
     def kind_problems(self, field: str) -> list[Problem]:
         problems = exactly_one(field, self.replica_specs, "Master") \
             if "Master" in self.replica_specs else []
@@ -193,6 +211,17 @@ class MPIJobSpec(JobSpec):
     launcher_creation_policy: Literal["AtStartup", "WaitForWorkersReady"] | None = Field(
         None, description="trainop: create the launcher at once or when all workers are ready."
     )
+
+    def default_kind_fields(self) -> None:
+        rp = self.run_policy
+        if rp.clean_pod_policy is None and self.clean_pod_policy:
+            rp.clean_pod_policy = self.clean_pod_policy  # the deprecated spec-level field
+        if self.slots_per_worker is None:
+            self.slots_per_worker = 1
+        if self.mpi_implementation is None:
+            self.mpi_implementation = "OpenMPI"
+        if self.launcher_creation_policy is None:
+            self.launcher_creation_policy = "AtStartup"
 
     def kind_problems(self, field: str) -> list[Problem]:
         problems = exactly_one(field, self.replica_specs, "Launcher")
@@ -242,6 +271,10 @@ class MXJobSpec(JobSpec):
             return []
         return [Problem(field, "needs a Scheduler (MXTrain), a Tuner (MXTune), or a single "
                                "Worker alone")]
+
+    def default_kind_fields(self) -> None:
+        if self.job_mode is None:
+            self.job_mode = "MXTrain"
 
     def kind_problems(self, field: str) -> list[Problem]:
         return at_most_one(field, self.replica_specs, "Scheduler")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from trainop.api import Job, KindInfo
+from trainop.api.types import JobSpec
 from trainop.engine.observed import Observed
 
 
@@ -37,10 +38,23 @@ class Counts:
     succeeded_indexes: frozenset[int] = frozenset()
 
 
-class Framework(ABC):
-    """Base plugin: the defaults shared by most frameworks; override what differs."""
+S = TypeVar("S", bound=JobSpec)
+
+
+def spec_of(job: Job, spec_type: type[S]) -> S:
+    """The job's spec as `spec_type` (the kind's own spec class)."""
+    spec = job.spec
+    if not isinstance(spec, spec_type):
+        raise TypeError(f"a {job.kind} was handed to the {spec_type.__name__} plugin")
+    return spec
+
+
+class Framework(ABC, Generic[S]):
+    """Base plugin: the defaults shared by most frameworks; override what differs. `S` is
+    the kind's spec class: `self.spec(job)` gives the job's spec as that type."""
 
     info: KindInfo
+    spec_type: type[S]
     master_role: tuple[str, ...] = ()
     """Replica types labelled training.kubeflow.org/job-role=master."""
     pod_services: bool = True
@@ -58,6 +72,9 @@ class Framework(ABC):
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
         """Whether the runtime should offer a fresh key pair in `Observed.ssh_key`."""
         return False
+
+    def spec(self, job: Job) -> S:
+        return spec_of(job, self.spec_type)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         """Environment of the main container of one replica."""

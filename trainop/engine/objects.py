@@ -29,7 +29,7 @@ class Missing:
     """Names of the pods among `replicas`."""
 
 
-def missing(job: Job, observed: Observed, fw: Framework, addr: Addressing,
+def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
             config: EngineConfig) -> Missing:
     out = Missing()
     desired = list(fw.extra_objects(job, observed, addr))
@@ -65,7 +65,7 @@ def missing(job: Job, observed: Observed, fw: Framework, addr: Addressing,
     return out
 
 
-def surplus(job: Job, observed: Observed, fw: Framework
+def surplus(job: Job, observed: Observed, fw: Framework[Any]
             ) -> tuple[list[PodState], list[str]]:
     """Live pods, and names of services, past the replica counts or of a type no longer in
     the spec (a scale-down)."""

@@ -21,7 +21,7 @@ def pod_restart_policy(job: Job, rtype: str) -> str:
     return policy
 
 
-def desired_pod(job: Job, rtype: str, index: int, framework: Framework, addr: Addressing,
+def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], addr: Addressing,
                 config: EngineConfig) -> dict[str, Any]:
     template = copy.deepcopy(job.spec.replica_specs[rtype].template or {})
     tmeta = template.get("metadata") or {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
 from trainop.engine import clock, failures, gang, objects
@@ -17,7 +18,7 @@ from trainop.engine.plan import Event, ObjectRef, Plan
 class _Run:
     """One reconcile: the state shared by its steps."""
 
-    def __init__(self, job: Job, observed: Observed, now: dt.datetime, framework: Framework,
+    def __init__(self, job: Job, observed: Observed, now: dt.datetime, framework: Framework[Any],
                  addr: Addressing, config: EngineConfig):
         self.job = job
         self.observed = observed
@@ -286,7 +287,7 @@ class _Run:
             self.plan.status_changed = True
 
 
-def reconcile(job: Job, observed: Observed, now: dt.datetime, framework: Framework,
+def reconcile(job: Job, observed: Observed, now: dt.datetime, framework: Framework[Any],
               addr: Addressing, config: EngineConfig | None = None) -> Plan:
     """Decide what to do for `job` (defaulted and valid) given what is observed of it."""
     return _Run(job, observed, now, framework, addr, config or EngineConfig()).run()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainop.engine import Framework
 from trainop.frameworks.jax import JAX
 from trainop.frameworks.mpi import MPI
@@ -11,13 +13,13 @@ from trainop.frameworks.pytorch import PyTorch
 from trainop.frameworks.tensorflow import TensorFlow
 from trainop.frameworks.xgboost import XGBoost
 
-FRAMEWORKS: dict[str, Framework] = {
+FRAMEWORKS: dict[str, Framework[Any]] = {
     fw.info.kind: fw
     for fw in (TensorFlow(), PyTorch(), MPI(), XGBoost(), Paddle(), JAX(), MXNet())
 }
 
 
-def framework_for(kind: str) -> Framework:
+def framework_for(kind: str) -> Framework[Any]:
     return FRAMEWORKS[kind]
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.types import JAXJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, replicas
 
 
-class JAX(Framework):
+class JAX(Framework[JAXJobSpec]):
     info = KINDS["JAXJob"]
+    spec_type = JAXJobSpec
     master_role = ()
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:

@@ -14,6 +14,7 @@ from trainop.api import KINDS, Job
 from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, Counts, Framework, Observed, Phase
+from trainop.engine.framework import spec_of
 from trainop.engine.labels import job_labels, object_meta, replica_name
 from trainop.frameworks.common import all_succeeded, replicas
 
@@ -32,8 +33,7 @@ def secret_name(job: Job) -> str:
 
 
 def _spec(job: Job) -> MPIJobSpec:
-    assert isinstance(job.spec, MPIJobSpec)
-    return job.spec
+    return spec_of(job, MPIJobSpec)
 
 
 def hostfile(job: Job, addr: Addressing) -> str:
@@ -68,8 +68,9 @@ def launcher_env(job: Job) -> dict[str, str]:
     }
 
 
-class MPI(Framework):
+class MPI(Framework[MPIJobSpec]):
     info = KINDS["MPIJob"]
+    spec_type = MPIJobSpec
     master_role = ("Launcher",)
     pod_services = False
     started_by_launcher = ("Worker",)

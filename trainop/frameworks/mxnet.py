@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.types import MXJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, compact_json, per_job, replicas
 
 
-class MXNet(Framework):
+class MXNet(Framework[MXJobSpec]):
     info = KINDS["MXJob"]
+    spec_type = MXJobSpec
     master_role = ("Scheduler",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.types import PaddleJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, replicas
 
 
-class Paddle(Framework):
+class Paddle(Framework[PaddleJobSpec]):
     info = KINDS["PaddleJob"]
+    spec_type = PaddleJobSpec
     master_role = ("Master",)
     owned_kinds = ("HorizontalPodAutoscaler",)
 

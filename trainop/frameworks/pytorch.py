@@ -6,6 +6,7 @@ from trainop.api import KINDS, Job
 from trainop.api.templates import container
 from trainop.api.types import PyTorchJobSpec
 from trainop.engine import Addressing, Counts, Framework
+from trainop.engine.framework import spec_of
 from trainop.frameworks.common import all_succeeded, any_succeeded, replicas
 
 DEFAULT_RDZV_BACKEND = "c10d"
@@ -13,9 +14,7 @@ DEFAULT_RDZV_BACKEND = "c10d"
 
 def nproc_per_node(job: Job) -> int:
     """Processes per pod: an integer nprocPerNode, else 1 (auto and cpu on a CPU pod)."""
-    spec = job.spec
-    assert isinstance(spec, PyTorchJobSpec)
-    value = spec.nproc_per_node or "auto"
+    value = spec_of(job, PyTorchJobSpec).nproc_per_node or "auto"
     if value.isdigit():
         return int(value)
     if value in ("auto", "gpu"):
@@ -36,14 +35,14 @@ def _gpus_per_pod(job: Job) -> int:
     return 0
 
 
-class PyTorch(Framework):
+class PyTorch(Framework[PyTorchJobSpec]):
     info = KINDS["PyTorchJob"]
+    spec_type = PyTorchJobSpec
     master_role = ("Master",)
     owned_kinds = ("HorizontalPodAutoscaler",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        spec = job.spec
-        assert isinstance(spec, PyTorchJobSpec)
+        spec = self.spec(job)
         has_master = replicas(job, "Master") > 0
         lead = "Master" if has_master else "Worker"
         nnodes = replicas(job, "Master") + replicas(job, "Worker")
@@ -84,8 +83,6 @@ class PyTorch(Framework):
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         if replicas(job, "Master") > 0:
             return all_succeeded(counts, "Master")
-        spec = job.spec
-        assert isinstance(spec, PyTorchJobSpec)
-        if spec.elastic_policy is not None:
+        if self.spec(job).elastic_policy is not None:
             return any_succeeded(counts, "Worker")
         return all_succeeded(counts, "Worker")

@@ -8,8 +8,9 @@ from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, compact_json, per_job, replicas, total_replicas
 
 
-class TensorFlow(Framework):
+class TensorFlow(Framework[TFJobSpec]):
     info = KINDS["TFJob"]
+    spec_type = TFJobSpec
     master_role = ("Chief", "Master")
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
@@ -32,9 +33,7 @@ class TensorFlow(Framework):
         for chief in ("Chief", "Master"):
             if replicas(job, chief) > 0:
                 return all_succeeded(counts, chief)
-        spec = job.spec
-        assert isinstance(spec, TFJobSpec)
-        if spec.success_policy == "AllWorkers":
+        if self.spec(job).success_policy == "AllWorkers":
             return all_succeeded(counts, "Worker")
         worker = counts.get("Worker")
         return worker is not None and 0 in worker.succeeded_indexes

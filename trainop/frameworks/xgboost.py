@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.types import XGBoostJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, per_job, replicas
 
 
-class XGBoost(Framework):
+class XGBoost(Framework[XGBoostJobSpec]):
     info = KINDS["XGBoostJob"]
+    spec_type = XGBoostJobSpec
     master_role = ("Master",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
