@@ -129,6 +129,10 @@ class JobSpec(Model):
     def default_kind_fields(self) -> None:
         """Default the kind's own fields, in place (after the common ones)."""
 
+    def main_container_name(self) -> str | None:
+        """The main container's name where the spec chooses it (else the kind's default)."""
+        return None
+
     @model_serializer(mode="wrap")
     def _leave_out_unwritten_run_policy(
         self, handler: SerializerFunctionWrapHandler
@@ -211,6 +215,9 @@ class MPIJobSpec(JobSpec):
     launcher_creation_policy: Literal["AtStartup", "WaitForWorkersReady"] | None = Field(
         None, description="trainop: create the launcher at once or when all workers are ready."
     )
+
+    def main_container_name(self) -> str | None:
+        return self.main_container
 
     def default_kind_fields(self) -> None:
         rp = self.run_policy
@@ -346,10 +353,7 @@ class Job(Model):
     @property
     def main_container(self) -> str:
         """The container the framework's environment and exit codes belong to."""
-        spec = self.spec
-        if isinstance(spec, MPIJobSpec) and spec.main_container:
-            return spec.main_container
-        return self.info.default_container
+        return self.spec.main_container_name() or self.info.default_container
 
 
 class TFJob(Job):

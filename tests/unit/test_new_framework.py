@@ -1,0 +1,91 @@
+"""Adding a framework is one module: its kind's facts, its spec and job types, its plugin.
+This one, EchoJob (workers that learn their peers from ECHO_PEERS), runs through the
+engine and the local runtime without any other file of trainop knowing of it."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from pydantic import Field
+
+from trainop.api import JOB_MODELS, KINDS, Job, KindInfo, ReplicaSpec, load_job
+from trainop.api.types import JobSpec
+from trainop.engine import Addressing, ClusterAddressing, Counts, Framework, Observed, reconcile
+from trainop.frameworks import FRAMEWORKS
+from trainop.frameworks.common import all_succeeded, replicas
+from trainop.local.runner import LocalRun, RunOptions
+
+INFO = KindInfo("EchoJob", "echojobs", "echoReplicaSpecs", ("Worker",), "echo", "echo-port",
+                7777, "Never", "echo")
+
+
+class EchoJobSpec(JobSpec):
+    replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict,
+                                                  alias="echoReplicaSpecs")
+
+
+class EchoJob(Job):
+    kind: Literal["EchoJob"] = "EchoJob"  # type: ignore[assignment]
+    spec: EchoJobSpec
+    info = INFO
+
+
+class Echo(Framework[EchoJobSpec]):
+    info = INFO
+    spec_type = EchoJobSpec
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        peers = [f"{addr.host(job, 'Worker', i)}:{addr.port(job, 'Worker', i)}"
+                 for i in range(replicas(job, "Worker"))]
+        return {"ECHO_RANK": str(index), "ECHO_PEERS": ",".join(peers)}
+
+    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+        return all_succeeded(counts, "Worker")
+
+
+@pytest.fixture
+def echo(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setitem(KINDS, INFO.kind, INFO)
+    monkeypatch.setitem(JOB_MODELS, INFO.kind, EchoJob)
+    monkeypatch.setitem(FRAMEWORKS, INFO.kind, Echo())
+    yield
+
+
+def manifest(workers: int) -> dict[str, Any]:
+    script = "import os; print('rank', os.environ['ECHO_RANK'], 'peers', " \
+             "os.environ['ECHO_PEERS'])"
+    return {"apiVersion": "kubeflow.org/v1", "kind": "EchoJob",
+            "metadata": {"name": "e", "namespace": "default", "uid": "u"},
+            "spec": {"echoReplicaSpecs": {"worker": {"replicas": workers, "template": {
+                "spec": {"containers": [{"name": "echo", "image": "python:3.11",
+                                         "command": ["python", "-c", script]}]}}}}}}
+
+
+def test_the_engine_runs_a_job_of_a_new_kind(echo: None) -> None:
+    job = load_job(manifest(2))
+    plan = reconcile(job, Observed(), dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+                     FRAMEWORKS["EchoJob"], ClusterAddressing())
+    pods = {o["metadata"]["name"]: o for o in plan.create if o["kind"] == "Pod"}
+    assert sorted(pods) == ["e-worker-0", "e-worker-1"]
+    env = {e["name"]: e["value"] for e in pods["e-worker-1"]["spec"]["containers"][0]["env"]}
+    assert env == {"ECHO_RANK": "1", "ECHO_PEERS": "e-worker-0.default.svc:7777,"
+                                                   "e-worker-1.default.svc:7777"}
+    assert pods["e-worker-0"]["metadata"]["labels"][
+        "training.kubeflow.org/operator-name"] == "echojob-controller"
+    services = [o for o in plan.create if o["kind"] == "Service"]
+    assert [s["spec"]["ports"] for s in services] == [
+        [{"name": "echo-port", "port": 7777, "targetPort": 7777}]] * 2
+
+
+def test_the_local_runtime_runs_it_to_success(echo: None, tmp_path: Path) -> None:
+    lines: list[str] = []
+    run = LocalRun(load_job(manifest(2)), RunOptions(run_dir=tmp_path),
+                   on_line=lambda replica, line: lines.append(f"[{replica}] {line}"))
+    result = asyncio.run(run.run())
+    assert result.outcome == "Succeeded", lines
+    assert any(line.startswith("[e-worker-1] rank 1 peers 127.0.0.1:") for line in lines)
