@@ -116,7 +116,8 @@ def test_ttl_deletes_the_job(kube: Kube, manager: Manager) -> None:
 
 
 @pytest.mark.parametrize(("policy", "left"), [
-    ("None", ["tf-ps-0", "tf-worker-0"]), ("Running", ["tf-worker-0"]), ("All", [])])
+    ("None", ["tf-ps-0", "tf-worker-0"]), ("Running", ["tf-worker-0"]), ("All", [])],
+    ids=["None", "Running", "All"])
 def test_clean_pod_policy(kube: Kube, manager: Manager, policy: str, left: list[str]) -> None:
     kube.apply(manifest("TFJob", {"PS": 1, "Worker": 1}, name="tf",
                         spec={"runPolicy": {"cleanPodPolicy": policy}}))

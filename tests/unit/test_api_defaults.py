@@ -81,7 +81,7 @@ def test_mpi_deprecated_clean_pod_policy_moves_into_run_policy() -> None:
     ({"minReplicas": 2}, (2, 2)),
     ({"maxReplicas": 6}, (6, 6)),
     ({"minReplicas": 1, "maxReplicas": 3}, (1, 3)),
-])
+], ids=["none-given", "min-only", "max-only", "both"])
 def test_pytorch_elastic_min_max(given: dict[str, int], expected: tuple[int, int]) -> None:
     job = default_job(parse_job(manifest("PyTorchJob", {"Worker": 4},
                                          spec={"elasticPolicy": given})))

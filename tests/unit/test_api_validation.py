@@ -28,7 +28,9 @@ def test_dns1035_names_pass(name: str) -> None:
     assert problems(manifest("TFJob", {"Worker": 1}, name=name)) == []
 
 
-@pytest.mark.parametrize("name", ["Job", "1job", "job-", "job_1", "x" * 64, "a.b"])
+@pytest.mark.parametrize("name", ["Job", "1job", "job-", "job_1", "x" * 64, "a.b"],
+                         ids=["upper-case", "digit-first", "dash-last", "underscore", "64-chars",
+                              "dot"])
 def test_non_dns1035_names_fail(name: str) -> None:
     assert any(p.startswith("metadata.name: must be a DNS-1035 label") for p in
                problems(manifest("TFJob", {"Worker": 1}, name=name)))
@@ -77,7 +79,7 @@ def test_mpi_container_names_are_free() -> None:
     ({"Chief": 2, "Worker": 1}, "spec.tfReplicaSpecs.Chief.replicas: must be at most 1, got 2"),
     ({"Master": 2, "Worker": 1}, "spec.tfReplicaSpecs.Master.replicas: must be at most 1, got 2"),
     ({"Chief": 1, "Master": 1}, "spec.tfReplicaSpecs: must not have both Chief and Master"),
-])
+], ids=["two-chiefs", "two-masters", "chief-and-master"])
 def test_tf_at_most_one_chief_or_master(layout: dict[str, int], message: str) -> None:
     assert message in problems(manifest("TFJob", layout))
 
@@ -101,7 +103,7 @@ def test_pytorch_master_must_be_one() -> None:
 @pytest.mark.parametrize(("layout", "message"), [
     ({"Worker": 2}, "spec.xgbReplicaSpecs.Master: is required"),
     ({"Master": 2, "Worker": 2}, "spec.xgbReplicaSpecs.Master.replicas: must be 1, got 2"),
-])
+], ids=["missing", "two"])
 def test_xgboost_master_required_and_single(layout: dict[str, int], message: str) -> None:
     assert message in problems(manifest("XGBoostJob", layout))
 
@@ -115,7 +117,7 @@ def test_jax_worker_only() -> None:
 @pytest.mark.parametrize(("layout", "message"), [
     ({"Worker": 2}, "spec.mpiReplicaSpecs.Launcher: is required"),
     ({"Launcher": 2, "Worker": 1}, "spec.mpiReplicaSpecs.Launcher.replicas: must be 1, got 2"),
-])
+], ids=["missing", "two"])
 def test_mpi_one_launcher(layout: dict[str, int], message: str) -> None:
     assert message in problems(manifest("MPIJob", layout))
 
@@ -165,7 +167,7 @@ def test_replica_rules() -> None:
     ({"minReplicas": 1, "maxReplicas": 3}, True),
     ({"minReplicas": 3, "maxReplicas": 2}, False),
     ({"minReplicas": 0}, False),
-])
+], ids=["ok", "max-below-min", "min-zero"])
 def test_elastic_policy(policy: dict[str, int], ok: bool) -> None:
     assert (problems(manifest("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": policy}))
             == []) is ok
@@ -187,7 +189,8 @@ def test_nproc_per_node(nproc: str, ok: bool) -> None:
     ("MPIJob", {"slotsPerWorker": 0}, False),
     ("MPIJob", {"mpiImplementation": "MPICH"}, True),
     ("MPIJob", {"mpiImplementation": "LAM"}, False),
-])
+], ids=["tf-allworkers", "tf-bad-policy", "mx-tune", "mx-bad-mode", "mpi-slots",
+        "mpi-zero-slots", "mpi-mpich", "mpi-bad-impl"])
 def test_kind_specific_fields(kind: str, spec: dict[str, Any], ok: bool) -> None:
     assert (problems(manifest(kind, TYPICAL[kind], spec=spec)) == []) is ok
 
@@ -208,7 +211,7 @@ def test_every_problem_is_reported_at_once() -> None:
      "got 'Deployment'"),
     ({"apiVersion": "kubeflow.org/v2", "kind": "TFJob", "metadata": {"name": "a"},
       "spec": {}}, "apiVersion: must be kubeflow.org/v1, got 'kubeflow.org/v2'"),
-])
+], ids=["deployment", "v2"])
 def test_not_a_job(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidJob) as err:
         parse_job(doc)
@@ -225,7 +228,7 @@ def test_strict_types_no_string_for_int() -> None:
     ("TFJob", {"PS": 2, "Worker": 0}, "spec.tfReplicaSpecs: needs a Chief, a Master or at least "
                                       "one Worker"),
     ("MXJob", {"Server": 1, "Worker": 2}, "spec.mxReplicaSpecs: needs a Scheduler (MXTrain)"),
-])
+], ids=["jax-all-zero", "tf-ps-only", "mx-no-scheduler"])
 def test_a_job_must_have_a_replica_that_decides_its_end(kind: str, layout: dict[str, int],
                                                         message: str) -> None:
     assert any(p.startswith(message) for p in problems(manifest(kind, layout)))
@@ -234,7 +237,7 @@ def test_a_job_must_have_a_replica_that_decides_its_end(kind: str, layout: dict[
 @pytest.mark.parametrize(("kind", "layout"), [
     ("TFJob", {"Chief": 1, "PS": 1}), ("MXJob", {"Worker": 1}),
     ("MXJob", {"Tuner": 1, "TunerServer": 1}), ("MPIJob", {"Launcher": 1, "Worker": 0}),
-])
+], ids=["tf-chief", "mx-single-worker", "mx-tuner", "mpi-launcher-alone"])
 def test_layouts_with_a_deciding_replica_pass(kind: str, layout: dict[str, int]) -> None:
     assert problems(manifest(kind, layout)) == []
 

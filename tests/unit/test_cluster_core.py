@@ -174,7 +174,8 @@ def test_last_exit_counts_only_for_a_failed_pod(phase: str, code: int | None) ->
 
 @pytest.mark.parametrize("labels", [{}, {"training.kubeflow.org/replica-type": "worker"},
                                     {"training.kubeflow.org/replica-type": "worker",
-                                     "training.kubeflow.org/replica-index": "x"}])
+                                     "training.kubeflow.org/replica-index": "x"}],
+                         ids=["no-labels", "no-index", "index-not-a-number"])
 def test_pods_without_replica_labels_are_not_ours(labels: dict[str, str]) -> None:
     assert pod_record({"metadata": {"name": "p", "labels": labels}}) is None
 

@@ -76,7 +76,8 @@ def test_no_gang_no_pod_group() -> None:
 
 @pytest.mark.parametrize(("text", "value"), [
     ("1", Fraction(1)), ("500m", Fraction(1, 2)), ("1Gi", Fraction(2**30)),
-    ("2k", Fraction(2000)), ("1.5", Fraction(3, 2)), (3, Fraction(3)), ("1e3", Fraction(1000))])
+    ("2k", Fraction(2000)), ("1.5", Fraction(3, 2)), (3, Fraction(3)), ("1e3", Fraction(1000))],
+    ids=["1", "500m", "1Gi", "2k", "1.5", "int-3", "1e3"])
 def test_quantities(text: str | int, value: Fraction) -> None:
     assert quantity.parse(text) == value
 

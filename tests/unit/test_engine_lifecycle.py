@@ -381,7 +381,7 @@ def test_a_far_deadline_or_ttl_is_just_far(field: str, seconds: int) -> None:
     ("None", []),
     ("Running", ["job-ps-0"]),
     ("All", ["job-chief-0", "job-ps-0", "job-worker-0"]),
-])
+], ids=["None", "Running", "All"])
 def test_clean_pod_policy_on_success(policy: str, expected: list[str]) -> None:
     c = Cluster(job("TFJob", {"Chief": 1, "PS": 1, "Worker": 1},
                     spec={"runPolicy": {"cleanPodPolicy": policy}}))

@@ -278,7 +278,12 @@ def counts(**per_type: tuple[int, set[int]]) -> dict[str, Counts]:
     ("MXJob", {"Scheduler": 1, "Worker": 2}, {}, counts(Scheduler=(1, {0}), Worker=(2, set())),
      True),
     ("MXJob", {"Worker": 1}, {}, counts(Worker=(1, {0})), True),
-])
+], ids=["tf-chief-done", "tf-chief-running", "tf-worker0-done", "tf-worker1-only",
+        "tf-allworkers-one", "tf-allworkers-all", "pt-master-done", "pt-one-worker",
+        "pt-all-workers", "pt-elastic-any-worker", "xgb-master-done", "xgb-workers-only",
+        "paddle-master-done", "paddle-one-worker", "paddle-all-workers", "jax-one-worker",
+        "jax-all-workers", "mpi-launcher-done", "mpi-workers-only", "mx-scheduler-done",
+        "mx-single-worker"])
 def test_success_rules(kind: str, replicas: dict[str, int | None], spec: dict[str, object],
                        state: dict[str, Counts], expected: bool) -> None:
     j = job(kind, replicas, spec=spec)
