@@ -53,3 +53,13 @@ def test_nothing_to_tell_when_the_job_was_created_before() -> None:
     c = Cluster(job("JAXJob", {"Worker": 2}))
     c.step()
     assert created_only(c.plan(), c.job.status, T0) is None
+
+
+def test_the_engine_never_reads_the_clock() -> None:
+    # `now` is an input of every engine entry point; only the runtimes read the clock
+    from pathlib import Path
+
+    engine = Path(__file__).resolve().parents[2] / "trainop" / "engine"
+    readers = [p.name for p in engine.glob("*.py") if p.name != "clock.py" and (
+        "clock.now(" in p.read_text() or "datetime.now(" in p.read_text())]
+    assert readers == []

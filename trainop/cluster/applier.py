@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,7 +17,7 @@ from trainop.cluster.expectations import Expectations
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
 from trainop.cluster.resources import JOBS, Resource, resource_for
-from trainop.engine import Event, ObjectRef, Plan, create_refused, created_only
+from trainop.engine import Event, ObjectRef, Plan, clock, create_refused, created_only
 
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
@@ -44,11 +43,11 @@ class PlanApplier:
         try:
             await self._send(key, obj, plan)
         except Refused as refusal:
-            plan = create_refused(plan, self.kind, key, str(refusal), dt.datetime.now(dt.UTC))
+            plan = create_refused(plan, self.kind, key, str(refusal), clock.now())
         except REQUEST_ERRORS:
             # Nothing refused for good, but not all made: a new job still shows Created
             # (best effort); the next decision plans and tells the rest again.
-            blocked = created_only(plan, stored_status(obj), dt.datetime.now(dt.UTC))
+            blocked = created_only(plan, stored_status(obj), clock.now())
             if blocked is not None:
                 with contextlib.suppress(*REQUEST_ERRORS):
                     await self.commit(key, obj, blocked)

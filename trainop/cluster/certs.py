@@ -12,6 +12,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from trainop.engine import clock
+
 
 @dataclass(frozen=True)
 class CertPair:
@@ -44,7 +46,7 @@ def ca_and_serving_cert(
     common_name: str, dns_names: list[str], ips: list[str], days: int = 7
 ) -> tuple[CertPair, CertPair]:
     """A CA, and a serving certificate it signed for the given names and addresses."""
-    now = dt.datetime.now(dt.UTC)
+    now = clock.now()
     ca_key = _key()
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name}-ca")])
     ca_cert = (

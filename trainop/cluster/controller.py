@@ -4,7 +4,6 @@ the plan applier."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from trainop.engine import (
     Observed,
     OwnedObject,
     PodState,
+    clock,
     reconcile,
     rejected,
 )
@@ -152,7 +152,7 @@ class JobController:
         observed = self.observed(job)
         if self.framework.wants_ssh_key(job, observed):
             observed = Observed(observed.pods, observed.objects, ssh_key=new_key_pair())
-        plan = await asyncio.to_thread(reconcile, job, observed, dt.datetime.now(dt.UTC),
+        plan = await asyncio.to_thread(reconcile, job, observed, clock.now(),
                                        self.framework, self.addr, self.config.engine)
         await self.applier.apply(key, obj, plan)
         if job.spec.run_policy.suspend or cond.is_finished(plan.status):
@@ -166,5 +166,5 @@ class JobController:
         m = obj["metadata"]
         key = f"{m['namespace']}/{m['name']}"
         plan = rejected(stored_status(obj), self.kind, key, str(err),
-                        dt.datetime.now(dt.UTC))
+                        clock.now())
         await self.applier.commit(key, obj, plan)

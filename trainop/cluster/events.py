@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import secrets
 import time
@@ -66,7 +65,7 @@ class EventRecorder:
                 self._queue.task_done()
 
     async def _send(self, involved: dict[str, Any], event: Event) -> None:
-        now = clock.fmt(dt.datetime.now(dt.UTC))
+        now = clock.fmt(clock.now())
         ns = involved["namespace"]
         body = {
             "apiVersion": "v1", "kind": "Event",

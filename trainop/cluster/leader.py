@@ -10,7 +10,6 @@ lease `lease_duration` after it last saw ours change, and we stop before that.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import time
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.resources import LEASES
+from trainop.engine import clock
 
 log = logging.getLogger("trainop.leader")
 
@@ -30,7 +30,7 @@ class LeaseTimes:
 
 
 def _micro_now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

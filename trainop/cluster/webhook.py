@@ -26,6 +26,7 @@ from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.resources import SECRETS
+from trainop.engine import clock
 
 log = logging.getLogger("trainop.webhook")
 RENEW_BEFORE = dt.timedelta(days=2)
@@ -110,7 +111,7 @@ def _pems_of(secret: dict[str, Any] | None) -> dict[str, bytes] | None:
 
 def _still_valid(cert_pem: bytes, margin: dt.timedelta) -> bool:
     try:
-        return not_after(cert_pem) - dt.datetime.now(dt.UTC) > margin
+        return not_after(cert_pem) - clock.now() > margin
     except ValueError:
         return False
 

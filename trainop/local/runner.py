@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from typing import Any
 
 from trainop.api import Job
 from trainop.api.templates import containers
-from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, reconcile
+from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, clock, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
 from trainop.frameworks import framework_for
@@ -156,7 +155,7 @@ class LocalRun:
                 broken = next((p for p in self.pods.values() if p.start_error), None)
                 if broken is not None:  # before the engine reads it as a failed replica
                     raise NotRunnable(f"pod {broken.name}: {broken.start_error}")
-                plan = reconcile(self.job, self.observed(), dt.datetime.now(dt.UTC),
+                plan = reconcile(self.job, self.observed(), clock.now(),
                                  self.framework, self.addr, EngineConfig())
                 await self.apply(plan)
                 done = self.finished()
