@@ -73,12 +73,12 @@ def test_timeout_stops_everything(tmp_path: Path) -> None:
     assert processes_with(marker) == []
 
 
-def test_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
+def running(tmp_path: Path, script: str, workers: int) -> tuple[subprocess.Popen[str], str]:
+    """`trainop run` of `workers` replicas running `script`, once each has printed `up`;
+    and the marker in their environment."""
     marker = f"TRAINOP_TEST={uuid.uuid4().hex}"
-    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-              "print('up', flush=True)\ntime.sleep(600)\n")  # ignores SIGTERM: needs SIGKILL
     manifest = tmp_path / "job.yaml"
-    manifest.write_text(job(script, policy="Never", workers=3))
+    manifest.write_text(job(script, policy="Never", workers=workers))
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainop.cli", "run", "--no-live", str(manifest), "--env", marker],
         cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -86,10 +86,17 @@ def test_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
     assert proc.stdout is not None
     seen = 0
     deadline = time.monotonic() + 60
-    while seen < 3 and time.monotonic() < deadline:
+    while seen < workers and time.monotonic() < deadline:
         if "] up" in proc.stdout.readline():
             seen += 1
-    assert seen == 3
+    assert seen == workers
+    return proc, marker
+
+
+def test_ctrl_c_leaves_no_process_behind(tmp_path: Path) -> None:
+    script = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "print('up', flush=True)\ntime.sleep(600)\n")  # ignores SIGTERM: needs SIGKILL
+    proc, marker = running(tmp_path, script, workers=3)
     assert len(processes_with(marker)) >= 3
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -153,21 +160,8 @@ def test_a_config_map_volume_without_a_name_is_no_mount(tmp_path: Path) -> None:
 
 
 def test_a_closed_terminal_leaves_no_process_behind(tmp_path: Path) -> None:
-    marker = f"TRAINOP_TEST={uuid.uuid4().hex}"
-    manifest = tmp_path / "job.yaml"
-    manifest.write_text(job("import time\nprint('up', flush=True)\ntime.sleep(600)\n",
-                            policy="Never", workers=2))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainop.cli", "run", "--no-live", str(manifest), "--env", marker],
-        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
-    assert proc.stdout is not None
-    seen = 0
-    deadline = time.monotonic() + 60
-    while seen < 2 and time.monotonic() < deadline:
-        if "] up" in proc.stdout.readline():
-            seen += 1
-    assert seen == 2
+    proc, marker = running(tmp_path, "import time\nprint('up', flush=True)\ntime.sleep(600)\n",
+                           workers=2)
     proc.send_signal(signal.SIGHUP)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
