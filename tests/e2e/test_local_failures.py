@@ -61,7 +61,8 @@ def test_onfailure_restarts_in_place_until_the_backoff_limit(tmp_path: Path) -> 
                                                    workers=1, backoffLimit=2), timeout=120)
     assert out.returncode == 1, out.stdout
     assert "exited with code 3; restarting" in out.stdout
-    assert "BackoffLimitExceeded" in out.stdout
+    assert "JAXJobFailed: Job t has failed because it has reached the specified backoff limit" \
+        in out.stdout
 
 
 def test_timeout_stops_everything(tmp_path: Path) -> None:

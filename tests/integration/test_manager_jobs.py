@@ -93,7 +93,10 @@ def test_onfailure_pod_failure_recreates_and_backoff_limit_fails(kube: Kube,
              p["metadata"]["uid"] != uid)
     kube.set_pod("pt-master-0", "Running", restarts=2)
     failed = kube.wait_condition("PyTorchJob", "pt", "Failed")
-    assert failed["reason"] == "BackoffLimitExceeded"
+    # upstream: pkg/controller.v1/common/job.go:210 (message) and :245 (reason)
+    assert failed["reason"] == "PyTorchJobFailed"
+    assert failed["message"].startswith(
+        "Job pt has failed because it has reached the specified backoff limit")
 
 
 def test_active_deadline_fails_and_deletes_everything(kube: Kube, manager: Manager) -> None:
@@ -101,7 +104,10 @@ def test_active_deadline_fails_and_deletes_everything(kube: Kube, manager: Manag
                         spec={"runPolicy": {"activeDeadlineSeconds": 2}}))
     kube.wait_pods(2)
     failed = kube.wait_condition("JAXJob", "jx", "Failed", timeout=20)
-    assert failed["reason"] == "DeadlineExceeded"
+    # upstream: pkg/controller.v1/common/job.go:212 (message) and :245 (reason)
+    assert failed["reason"] == "JAXJobFailed"
+    assert failed["message"].startswith(
+        "Job jx has failed because it was active longer than specified deadline")
     wait_for("pods and services deleted", lambda: not kube.names("pods") and
              not kube.names("services"))
 
@@ -136,14 +142,19 @@ def test_suspend_and_resume(kube: Kube, manager: Manager) -> None:
                  "-p", json.dumps({"spec": {"runPolicy": {"suspend": True}}}))
     kube.wait_condition("PyTorchJob", "pt", "Suspended")
     wait_for("no pods", lambda: not kube.names("pods") and not kube.names("services"))
-    assert "startTime" not in kube.job("PyTorchJob", "pt")["status"]
+    # upstream: pkg/controller.v1/common/job.go:146-161: startTime kept while suspended,
+    # Suspended is the last condition (the State column)
+    status = kube.job("PyTorchJob", "pt")["status"]
+    started = status["startTime"]
+    assert status["conditions"][-1]["type"] == "Suspended"
+    assert status["conditions"][-1]["message"] == "PyTorchJob pt is suspended."
     kube.kubectl("patch", "pytorchjob", "pt", "--type=merge",
                  "-p", json.dumps({"spec": {"runPolicy": {"suspend": False}}}))
     kube.wait_pods(2)
     job = kube.job("PyTorchJob", "pt")
     suspended = next(c for c in job["status"]["conditions"] if c["type"] == "Suspended")
     assert (suspended["status"], suspended["reason"]) == ("False", "PyTorchJobResumed")
-    assert job["status"]["startTime"]
+    assert job["status"]["startTime"] >= started  # reset on resume (common/job.go:170-171)
 
 
 def test_managed_by_another_controller_is_left_alone(kube: Kube, manager: Manager) -> None:

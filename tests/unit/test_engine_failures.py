@@ -57,4 +57,4 @@ def test_the_backoff_limit_counts_what_the_status_remembers() -> None:
     status = JobStatus(replica_statuses={"Worker": ReplicaStatus(restarts=2)})
     verdict = judge(j, [failed("w0", 0, 137)], status)
     assert verdict is not None and verdict.verdict is Verdict.FAIL
-    assert verdict.reason == "BackoffLimitExceeded"
+    assert verdict.reason == "JAXJobFailed"  # upstream: pkg/controller.v1/common/job.go:245

@@ -270,7 +270,10 @@ def test_backoff_limit_counts_container_restarts() -> None:
     c.set("job-worker-1", restarts=1)
     c.step()
     failed = c.condition("Failed")
-    assert failed.reason == "BackoffLimitExceeded"
+    # upstream: pkg/controller.v1/common/job.go:210 and :245 (reason <Kind>Failed)
+    assert failed.reason == "PyTorchJobFailed"
+    assert failed.message.startswith(
+        "Job job has failed because it has reached the specified backoff limit")
     assert "backoff limit (3)" in failed.message
 
 
@@ -282,7 +285,7 @@ def test_backoff_limit_zero_fails_on_the_first_restart() -> None:
     assert c.last_condition() == "Running"
     c.set("job-worker-0", restarts=1)
     c.step()
-    assert c.condition("Failed").reason == "BackoffLimitExceeded"
+    assert c.condition("Failed").reason == "PyTorchJobFailed"  # common/job.go:245
 
 
 def test_backoff_limit_counts_recreations() -> None:
@@ -297,7 +300,9 @@ def test_backoff_limit_counts_recreations() -> None:
     c.set("job-worker-0", phase="Failed", exit_code=143)
     c.step()
     failed = c.condition("Failed")
-    assert failed.reason == "BackoffLimitExceeded"
+    assert failed.reason == "TFJobFailed"  # upstream: common/job.go:245
+    assert failed.message.startswith(  # common/job.go:210, then trainop's facts
+        "Job job has failed because it has reached the specified backoff limit (2); last: ")
     assert "pod job-worker-0 exited with code 143" in failed.message
     assert c.job.status.replica_statuses["Worker"].restarts == 2
 
@@ -335,7 +340,11 @@ def test_active_deadline() -> None:
     c.advance(15)
     plan = c.step()
     failed = c.condition("Failed")
-    assert failed.reason == "DeadlineExceeded"
+    # upstream: pkg/controller.v1/common/job.go:212 (message) and :245 (reason)
+    assert failed.reason == "TFJobFailed"
+    assert failed.message == ("Job job has failed because it was active longer than specified "
+                              "deadline of 60s.")
+    assert c.job.status.completion_time == "2026-01-01T00:01:00Z"
     assert sorted(deleted(plan)) == ["job-worker-0", "job-worker-1"]
     assert sorted(deleted(plan, "Service")) == ["job-worker-0", "job-worker-1"]
 
@@ -405,7 +414,7 @@ def test_clean_pod_policy_holds_when_a_limit_fails_the_job(policy: str) -> None:
     c.all("Running")
     c.set("job-worker-0", restarts=1)
     plan = c.step()
-    assert c.condition("Failed").reason == "BackoffLimitExceeded"
+    assert c.condition("Failed").reason == "PyTorchJobFailed"
     assert sorted(deleted(plan)) == ["job-master-0", "job-worker-0", "job-worker-1"]
 
 
@@ -421,16 +430,26 @@ def test_suspend_and_resume() -> None:
     plan = c.step()
     assert sorted(deleted(plan)) == ["job-master-0", "job-worker-0", "job-worker-1"]
     assert len(deleted(plan, "Service")) == 3
+    # upstream: pkg/controller.v1/common/job.go:146-161: Running False, then Suspended True
+    # (last, for the State column), message "<Kind> <name> is suspended.", only `active`
+    # zeroed, startTime kept
+    assert c.last_condition() == "Suspended"
     assert c.condition("Suspended").status == "True"
     assert c.condition("Suspended").reason == "PyTorchJobSuspended"
+    assert c.condition("Suspended").message == "PyTorchJob job is suspended."
     assert c.condition("Running").status == "False"
-    assert c.job.status.start_time is None
+    assert c.condition("Running").reason == "PyTorchJobSuspended"
+    assert c.job.status.start_time == "2026-01-01T00:00:00Z"
+    assert {rt: rs.active for rt, rs in c.job.status.replica_statuses.items()} == {
+        "Master": 0, "Worker": 0}
     assert c.plan().writes == 0
     c.job.spec.run_policy.suspend = False
     c.advance(5)
     plan = c.step()
+    # common/job.go:167-172: Suspended False (reason Resumed), startTime reset
     assert c.condition("Suspended").status == "False"
     assert c.condition("Suspended").reason == "PyTorchJobResumed"
+    assert c.condition("Suspended").message == "PyTorchJob job is resumed."
     assert c.job.status.start_time == "2026-01-01T00:00:10Z"
     assert len(names(plan, "Pod")) == 3
 
@@ -501,4 +520,4 @@ def test_job_wide_restart_counts_against_backoff_limit() -> None:
     c.step()
     c.set("job-master-0", phase="Failed", exit_code=1)
     c.step()
-    assert c.condition("Failed").reason == "BackoffLimitExceeded"
+    assert c.condition("Failed").reason == "PyTorchJobFailed"

@@ -104,6 +104,8 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
     past backoffLimit; a permanent failure; a retryable one past backoffLimit or its
     type's restartLimit; else a restart. None when nothing failed."""
     title = f"{job.kind} {job.key}"
+    # upstream's words (pkg/controller.v1/common/job.go:210); trainop's facts follow them
+    backoff = f"Job {job.name} has failed because it has reached the specified backoff limit"
     rp = job.spec.run_policy
     specs: dict[str, ReplicaSpec] = job.spec.replica_specs
     failures = sorted(
@@ -114,9 +116,8 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
     in_place = container_restarts(job, live)
     if rp.backoff_limit is not None and in_place > 0 and (
             in_place >= rp.backoff_limit or rp.backoff_limit == 0):
-        return Judgement(Verdict.FAIL, "BackoffLimitExceeded",
-                         f"{title} has failed because it has reached the specified "
-                         f"backoff limit ({rp.backoff_limit}).")
+        return Judgement(Verdict.FAIL, f"{job.kind}Failed",
+                         f"{backoff} ({rp.backoff_limit}).")
 
     permanent = [f for f in failures if f.verdict is Verdict.FAIL]
     if permanent:
@@ -133,9 +134,8 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
     first = retry[0]
     if rp.backoff_limit is not None and \
             recreations(status) + in_place >= rp.backoff_limit:
-        return Judgement(Verdict.FAIL, "BackoffLimitExceeded",
-                         f"{title} has failed because it has reached the specified backoff "
-                         f"limit ({rp.backoff_limit}); last: {first.describe()}.", first)
+        return Judgement(Verdict.FAIL, f"{job.kind}Failed",
+                         f"{backoff} ({rp.backoff_limit}); last: {first.describe()}.", first)
     for rtype in sorted({f.pod.replica_type for f in retry}):
         limit = specs[rtype].restart_limit
         if limit is not None and \

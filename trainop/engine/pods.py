@@ -77,6 +77,6 @@ def desired_service(job: Job, rtype: str, index: int) -> dict[str, Any] | None:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": object_meta(job, replica_name(job, rtype, index), labels),
-        "spec": {"clusterIP": "None", "selector": labels, "ports": ports,
-                 "publishNotReadyAddresses": True},
+        # as upstream: ready endpoints only (a dead pod's address must not answer the name)
+        "spec": {"clusterIP": "None", "selector": labels, "ports": ports},
     }

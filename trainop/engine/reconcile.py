@@ -83,7 +83,7 @@ class _Run:
 
         if cond.get(self.status, cond.CREATED) is None:
             self.condition(cond.CREATED, "True", f"{self.kind}Created",
-                           f"{self.title()} is created.")
+                           f"{self.kind} {self.job.name} is created.")
 
         if cond.is_finished(self.status):
             self.finished()
@@ -139,21 +139,27 @@ class _Run:
             self.plan.remove(
                 ObjectRef("HorizontalPodAutoscaler", hpa.name, self.config.hpa_api_version)
             )
+        # As upstream: Running turns False, then Suspended True (the last condition, which
+        # the State column shows); startTime stays until the job resumes.
+        message = f"{self.kind} {self.job.name} is suspended."
+        if cond.is_true(self.status, cond.RUNNING):
+            cond.set_condition(self.status, cond.RUNNING, "False", f"{self.kind}Suspended",
+                               message, self.now)
         if not cond.is_true(self.status, cond.SUSPENDED):
-            self.condition(cond.SUSPENDED, "True", f"{self.kind}Suspended",
-                           f"{self.title()} is suspended.")
-            if cond.is_true(self.status, cond.RUNNING):
-                cond.set_condition(self.status, cond.RUNNING, "False", f"{self.kind}Suspended",
-                                   f"{self.title()} is suspended.", self.now)
-            self.status.start_time = None
-        self.replica_statuses(self.count(()))  # every pod is gone or going
+            self.condition(cond.SUSPENDED, "True", f"{self.kind}Suspended", message)
+        if self.status.replica_statuses:
+            for rs in self.status.replica_statuses.values():
+                rs.active = 0  # every pod is gone or going; what ended stays counted
+        else:
+            self.replica_statuses(self.count(()))
 
     def active(self) -> None:
         st = self.status
         if cond.is_true(st, cond.SUSPENDED):
-            self.condition(cond.SUSPENDED, "False", f"{self.kind}Resumed",
-                           f"{self.title()} is resumed.")
-            self.event(f"{self.kind}Resumed", f"{self.title()} is resumed.")
+            message = f"{self.kind} {self.job.name} is resumed."
+            self.condition(cond.SUSPENDED, "False", f"{self.kind}Resumed", message)
+            self.event(f"{self.kind}Resumed", message)
+            st.start_time = self.now  # a resumed job starts again (deadlines count anew)
         if st.start_time is None:
             st.start_time = self.now
 
@@ -164,9 +170,9 @@ class _Run:
         if ads is not None:
             left = ads - (self.now_dt - clock.parse(st.start_time)).total_seconds()
             if left <= 0:
-                self.fail("DeadlineExceeded",
-                          f"{self.title()} has failed because it was active longer than "
-                          f"the deadline of {ads}s.")
+                self.fail(f"{self.kind}Failed",
+                          f"Job {self.job.name} has failed because it was active longer than "
+                          f"specified deadline of {ads}s.")
                 self.clean_up(deadline=True)
                 return
             self.plan.requeue(left)

@@ -1,0 +1,47 @@
+"""What upstream training-operator v1.9 clients read, encoded from upstream's code (branch
+release-1.9 of kubeflow/training-operator; each case cites the file and line). The first
+cases of the conformance work: condition texts common to every kind, and pod services."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.jobs import TYPICAL, job
+from tests.sim import Cluster
+from trainop.api import KINDS
+
+CREATED_AT = {
+    "JAXJob": "pkg/controller.v1/jax/jaxjob_controller.go:472",
+    "MPIJob": "pkg/controller.v1/mpi/mpijob_controller.go:322",
+    "PaddleJob": "pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:515",
+    "PyTorchJob": "pkg/controller.v1/pytorch/pytorchjob_controller.go:521",
+    "TFJob": "pkg/controller.v1/tensorflow/tfjob_controller.go:656",
+    "XGBoostJob": "pkg/controller.v1/xgboost/xgboostjob_controller.go:461",
+    "MXJob": "(no v1.9 controller: MXJob is kept by trainop, worded as the others)",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS), ids=sorted(KINDS))
+def test_created_is_worded_with_the_jobs_name_only(kind: str) -> None:
+    # e.g. `msg := fmt.Sprintf("PyTorchJob %s is created.", e.Object.GetName())`, reason
+    # NewReason(kind, JobCreatedReason) (pkg/util/status.go:14, :32)
+    c = Cluster(job(kind, TYPICAL[kind]))
+    c.step()
+    created = c.condition("Created")
+    assert (created.reason, created.message) == (f"{kind}Created", f"{kind} job is created."), \
+        CREATED_AT[kind]
+
+
+@pytest.mark.parametrize("kind", sorted(set(KINDS) - {"MPIJob"}), ids=sorted(set(KINDS) - {
+    "MPIJob"}))
+def test_a_replicas_service_is_headless_with_ready_endpoints_only(kind: str) -> None:
+    # pkg/controller.v1/common/service.go:229-234: ClusterIP None, the replica's labels as
+    # selector, the default container's ports; no publishNotReadyAddresses
+    c = Cluster(job(kind, TYPICAL[kind]))
+    plan = c.step()
+    services = [o for o in plan.create if o["kind"] == "Service"]
+    assert services
+    for svc in services:
+        assert set(svc["spec"]) == {"clusterIP", "selector", "ports"}
+        assert svc["spec"]["clusterIP"] == "None"
+        assert svc["spec"]["selector"] == svc["metadata"]["labels"]
