@@ -45,3 +45,31 @@ def test_a_replicas_service_is_headless_with_ready_endpoints_only(kind: str) -> 
         assert set(svc["spec"]) == {"clusterIP", "selector", "ports"}
         assert svc["spec"]["clusterIP"] == "None"
         assert svc["spec"]["selector"] == svc["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(("kind", "replicas", "masters", "where"), [
+    ("PyTorchJob", {"Master": 1, "Worker": 2}, ["job-master-0"],
+     "pkg/controller.v1/pytorch/pytorchjob_controller.go:499-506"),
+    ("PyTorchJob", {"Worker": 2}, ["job-worker-0"],
+     "pkg/controller.v1/pytorch/pytorchjob_controller.go:504-505"),
+    ("TFJob", {"Chief": 1, "Worker": 2}, ["job-chief-0"],
+     "pkg/controller.v1/tensorflow/tfjob_controller.go:600-601"),
+    ("TFJob", {"PS": 1, "Worker": 2}, ["job-worker-0"],
+     "pkg/controller.v1/tensorflow/tfjob_controller.go:603-604"),
+    ("JAXJob", {"Worker": 3}, ["job-worker-0"], "pkg/controller.v1/jax/jaxjob_controller.go:464"),
+    ("XGBoostJob", {"Master": 1, "Worker": 2}, ["job-master-0"],
+     "pkg/controller.v1/xgboost/xgboostjob_controller.go:453"),
+    ("PaddleJob", {"Worker": 2}, [], "pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:507"),
+    ("MPIJob", {"Launcher": 1, "Worker": 2}, ["job-launcher-0"],
+     "pkg/controller.v1/mpi/mpijob_controller.go:306"),
+], ids=["pytorch-master", "pytorch-no-master", "tf-chief", "tf-no-chief", "jax", "xgboost",
+        "paddle-no-master", "mpi"])
+def test_the_master_role_label(kind: str, replicas: dict[str, int], masters: list[str],
+                               where: str) -> None:
+    # the label the SDK's `is_master=True` lookups and get_job_logs read
+    # (pkg/controller.v1/common/pod.go:320 and :406-407)
+    c = Cluster(job(kind, replicas))
+    plan = c.step()
+    labelled = sorted(o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod" and
+                      o["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master")
+    assert labelled == masters, where

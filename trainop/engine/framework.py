@@ -56,7 +56,9 @@ class Framework(ABC, Generic[S]):
     info: KindInfo
     spec_type: type[S]
     master_role: tuple[str, ...] = ()
-    """Replica types labelled training.kubeflow.org/job-role=master."""
+    """Replica types whose replicas are labelled training.kubeflow.org/job-role=master."""
+    worker0_is_master: bool = False
+    """Without a replica of the master role, worker 0 is the master (PyTorch, TF, JAX)."""
     pod_services: bool = True
     """One headless service per pod, exposing the main container's named ports."""
     started_by_launcher: tuple[str, ...] = ()
@@ -75,6 +77,14 @@ class Framework(ABC, Generic[S]):
 
     def spec(self, job: Job) -> S:
         return spec_of(job, self.spec_type)
+
+    def is_master(self, job: Job, rtype: str, index: int) -> bool:
+        """Whether the replica is labelled job-role=master (upstream's IsMasterRole): the
+        master role's replicas; where the job has none (`worker0_is_master`), worker 0."""
+        present = [rt for rt in self.master_role if rt in job.spec.replica_specs]
+        if present or not self.worker0_is_master:
+            return rtype in self.master_role
+        return rtype == "Worker" and index == 0
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         """Environment of the main container of one replica."""

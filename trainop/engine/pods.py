@@ -26,7 +26,7 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], add
     template = copy.deepcopy(job.spec.replica_specs[rtype].template or {})
     tmeta = template.get("metadata") or {}
     labels = {**(tmeta.get("labels") or {}), **replica_labels(job, rtype, index)}
-    if rtype in framework.master_role:
+    if framework.is_master(job, rtype, index):
         labels[JOB_ROLE] = "master"
     meta = object_meta(job, replica_name(job, rtype, index), labels)
     if tmeta.get("annotations"):

@@ -12,6 +12,7 @@ class JAX(Framework[JAXJobSpec]):
     info = KINDS["JAXJob"]
     spec_type = JAXJobSpec
     master_role = ()
+    worker0_is_master = True  # upstream: pkg/controller.v1/jax/jaxjob_controller.go:462
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         return {

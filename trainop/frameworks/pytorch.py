@@ -39,6 +39,7 @@ class PyTorch(Framework[PyTorchJobSpec]):
     info = KINDS["PyTorchJob"]
     spec_type = PyTorchJobSpec
     master_role = ("Master",)
+    worker0_is_master = True  # upstream: pkg/controller.v1/pytorch/pytorchjob_controller.go:499
     owned_kinds = ("HorizontalPodAutoscaler",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:

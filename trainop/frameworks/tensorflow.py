@@ -12,6 +12,7 @@ class TensorFlow(Framework[TFJobSpec]):
     info = KINDS["TFJob"]
     spec_type = TFJobSpec
     master_role = ("Chief", "Master")
+    worker0_is_master = True  # upstream: pkg/controller.v1/tensorflow/tfjob_controller.go:598
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # A single replica trains alone: no cluster to describe (upstream rule).
