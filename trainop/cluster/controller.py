@@ -46,10 +46,8 @@ class JobController:
     def __init__(self, kind: str, client: Client, caches: Caches, config: ControllerConfig,
                  recorder: EventRecorder, leading: Callable[[], bool]):
         self.kind = kind
-        self.client = client
         self.caches = caches
         self.config = config
-        self.recorder = recorder
         self.leading = leading
         self.framework = framework_for(kind)
         self.addr = ClusterAddressing()
@@ -165,6 +163,5 @@ class JobController:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""
         m = obj["metadata"]
         key = f"{m['namespace']}/{m['name']}"
-        plan = rejected(stored_status(obj), self.kind, key, str(err),
-                        clock.now())
+        plan = rejected(stored_status(obj), self.kind, key, str(err), clock.now())
         await self.applier.commit(key, obj, plan)
