@@ -49,6 +49,16 @@ def test_every_kind_runs_to_success(kube: Kube, manager: Manager, kind: str) -> 
     assert job["status"]["completionTime"]
     assert manager.metric("training_operator_jobs_successful_total", job_namespace=kube.ns) == 1
     assert manager.metric("training_operator_jobs_created_total", job_namespace=kube.ns) == 1
+    # controller-runtime's series, by upstream's controller names
+    # (pkg/controller.v1/*/..._controller.go: controllerName = "<kind>-controller")
+    controller = f"{kind.lower()}-controller"
+    assert manager.metric("controller_runtime_reconcile_total", controller=controller,
+                          result="success") > 0
+    assert manager.metric("controller_runtime_reconcile_time_seconds_count",
+                          controller=controller) > 0
+    assert manager.metric("controller_runtime_max_concurrent_reconciles",
+                          controller=controller) == 1
+    assert manager.metric("workqueue_adds_total", name=controller, controller=controller) > 0
 
 
 def test_pytorch_env_uses_service_names(kube: Kube, manager: Manager) -> None:

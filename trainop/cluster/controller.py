@@ -16,7 +16,7 @@ from trainop.cluster.events import EventRecorder
 from trainop.cluster.informer import Change
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
-from trainop.cluster.workqueue import WorkQueue, run_worker
+from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.engine import (
     ClusterAddressing,
     EngineConfig,
@@ -51,7 +51,7 @@ class JobController:
         self.leading = leading
         self.framework = framework_for(kind)
         self.addr = ClusterAddressing()
-        self.queue = WorkQueue(kind)
+        self.queue = WorkQueue(kind, controller=f"{kind.lower()}-controller")
         self._parsed: dict[str, tuple[str, Job]] = {}
         """Key -> (resourceVersion, defaulted job): parse a job once per version."""
         self.jobs = caches.jobs[kind]
@@ -105,6 +105,7 @@ class JobController:
 
     # -- workers -----------------------------------------------------------------------
     async def run(self) -> None:
+        init_controller_metrics(self.queue.controller, self.config.threads)
         for key in list(self.jobs.items):
             self.queue.add(key)
         await asyncio.gather(*(run_worker(self.queue, self.sync)

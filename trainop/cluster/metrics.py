@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 LABELS = ["job_namespace", "framework"]
 JOBS_CREATED = Counter("training_operator_jobs_created", "Jobs created", LABELS)
@@ -18,3 +18,50 @@ RECONCILE_ERRORS = Counter("trainop_reconcile_errors_total", "Reconciles that fa
 
 BY_TRANSITION = {"Created": JOBS_CREATED, "Succeeded": JOBS_SUCCESSFUL, "Failed": JOBS_FAILED,
                  "Restarting": JOBS_RESTARTED}
+
+
+# The metrics of controller-runtime v0.19 (what upstream v1.9 runs on), with its names,
+# labels and buckets, so that dashboards made for the training operator work unchanged.
+# `controller` is the controller's name, e.g. `pytorchjob-controller`.
+RECONCILE_TOTAL = Counter("controller_runtime_reconcile_total",
+                          "Total number of reconciliations per controller",
+                          ["controller", "result"])
+RECONCILE_RESULTS = ("error", "requeue_after", "requeue", "success")
+CR_RECONCILE_ERRORS = Counter("controller_runtime_reconcile_errors_total",
+                              "Total number of reconciliation errors per controller",
+                              ["controller"])
+TERMINAL_RECONCILE_ERRORS = Counter(
+    "controller_runtime_terminal_reconcile_errors_total",
+    "Total number of terminal reconciliation errors per controller", ["controller"])
+RECONCILE_PANICS = Counter("controller_runtime_reconcile_panics_total",
+                           "Total number of reconciliation panics per controller",
+                           ["controller"])
+RECONCILE_TIME = Histogram(
+    "controller_runtime_reconcile_time_seconds",
+    "Length of time per reconciliation per controller", ["controller"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6,
+             0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9,
+             10, 15, 20, 25, 30, 40, 50, 60))
+MAX_CONCURRENT = Gauge("controller_runtime_max_concurrent_reconciles",
+                       "Maximum number of concurrent reconciles per controller", ["controller"])
+ACTIVE_WORKERS = Gauge("controller_runtime_active_workers",
+                       "Number of currently used workers per controller", ["controller"])
+
+_QUEUE = ["name", "controller"]
+_QUEUE_BUCKETS = tuple(1e-8 * 10 ** k for k in range(12))
+WQ_DEPTH = Gauge("workqueue_depth", "Current depth of workqueue", _QUEUE)
+WQ_ADDS = Counter("workqueue_adds_total", "Total number of adds handled by workqueue", _QUEUE)
+WQ_QUEUE_SECONDS = Histogram("workqueue_queue_duration_seconds",
+                             "How long in seconds an item stays in workqueue before being "
+                             "requested", _QUEUE, buckets=_QUEUE_BUCKETS)
+WQ_WORK_SECONDS = Histogram("workqueue_work_duration_seconds",
+                            "How long in seconds processing an item from workqueue takes.",
+                            _QUEUE, buckets=_QUEUE_BUCKETS)
+WQ_UNFINISHED_SECONDS = Gauge("workqueue_unfinished_work_seconds",
+                              "How many seconds of work has been done that is in progress and "
+                              "hasn't been observed by work_duration.", _QUEUE)
+WQ_LONGEST_SECONDS = Gauge("workqueue_longest_running_processor_seconds",
+                           "How many seconds has the longest running processor for workqueue "
+                           "been running.", _QUEUE)
+WQ_RETRIES = Counter("workqueue_retries_total", "Total number of retries handled by workqueue",
+                     _QUEUE)

@@ -28,8 +28,22 @@ QUEUE_RETRIES = Counter("trainop_workqueue_retries_total", "Keys retried after a
 
 class WorkQueue:
     def __init__(self, name: str, base_delay: float = 0.005, max_delay: float = 1000.0,
-                 qps: float = 10.0, burst: int = 100):
+                 qps: float = 10.0, burst: int = 100, controller: str | None = None):
         self.name = name
+        self.controller = controller or name
+        """The controller-runtime name of the queue (and of its controller's metrics)."""
+        labels = (self.controller, self.controller)
+        self._depth = metrics.WQ_DEPTH.labels(*labels)
+        self._adds = metrics.WQ_ADDS.labels(*labels)
+        self._retries = metrics.WQ_RETRIES.labels(*labels)
+        self._queue_seconds = metrics.WQ_QUEUE_SECONDS.labels(*labels)
+        self._work_seconds = metrics.WQ_WORK_SECONDS.labels(*labels)
+        self._added_at: dict[str, float] = {}
+        self._started_at: dict[str, float] = {}
+        metrics.WQ_UNFINISHED_SECONDS.labels(*labels).set_function(
+            lambda: sum(time.monotonic() - t for t in self._started_at.values()))
+        metrics.WQ_LONGEST_SECONDS.labels(*labels).set_function(
+            lambda: max((time.monotonic() - t for t in self._started_at.values()), default=0.0))
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.qps = qps
@@ -53,11 +67,14 @@ class WorkQueue:
         if self.shutting_down or key in self._dirty:
             return
         QUEUE_ADDS.labels(self.name).inc()
+        self._adds.inc()
+        self._added_at.setdefault(key, time.monotonic())
         self._dirty.add(key)
         if key in self._processing:
             return  # queued again when the worker is done with it
         self._queue.append(key)
         QUEUE_DEPTH.labels(self.name).set(len(self._queue))
+        self._depth.set(len(self._queue))
         self._ready.set()
 
     def add_after(self, key: str, delay: float) -> None:
@@ -81,6 +98,7 @@ class WorkQueue:
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
         QUEUE_RETRIES.labels(self.name).inc()
+        self._retries.inc()
         self.add_after(key, max(min(self.base_delay * 2 ** n, self.max_delay),
                                 self._reserve()))
 
@@ -111,14 +129,22 @@ class WorkQueue:
             await self._ready.wait()
         key = self._queue.popleft()
         QUEUE_DEPTH.labels(self.name).set(len(self._queue))
+        self._depth.set(len(self._queue))
+        now = time.monotonic()
+        self._queue_seconds.observe(now - self._added_at.pop(key, now))
+        self._started_at[key] = now
         self._dirty.discard(key)
         self._processing.add(key)
         return key
 
     def done(self, key: str) -> None:
         self._processing.discard(key)
+        started = self._started_at.pop(key, None)
+        if started is not None:
+            self._work_seconds.observe(time.monotonic() - started)
         if key in self._dirty:
             self._queue.append(key)
+            self._depth.set(len(self._queue))
             self._ready.set()
 
     def shutdown(self) -> None:
@@ -127,29 +153,50 @@ class WorkQueue:
             self._timer.cancel()
 
 
+def init_controller_metrics(controller: str, workers: int) -> None:
+    """controller-runtime shows a controller's series at 0 from its start."""
+    for result in metrics.RECONCILE_RESULTS:
+        metrics.RECONCILE_TOTAL.labels(controller, result)
+    for family in (metrics.CR_RECONCILE_ERRORS, metrics.TERMINAL_RECONCILE_ERRORS,
+                   metrics.RECONCILE_PANICS):
+        family.labels(controller)
+    metrics.MAX_CONCURRENT.labels(controller).set(workers)
+    metrics.ACTIVE_WORKERS.labels(controller).set(0)
+
+
 async def run_worker(queue: WorkQueue, sync: Callable[[str], Awaitable[float | None]]) -> None:
     """Take keys from `queue` and `sync` them, for ever: one at a time per key; a key
     whose sync raised is retried with the queue's back-off (the one retry policy), and one
     that asks for it is looked at again after the seconds `sync` returned."""
+    controller = queue.controller
+    active = metrics.ACTIVE_WORKERS.labels(controller)
     while True:
         key = await queue.get()
         started = time.perf_counter()
+        active.inc()
+        result = "success"
         try:
             requeue = await sync(key)
         except asyncio.CancelledError:
             raise
-        except REQUEST_ERRORS as err:
+        except Exception as err:
+            result = "error"
             metrics.RECONCILE_ERRORS.labels(queue.name).inc()
-            log.warning("%s %s: %s; retrying", queue.name, key, err)
-            queue.add_rate_limited(key)
-        except Exception:
-            metrics.RECONCILE_ERRORS.labels(queue.name).inc()
-            log.exception("%s %s: reconcile failed; retrying", queue.name, key)
+            metrics.CR_RECONCILE_ERRORS.labels(controller).inc()
+            if isinstance(err, REQUEST_ERRORS):
+                log.warning("%s %s: %s; retrying", queue.name, key, err)
+            else:
+                log.exception("%s %s: reconcile failed; retrying", queue.name, key)
             queue.add_rate_limited(key)
         else:
             queue.forget(key)
             if requeue is not None:
+                result = "requeue_after"
                 queue.add_after(key, requeue)
         finally:
-            metrics.RECONCILE_SECONDS.labels(queue.name).observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            metrics.RECONCILE_SECONDS.labels(queue.name).observe(seconds)
+            metrics.RECONCILE_TIME.labels(controller).observe(seconds)
+            metrics.RECONCILE_TOTAL.labels(controller, result).inc()
+            active.dec()
             queue.done(key)

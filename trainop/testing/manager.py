@@ -60,7 +60,7 @@ class ManagerProcess:
             text = r.read().decode()
         return [s for family in text_string_to_metric_families(text) for s in family.samples]
 
-    def metric(self, name: str, **labels: str) -> float:
+    def metric(self, name: str, /, **labels: str) -> float:
         """The sum of a metric's samples whose labels include `labels`."""
         return sum(s.value for s in self.samples()
                    if s.name == name and labels.items() <= s.labels.items())

@@ -1,0 +1,53 @@
+"""controller-runtime's metrics, which dashboards made for the training operator read
+(names, labels and results of controller-runtime v0.19.1, upstream v1.9's version:
+pkg/internal/controller/metrics/metrics.go, pkg/internal/controller/controller.go:268-340,
+pkg/metrics/workqueue.go)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import REGISTRY
+
+from trainop.cluster.client import APIError
+from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
+
+
+def value(name: str, /, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_results_are_counted_as_controller_runtime_counts_them() -> None:
+    controller = "testjob-controller"
+
+    async def scenario() -> None:
+        queue = WorkQueue("TestJob", controller=controller, base_delay=10)
+        init_controller_metrics(controller, 2)
+        outcomes = {"ok": None, "later": 30.0, "broken": APIError(500, {"message": "x"})}
+
+        async def sync(key: str) -> float | None:
+            outcome = outcomes[key]
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+        for key in outcomes:
+            queue.add(key)
+        worker = asyncio.create_task(run_worker(queue, sync))
+        await asyncio.sleep(0.2)
+        worker.cancel()
+
+    before = {r: value("controller_runtime_reconcile_total", controller=controller, result=r)
+              for r in ("success", "requeue_after", "error", "requeue")}
+    asyncio.run(scenario())
+    after = {r: value("controller_runtime_reconcile_total", controller=controller, result=r)
+             for r in before}
+    assert {r: after[r] - before[r] for r in after} == {
+        "success": 1, "requeue_after": 1, "error": 1, "requeue": 0}
+    assert value("controller_runtime_reconcile_errors_total", controller=controller) >= 1
+    assert value("controller_runtime_max_concurrent_reconciles", controller=controller) == 2
+    assert value("controller_runtime_active_workers", controller=controller) == 0
+    assert value("workqueue_adds_total", name=controller, controller=controller) >= 3
+    assert value("workqueue_retries_total", name=controller, controller=controller) >= 1
+    assert value("workqueue_work_duration_seconds_count", name=controller,
+                 controller=controller) >= 3
