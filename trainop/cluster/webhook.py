@@ -1,4 +1,5 @@
-"""The admission webhook: defaulting (mutating) and validation of every job kind, served
+"""The admission webhook: validation (and, for installs that register it, defaulting) of
+every job kind, served
 over TLS 1.2+ with the same functions `trainop run` and the controllers use.
 
 Certificates come from --webhook-cert-dir when something (cert-manager) put tls.crt and
