@@ -1,10 +1,11 @@
 """The admission webhook: validation (and, for installs that register it, defaulting) of
-every job kind, served
-over TLS 1.2+ with the same functions `trainop run` and the controllers use.
+every job kind, served over TLS 1.2+ with the same functions `trainop validate` and the
+controllers use.
 
 Certificates come from --webhook-cert-dir when something (cert-manager) put tls.crt and
-tls.key there; otherwise the manager makes its own CA and serving certificate, renews them
-before they expire, and patches the CA bundle into the webhook configurations.
+tls.key there; otherwise the manager keeps a CA and serving certificate in one Secret that
+every replica serves, renews them there before they expire, and patches the CA bundle into
+the webhook configurations.
 """
 
 from __future__ import annotations
