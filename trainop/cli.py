@@ -148,16 +148,17 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
 @click.option("--enable-scheme", "schemes", multiple=True, metavar="KIND",
               help="Run the controller of this kind (tfjob, pytorchjob, mpijob, xgboostjob, "
                    "paddlejob, jaxjob, mxjob); repeat for more [default: all].")
-@click.option("--namespace", help="Watch and manage jobs in this namespace only "
-                                  "[default: every namespace].")
+@click.option("--namespace", envvar="KUBEFLOW_NAMESPACE",
+              help="Watch and manage jobs in this namespace only [default: every namespace; "
+                   "env: KUBEFLOW_NAMESPACE].")
 @click.option("--gang-scheduler-name", help="volcano, or the name of a scheduler-plugins "
                                             "scheduler: create a PodGroup per job.")
 @click.option("--leader-elect", is_flag=True, help="Take part in leader election (a Lease); "
                                                    "only the leader acts.")
 @click.option("--leader-election-namespace",
               help="Namespace of the Lease [default: the manager's namespace].")
-@click.option("--leader-election-id", default="trainop.kubeflow.org", show_default=True,
-              help="Name of the Lease.")
+@click.option("--leader-election-id", default="1ca428e5.training-operator.kubeflow.org",
+              show_default=True, help="Name of the Lease (upstream's: one of the two acts).")
 @click.option("--lease-duration", type=click.FloatRange(min=1), default=15.0,
               show_default=True, help="Seconds a lease lasts without renewal.")
 @click.option("--renew-deadline", type=click.FloatRange(min=0.5), default=10.0,
@@ -177,19 +178,21 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
               help="Requests per second to the API server (0: no limit).")
 @click.option("--kube-api-burst", type=click.IntRange(min=1), default=30, show_default=True,
               help="Requests allowed at once above the QPS.")
-@click.option("--webhook-port", type=click.IntRange(min=0, max=65535), default=9443,
-              show_default=True, help="Port of the admission webhook (TLS); 0 disables it.")
+@click.option("--webhook-server-port", "--webhook-port", "webhook_port",
+              type=click.IntRange(min=0, max=65535), default=9443, show_default=True,
+              help="Port of the admission webhook (TLS); 0 disables it.")
 @click.option("--webhook-cert-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("/tmp/k8s-webhook-server/serving-certs"), show_default=True,
               help="tls.crt and tls.key (e.g. from cert-manager); made and renewed by the "
                    "manager when absent.")
-@click.option("--webhook-service-name", default="trainop-webhook", show_default=True,
+@click.option("--webhook-service-name", default="training-operator", show_default=True,
               help="Service in front of the webhook (names the self-made certificate).")
 @click.option("--webhook-service-namespace", default="trainop-system", show_default=True,
               envvar="POD_NAMESPACE", help="Namespace of that Service [env: POD_NAMESPACE].")
 @click.option("--webhook-config-name", default="trainop", show_default=True,
               help="Validating/MutatingWebhookConfiguration that gets the CA bundle.")
-@click.option("--webhook-secret-name", default="trainop-webhook-cert", show_default=True,
+@click.option("--webhook-secret-name", default="training-operator-webhook-cert",
+              show_default=True,
               help="Secret in the webhook Service's namespace holding the self-made "
                    "certificates that every manager replica serves.")
 @click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "

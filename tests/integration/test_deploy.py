@@ -228,7 +228,7 @@ def test_every_replica_serves_the_certificate_the_ca_bundle_trusts(
     config = json.loads(apiserver.kubectl("get", "validatingwebhookconfiguration",
                                           webhook.webhook_config, "-o", "json").stdout)
     bundle = base64.b64decode(config["webhooks"][0]["clientConfig"]["caBundle"]).decode()
-    secret = kube.get("secret", "trainop-webhook-cert")
+    secret = kube.get("secret", "training-operator-webhook-cert")
     assert base64.b64decode(secret["data"]["ca.crt"]).decode() == bundle
     for replica in (webhook.webhook_port, port):
         ctx = ssl.create_default_context(cadata=bundle)

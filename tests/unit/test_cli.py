@@ -112,3 +112,33 @@ def test_validate_an_update_as_the_webhook_would(tmp_path: Path) -> None:
     out = trainop("validate", "--old", str(tmp_path / "stored.yaml"), "-",
                   stdin=yaml.safe_dump(scaled))
     assert out.returncode == 0 and out.stdout.strip() == "JAXJob/job: valid", out.stderr
+
+
+def test_the_manager_takes_upstreams_flags() -> None:
+    # the flags of upstream's binary (cmd/training-operator.v1/main.go:88-118 at release-1.9),
+    # with upstream's defaults where trainop has the same setting
+    from trainop.cli import manager
+
+    upstream = ["--metrics-bind-address", ":8080", "--health-probe-bind-address", ":8081",
+                "--leader-elect", "--leader-election-id", "x", "--enable-scheme", "tfjob",
+                "--enable-scheme", "PyTorchJob", "--gang-scheduler-name", "volcano",
+                "--namespace", "ns", "--controller-threads", "2", "--kube-api-qps", "20",
+                "--kube-api-burst", "30", "--webhook-server-port", "9443",
+                "--webhook-service-name", "training-operator",
+                "--webhook-secret-name", "training-operator-webhook-cert"]
+    ctx = manager.make_context("manager", upstream)
+    assert ctx.params["webhook_port"] == 9443 and ctx.params["schemes"] == ("tfjob",
+                                                                            "PyTorchJob")
+    defaults = manager.make_context("manager", []).params
+    assert defaults["leader_election_id"] == "1ca428e5.training-operator.kubeflow.org"  # :93
+    assert defaults["webhook_service_name"] == "training-operator"  # :117
+    assert defaults["webhook_secret_name"] == "training-operator-webhook-cert"  # :118
+    assert (defaults["metrics_bind_address"], defaults["health_probe_bind_address"]) == (
+        ":8080", ":8081")  # :88-89
+
+
+def test_the_namespace_comes_from_kubeflow_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainop.cli import manager
+
+    monkeypatch.setenv("KUBEFLOW_NAMESPACE", "team-a")  # main.go:98
+    assert manager.make_context("manager", []).params["namespace"] == "team-a"

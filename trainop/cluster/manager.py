@@ -50,7 +50,7 @@ class ManagerOptions:
     gang_scheduler: str | None = None
     leader_elect: bool = False
     leader_election_namespace: str | None = None
-    leader_election_id: str = "trainop.kubeflow.org"
+    leader_election_id: str = "1ca428e5.training-operator.kubeflow.org"
     lease: LeaseTimes = field(default_factory=LeaseTimes)
     metrics_address: str = ":8080"
     health_address: str = ":8081"

@@ -122,10 +122,10 @@ def _still_valid(cert_pem: bytes, margin: dt.timedelta) -> bool:
 class WebhookOptions:
     port: int = 9443
     cert_dir: Path = Path("/tmp/k8s-webhook-server/serving-certs")
-    service_name: str = "trainop-webhook"
+    service_name: str = "training-operator"
     service_namespace: str = "trainop-system"
     config_name: str = "trainop"
-    secret_name: str = "trainop-webhook-cert"
+    secret_name: str = "training-operator-webhook-cert"
     """Secret (in service_namespace) holding the certificates every replica serves."""
     host: str = "0.0.0.0"
 
