@@ -74,3 +74,46 @@ def test_the_master_role_label(kind: str, replicas: dict[str, int], masters: lis
     labelled = sorted(o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod" and
                       o["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master")
     assert labelled == masters, where
+
+
+def _gang_job(**run_policy: object) -> Cluster:
+    from trainop.engine import EngineConfig
+
+    extra = {rt: {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}}}
+        for rt, cpu in (("Master", "2"), ("Worker", "1"))}
+    j = job("PyTorchJob", {"Master": 1, "Worker": 3}, replica_extra=extra,
+            spec={"runPolicy": run_policy})
+    j.metadata.annotations = {"team": "vision"}
+    return Cluster(j, EngineConfig(gang_scheduler="volcano"))
+
+
+def test_volcano_pod_group_as_upstream_makes_it() -> None:
+    c = _gang_job()
+    c.step()
+    pg = c.created["PodGroup/job"]
+    # queue "default" unless given (pkg/controller.v1/common/job.go:252,265-266); the job's
+    # annotations copied (pkg/controller.v1/common/scheduling.go:54)
+    assert pg["spec"] == {"minMember": 4, "queue": "default", "minResources": {"cpu": "5"}}
+    assert pg["metadata"]["annotations"] == {"team": "vision"}
+
+
+def test_pod_group_min_resources_cover_the_first_min_member_pods() -> None:
+    # pkg/controller.v1/common/util.go:108-140: pod by pod until minMember, in type order
+    c = _gang_job(schedulingPolicy={"minAvailable": 2})
+    c.step()
+    assert c.created["PodGroup/job"]["spec"]["minResources"] == {"cpu": "3"}  # master + 1
+
+
+def test_a_templates_own_scheduler_is_kept() -> None:
+    # pkg/controller.v1/control/podgroup_control.go:66-68 (scheduler-plugins: :132-134)
+    from trainop.engine import EngineConfig, OwnedObject
+
+    extra = {"Worker": {"template": {"spec": {"schedulerName": "my-scheduler", "containers": [
+        {"name": "jax", "image": "i"}]}}}}
+    c = Cluster(job("JAXJob", {"Worker": 1}, replica_extra=extra),
+                EngineConfig(gang_scheduler="volcano"))
+    c.step()
+    c.objects[("PodGroup", "job")] = OwnedObject("PodGroup", "job", phase="Inqueue")
+    c.step()
+    assert c.pod("job-worker-0")["spec"]["schedulerName"] == "my-scheduler"

@@ -33,23 +33,32 @@ def min_member(job: Job) -> int:
 
 
 def min_resources(job: Job) -> dict[str, str]:
-    """Given minResources, else the sum of every replica's requests (limits if none)."""
+    """Given minResources, else what the first minMember pods ask for, replica type by
+    replica type in the spec's order, each container's requests (its limits when it has
+    no requests at all), as upstream (pkg/controller.v1/common/util.go:108-140, which orders
+    types by their PriorityClass value first: trainop does not read PriorityClasses, so
+    every type counts as priority 0 there too)."""
     sp = job.spec.run_policy.scheduling_policy
     if sp is not None and sp.min_resources:
         return {k: str(v) for k, v in sp.min_resources.items()}
     total: dict[str, Fraction] = {}
+    left = min_member(job)
     for rspec in job.spec.replica_specs.values():
         per_pod: dict[str, Fraction] = {}
         for c in containers(rspec.template):
             res = c.get("resources") or {}
-            amounts = res.get("requests") or res.get("limits") or {}
+            requests = res.get("requests")
+            amounts: dict[str, Any] = requests if isinstance(requests, dict) else (
+                res.get("limits") or {})
             for name, value in amounts.items():
                 try:
                     per_pod[name] = per_pod.get(name, Fraction(0)) + quantity.parse(value)
                 except ValueError:
                     continue  # the API server rejects the pod itself; say it there
+        pods = min(rspec.replicas or 0, max(left, 0))
+        left -= pods
         for name, amount in per_pod.items():
-            total[name] = total.get(name, Fraction(0)) + amount * (rspec.replicas or 0)
+            total[name] = total.get(name, Fraction(0)) + amount * pods
     return {k: quantity.fmt(v) for k, v in sorted(total.items())}
 
 
@@ -60,28 +69,28 @@ def desired_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
     if resources:
         spec["minResources"] = resources
     if config.volcano:
-        if sp is not None and sp.queue:
-            spec["queue"] = sp.queue
+        # upstream: pkg/controller.v1/common/job.go:252-267 (queue "default" unless given)
+        spec["queue"] = sp.queue if sp is not None and sp.queue else "default"
         if sp is not None and sp.priority_class:
             spec["priorityClassName"] = sp.priority_class
     elif sp is not None and sp.schedule_timeout_seconds is not None:
         spec["scheduleTimeoutSeconds"] = sp.schedule_timeout_seconds
-    return {
-        "apiVersion": api_version(config),
-        "kind": "PodGroup",
-        "metadata": object_meta(job, job.name, job_labels(job)),
-        "spec": spec,
-    }
+    meta = object_meta(job, job.name, job_labels(job))
+    if job.metadata.annotations:  # as upstream: pkg/controller.v1/common/scheduling.go:54
+        meta["annotations"] = dict(job.metadata.annotations)
+    return {"apiVersion": api_version(config), "kind": "PodGroup", "metadata": meta,
+            "spec": spec}
 
 
 def decorate_pod(job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig) -> None:
     meta = pod["metadata"]
     spec = pod["spec"]
+    # a template's own schedulerName is kept (pkg/controller.v1/control/podgroup_control.go:66)
     if config.volcano:
-        spec["schedulerName"] = "volcano"
+        spec.setdefault("schedulerName", "volcano")
         annotations = meta.setdefault("annotations", {})
         annotations[VOLCANO_GROUP_ANNOTATION] = job.name
         annotations[VOLCANO_TASK_ANNOTATION] = rtype.lower()
     else:
-        spec["schedulerName"] = config.gang_scheduler
+        spec.setdefault("schedulerName", config.gang_scheduler)
         meta["labels"][PLUGINS_GROUP_LABEL] = job.name
