@@ -145,11 +145,14 @@ def test_replica_statuses_count_and_select() -> None:
     assert rs["Worker"].selector == (
         "training.kubeflow.org/job-name=job,training.kubeflow.org/operator-name="
         "pytorchjob-controller,training.kubeflow.org/replica-type=worker")
-    assert rs["Master"].label_selector == {"matchLabels": {
-        "training.kubeflow.org/job-name": "job",
-        "training.kubeflow.org/operator-name": "pytorchjob-controller",
-        "training.kubeflow.org/replica-type": "master"}}
+    # upstream writes `selector` for the kinds with a scale subresource only
+    # (pkg/controller.v1/pytorch/pytorchjob_controller.go:372), never `labelSelector`
+    assert rs["Master"].label_selector is None
     assert c.condition("Running") is None  # one worker is still pending
+    tf = Cluster(job("TFJob", {"Worker": 1}))
+    tf.step()
+    assert tf.job.status.replica_statuses["Worker"].selector is None
+    assert tf.job.status.last_reconcile_time is None  # only while a PodGroup holds pods
 
 
 def test_conditions_keep_the_last_updated_last_and_times() -> None:
@@ -403,6 +406,11 @@ def test_clean_pod_policy_on_success(policy: str, expected: list[str]) -> None:
     assert c.last_condition() == "Succeeded"
     assert sorted(deleted(plan)) == expected
     assert sorted(deleted(plan, "Service")) == expected
+    # the next round counts the PS still active as succeeded, as upstream does
+    # (pkg/controller.v1/common/job.go:131-135); then nothing changes any more
+    c.step()
+    ps = c.job.status.replica_statuses["PS"]
+    assert (ps.active, ps.succeeded) == (0, 1)
     assert c.plan().writes == 0
 
 

@@ -27,6 +27,8 @@ class Missing:
     """Missing pods and their services."""
     pods: list[str] = field(default_factory=list)
     """Names of the pods among `replicas`."""
+    held: bool = False
+    """Pods wait for the gang scheduler to admit the PodGroup."""
 
 
 def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
@@ -42,6 +44,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         pg = observed.object("PodGroup", job.name)
         # Volcano admits a gang before its pods may exist
         held = config.volcano and (pg is None or pg.phase not in gang.ADMITTED_PHASES)
+        out.held = held
     for obj in desired:
         seen = observed.object(str(obj["kind"]), obj["metadata"]["name"])
         if seen is None:

@@ -97,6 +97,12 @@ class _Run:
     def finished(self) -> None:
         """A finished job: clean up as its policy says, then wait for the TTL."""
         self.clean_up(deadline=False)
+        if cond.is_true(self.status, cond.SUCCEEDED):
+            # replicas still active when the job succeeded count as succeeded, as upstream
+            # counts them (pkg/controller.v1/common/job.go:131-135)
+            for rs in (self.status.replica_statuses or {}).values():
+                rs.succeeded = (rs.succeeded or 0) + (rs.active or 0)
+                rs.active = 0
         ttl = self.job.spec.run_policy.ttl_seconds_after_finished
         done = self.status.completion_time
         if ttl is not None and done:
@@ -265,6 +271,10 @@ class _Run:
 
     def create_missing(self) -> None:
         todo = objects.missing(self.job, self.observed, self.fw, self.addr, self.config)
+        if todo.held:
+            # pods wait for the PodGroup's admission: upstream marks the round
+            # (pkg/controller.v1/common/job.go:328-331)
+            self.status.last_reconcile_time = self.now
         self.plan.prerequisites.extend(todo.prerequisites)
         self.plan.update.extend(todo.update)
         self.plan.create.extend(todo.replicas)
@@ -276,20 +286,21 @@ class _Run:
     def replica_statuses(self, counts: dict[str, Counts]) -> None:
         old = self.status.replica_statuses or {}
         new: dict[str, ReplicaStatus] = {}
+        # As upstream: `selector` only for the kinds with a scale subresource
+        # (pkg/controller.v1/{pytorch,paddlepaddle,jax}/*_controller.go: status.Selector);
+        # the deprecated `labelSelector` is never written.
+        scaled = self.job.info.scale_replica_type is not None
         for rtype, c in counts.items():
-            labels = replica_labels(self.job, rtype)
             prev = old.get(rtype)
             new[rtype] = ReplicaStatus(
                 active=c.active, succeeded=c.succeeded, failed=c.failed,
-                label_selector={"matchLabels": labels}, selector=selector_string(labels),
+                selector=selector_string(replica_labels(self.job, rtype)) if scaled else None,
                 restarts=prev.restarts if prev else None,
             )
         self.status.replica_statuses = new
 
     def finish_status(self) -> None:
-        after = self.status.to_dict()
-        if after != self.before:
-            self.status.last_reconcile_time = self.now
+        if self.status.to_dict() != self.before:
             self.plan.status_changed = True
 
 
