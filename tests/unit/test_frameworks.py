@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import job
+from tests.jobs import TYPICAL, job
 from tests.sim import T0, Cluster
+from trainop.api import KINDS
 from trainop.engine import ClusterAddressing, Counts, Observed, reconcile
 from trainop.frameworks import framework_for
 
@@ -122,8 +123,24 @@ def test_xgboost_env() -> None:
               "PYTHONUNBUFFERED": "1"}
     assert c.env("job-master-0") == {**common, "RANK": "0"}
     assert c.env("job-worker-1") == {**common, "RANK": "2"}
+    # a Master alone gets no WORKER_* (upstream: pkg/controller.v1/xgboost/xgboost.go:98-109)
     solo = started("XGBoostJob", {"Master": 1}).env("job-master-0")
-    assert solo["WORLD_SIZE"] == "1" and solo["WORKER_ADDRS"] == ""
+    assert solo == {"MASTER_PORT": "9999", "MASTER_ADDR": "job-master-0", "WORLD_SIZE": "1",
+                    "RANK": "0", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.mark.parametrize("kind", ["XGBoostJob", "JAXJob"], ids=["xgboost", "jax"])
+def test_the_environment_goes_to_every_container(kind: str) -> None:
+    # upstream sets it on every container of the pod
+    # (pkg/controller.v1/xgboost/xgboost.go:73, pkg/controller.v1/jax/envvar.go:48)
+    main = KINDS[kind].default_container
+    extra = {rt: {"template": {"spec": {"containers": [
+        {"name": main, "image": "i"}, {"name": "sidecar", "image": "s"}]}}}
+        for rt in TYPICAL[kind]}
+    plan = Cluster(job(kind, TYPICAL[kind], replica_extra=extra)).plan()
+    pod = next(o for o in plan.create if o["kind"] == "Pod")
+    names = [[e["name"] for e in c.get("env") or []] for c in pod["spec"]["containers"]]
+    assert names[0] == names[1] and names[0]
 
 
 def test_paddle_collective_env() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainop.api import KINDS, Job
 from trainop.api.types import JAXJobSpec
 from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, replicas
+from trainop.frameworks.common import all_succeeded, total_replicas
 
 
 class JAX(Framework[JAXJobSpec]):
@@ -15,13 +15,17 @@ class JAX(Framework[JAXJobSpec]):
     worker0_is_master = True  # upstream: pkg/controller.v1/jax/jaxjob_controller.go:462
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        # upstream's variables, in its order: pkg/controller.v1/jax/envvar.go:36-79
         return {
-            "COORDINATOR_ADDRESS": addr.host(job, "Worker", 0, qualified=False),
-            "COORDINATOR_PORT": str(addr.port(job, "Worker", 0)),
-            "NUM_PROCESSES": str(replicas(job, "Worker")),
-            "PROCESS_ID": str(index),
             "PYTHONUNBUFFERED": "1",
+            "COORDINATOR_PORT": str(addr.port(job, "Worker", 0)),
+            "COORDINATOR_ADDRESS": addr.host(job, "Worker", 0, qualified=False),
+            "NUM_PROCESSES": str(total_replicas(job)),
+            "PROCESS_ID": str(index),
         }
+
+    def env_containers(self, job: Job) -> str | None:
+        return None  # every container, as upstream (envvar.go:48)
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Worker")

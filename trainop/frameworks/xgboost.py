@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainop.api import KINDS, Job
 from trainop.api.types import XGBoostJobSpec
 from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, per_job, replicas
+from trainop.frameworks.common import all_succeeded, per_job, replicas, total_replicas
 
 
 class XGBoost(Framework[XGBoostJobSpec]):
@@ -14,18 +14,26 @@ class XGBoost(Framework[XGBoostJobSpec]):
     master_role = ("Master",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        workers = replicas(job, "Worker")
-        rank = index + 1 if rtype == "Worker" else index
-        return {
-            "MASTER_ADDR": addr.host(job, "Master", 0, qualified=False),
+        # upstream's variables, in its order: pkg/controller.v1/xgboost/xgboost.go:31-110
+        total = total_replicas(job)
+        rank = index + replicas(job, "Master") if rtype == "Worker" else index
+        env = {
             "MASTER_PORT": str(addr.port(job, "Master", 0)),
-            "WORLD_SIZE": str(replicas(job, "Master") + workers),
+            "MASTER_ADDR": addr.host(job, "Master", 0, qualified=False),
+            "WORLD_SIZE": str(total),
             "RANK": str(rank),
-            "WORKER_PORT": str(addr.port(job, rtype, index)),
-            "WORKER_ADDRS": per_job(job, addr, "xgb-workers", lambda: ",".join(
-                addr.host(job, "Worker", i, qualified=False) for i in range(workers))),
             "PYTHONUNBUFFERED": "1",
         }
+        if total > 1:  # for LightGBM: the workers' port and names (a master alone has none)
+            # the Worker type's port (one number on a cluster; locally each worker's own)
+            port = addr.port(job, "Worker", index if rtype == "Worker" else 0)
+            env["WORKER_PORT"] = str(port)
+            env["WORKER_ADDRS"] = per_job(job, addr, "xgb-workers", lambda: ",".join(
+                addr.host(job, "Worker", i, qualified=False) for i in range(total - 1)))
+        return env
+
+    def env_containers(self, job: Job) -> str | None:
+        return None  # every container, as upstream (xgboost.go:73)
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Master")
