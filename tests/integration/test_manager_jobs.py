@@ -59,6 +59,10 @@ def test_every_kind_runs_to_success(kube: Kube, manager: Manager, kind: str) -> 
     assert manager.metric("controller_runtime_max_concurrent_reconciles",
                           controller=controller) == 1
     assert manager.metric("workqueue_adds_total", name=controller, controller=controller) > 0
+    # events are told by the same controller name, as upstream's recorders are
+    # (GetEventRecorderFor(controllerName), e.g. pytorchjob_controller.go:67)
+    told = [e for e in kube.items("events") if e["involvedObject"]["kind"] == kind]
+    assert told and {e["source"]["component"] for e in told} == {controller}
 
 
 def test_pytorch_env_uses_service_names(kube: Kube, manager: Manager) -> None:

@@ -12,7 +12,7 @@ from trainop.api import InvalidJob, Job, load_job
 from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
-from trainop.cluster.events import EventRecorder
+from trainop.cluster.events import EventRecorder, component
 from trainop.cluster.informer import Change
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
@@ -51,7 +51,7 @@ class JobController:
         self.leading = leading
         self.framework = framework_for(kind)
         self.addr = ClusterAddressing()
-        self.queue = WorkQueue(kind, controller=f"{kind.lower()}-controller")
+        self.queue = WorkQueue(kind, controller=component(kind))
         self._parsed: dict[str, tuple[str, Job]] = {}
         """Key -> (resourceVersion, defaulted job): parse a job once per version."""
         self.jobs = caches.jobs[kind]
