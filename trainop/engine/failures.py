@@ -70,6 +70,15 @@ class Judgement:
     """Replica type -> pod recreations this restart adds to its status (RESTART)."""
     whole_job: bool = False
 
+    @property
+    def scope(self) -> str:
+        """What a restart does, in the message and event."""
+        return _scope(self.whole_job)
+
+
+def _scope(whole_job: bool) -> str:
+    return "all replicas restart" if whole_job else "restarting"
+
 
 def in_spec(job: Job, pod: PodState) -> bool:
     rspec = job.spec.replica_specs.get(pod.replica_type)
@@ -145,7 +154,6 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
                              f"restart limit ({limit}); last: {first.describe()}.", first)
 
     whole_job = rp.restart_scope == "Job"
-    scope = "all replicas restart" if whole_job else "restarting"
     if whole_job:
         bumps = {first.pod.replica_type: 1}
     else:
@@ -155,6 +163,6 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
     return Judgement(
         Verdict.RESTART, f"{job.kind}Restarting",
         f"{title} is restarting because {len(retry)} {first.pod.replica_type} replica(s) "
-        f"failed ({scope}): {first.describe()}.", first,
+        f"failed ({_scope(whole_job)}): {first.describe()}.", first,
         restart=tuple(live) if whole_job else tuple(f.pod for f in retry),
         recreations=bumps, whole_job=whole_job)

@@ -38,13 +38,11 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     hpa = elastic.desired_hpa(job, config)
     if hpa is not None:
         desired.append(hpa)
-    held = False
     if config.gang_scheduler:
         desired.append(gang.desired_pod_group(job, config))
         pg = observed.object("PodGroup", job.name)
         # Volcano admits a gang before its pods may exist
-        held = config.volcano and (pg is None or pg.phase not in gang.ADMITTED_PHASES)
-        out.held = held
+        out.held = config.volcano and (pg is None or pg.phase not in gang.ADMITTED_PHASES)
     for obj in desired:
         seen = observed.object(str(obj["kind"]), obj["metadata"]["name"])
         if seen is None:
@@ -55,7 +53,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     services = {o.name for o in observed.objects if o.kind == "Service"}
     slots = {(p.replica_type, p.index) for p in observed.pods}
     for rtype, rspec in job.spec.replica_specs.items():
-        may = not held and fw.may_create(job, rtype, observed)
+        may = not out.held and fw.may_create(job, rtype, observed)
         for i in range(rspec.replicas or 0):
             name = replica_name(job, rtype, i)
             if fw.pod_services and name not in services:

@@ -244,8 +244,8 @@ class _Run:
         if self.plan.transitions[-1:] != [cond.RESTARTING]:
             # Restarting already True (a second restart): still worth an event.
             assert judgement.first is not None
-            scope = "all replicas restart" if judgement.whole_job else "restarting"
-            self.event(judgement.reason, f"{judgement.first.describe()}; {scope}", True)
+            self.event(judgement.reason, f"{judgement.first.describe()}; {judgement.scope}",
+                       True)
         return True
 
     def record_failure(self, f: failures.Failure) -> None:
