@@ -57,11 +57,11 @@ def _refuse(loader: yaml.SafeLoader, node: yaml.Node) -> None:
 
 
 def _int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
-    text = _as_text(loader, node)
-    if len(text) > MAX_NUMBER_DIGITS:
-        raise ManifestError(f"line {node.start_mark.line + 1}: a number of {len(text)} digits "
+    assert isinstance(node, yaml.ScalarNode)  # the int tag resolves to scalars only
+    digits = len(str(node.value))
+    if digits > MAX_NUMBER_DIGITS:
+        raise ManifestError(f"line {node.start_mark.line + 1}: a number of {digits} digits "
                             f"(at most {MAX_NUMBER_DIGITS})")
-    assert isinstance(node, yaml.ScalarNode)
     return int(yaml.SafeLoader.construct_yaml_int(loader, node))
 
 

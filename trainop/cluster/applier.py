@@ -29,6 +29,9 @@ class Refused(Exception):
 
 
 class PlanApplier:
+    """Applies the plans of one job kind; `expectations` say which jobs wait for the cache
+    to show the pods this applier made or deleted."""
+
     def __init__(self, kind: str, framework: str, client: Client,
                  jobs: Informer[JobRecord], recorder: EventRecorder):
         self.kind = kind
