@@ -66,9 +66,10 @@ class Cluster:
                 rtype = replica_type_of(self.job, labels[REPLICA_TYPE])
                 assert rtype is not None
                 self.pods[meta["name"]] = PodState(meta["name"], rtype,
-                                                   int(labels[REPLICA_INDEX]))
+                                                   int(labels.get(REPLICA_INDEX, 0)))
             else:
-                content = obj.get("data") if obj["kind"] == "ConfigMap" else None
+                content = obj.get("data") if obj["kind"] == "ConfigMap" else \
+                    obj.get("rules") if obj["kind"] == "Role" else None
                 self.objects[(obj["kind"], meta["name"])] = OwnedObject(
                     obj["kind"], meta["name"], content=content)
         self.job = self.job.model_copy(update={"status": plan.status})

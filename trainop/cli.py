@@ -21,6 +21,7 @@ from trainop.api import (
 )
 from trainop.api.crd import all_crds
 from trainop.api.manifest import parse_documents
+from trainop.engine.config import EngineConfig
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -195,6 +196,9 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
               show_default=True,
               help="Secret in the webhook Service's namespace holding the self-made "
                    "certificates that every manager replica serves.")
+@click.option("--mpi-kubectl-delivery-image", default=EngineConfig.mpi_kubectl_delivery_image,
+              show_default=True, help="Image of the MPI launcher's init container that "
+                                      "brings kubectl (MPIJobs of the KubectlExec transport).")
 @click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
                                    "~/.kube/config].")
 @click.option("--log-level", default="info", show_default=True,
@@ -207,7 +211,8 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             controller_threads: int, kube_api_qps: float, kube_api_burst: int,
             webhook_port: int, webhook_cert_dir: Path, webhook_service_name: str,
             webhook_service_namespace: str, webhook_config_name: str,
-            webhook_secret_name: str, kubeconfig: str | None, log_level: str) -> None:
+            webhook_secret_name: str, mpi_kubectl_delivery_image: str,
+            kubeconfig: str | None, log_level: str) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
     import asyncio
@@ -239,7 +244,7 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
         metrics_address=metrics_bind_address, metrics_secure=metrics_secure,
         health_address=health_probe_bind_address,
         threads=controller_threads, qps=kube_api_qps, burst=kube_api_burst,
-        kubeconfig=kubeconfig,
+        kubeconfig=kubeconfig, mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
         webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,
                                service_name=webhook_service_name,
                                service_namespace=webhook_service_namespace,

@@ -187,10 +187,13 @@ def test_nproc_per_node(nproc: str, ok: bool) -> None:
     ("MXJob", {"jobMode": "Train"}, False),
     ("MPIJob", {"slotsPerWorker": 4}, True),
     ("MPIJob", {"slotsPerWorker": 0}, False),
-    ("MPIJob", {"mpiImplementation": "MPICH"}, True),
-    ("MPIJob", {"mpiImplementation": "LAM"}, False),
+    ("MPIJob", {"mpiImplementation": "MPICH", "transport": "SSH"}, True),
+    ("MPIJob", {"mpiImplementation": "MPICH"}, False),
+    ("MPIJob", {"mpiImplementation": "LAM", "transport": "SSH"}, False),
+    ("MPIJob", {"transport": "RSH"}, False),
 ], ids=["tf-allworkers", "tf-bad-policy", "mx-tune", "mx-bad-mode", "mpi-slots",
-        "mpi-zero-slots", "mpi-mpich", "mpi-bad-impl"])
+        "mpi-zero-slots", "mpi-ssh-mpich", "mpi-exec-mpich", "mpi-bad-impl",
+        "mpi-bad-transport"])
 def test_kind_specific_fields(kind: str, spec: dict[str, Any], ok: bool) -> None:
     assert (problems(manifest(kind, TYPICAL[kind], spec=spec)) == []) is ok
 

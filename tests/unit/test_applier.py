@@ -62,8 +62,8 @@ class Told:
         self.events.append(event)
 
 
-def plan_for(kind: str, replicas: dict[str, int]) -> tuple[Plan, dict[str, Any]]:
-    j = job(kind, replicas, uid="u1")
+def plan_for(kind: str, replicas: dict[str, int], **spec: Any) -> tuple[Plan, dict[str, Any]]:
+    j = job(kind, replicas, uid="u1", spec=spec)
     key = SSHKeyPair("private", "public")
     plan = reconcile(j, Observed(ssh_key=key), T0, framework_for(kind), ClusterAddressing())
     head = {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {
@@ -76,13 +76,16 @@ def applier(api: MemoryAPI, told: Told, kind: str) -> PlanApplier:
     return PlanApplier(kind, "f", api, jobs, told)  # type: ignore[arg-type]
 
 
-def test_what_pods_mount_is_made_before_any_pod() -> None:
+@pytest.mark.parametrize(("transport", "first"), [
+    ("KubectlExec", {"ConfigMap", "ServiceAccount", "Role", "RoleBinding"}),
+    ("SSH", {"ConfigMap", "Secret", "Service"})])
+def test_what_pods_mount_is_made_before_any_pod(transport: str, first: set[str]) -> None:
     api, told = MemoryAPI(), Told()
-    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 2})
+    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 2}, transport=transport)
     asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
     kinds = [k for k, _ in api.created]
     first_pod = kinds.index("Pod")
-    assert set(kinds[:first_pod]) == {"ConfigMap", "Secret", "Service"}
+    assert set(kinds[:first_pod]) == first
     assert kinds.count("Pod") == 3
     assert [e.reason for e in told.events] == ["MPIJobCreated", "SuccessfulCreatePod"]
 

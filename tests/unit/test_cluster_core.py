@@ -172,12 +172,19 @@ def test_last_exit_counts_only_for_a_failed_pod(phase: str, code: int | None) ->
     assert rec is not None and rec.exit_code("pytorch") == code  # Running: still retrying
 
 
-@pytest.mark.parametrize("labels", [{}, {"training.kubeflow.org/replica-type": "worker"},
+@pytest.mark.parametrize("labels", [{}, {"training.kubeflow.org/replica-index": "0"},
                                     {"training.kubeflow.org/replica-type": "worker",
                                      "training.kubeflow.org/replica-index": "x"}],
-                         ids=["no-labels", "no-index", "index-not-a-number"])
+                         ids=["no-labels", "no-type", "index-not-a-number"])
 def test_pods_without_replica_labels_are_not_ours(labels: dict[str, str]) -> None:
     assert pod_record({"metadata": {"name": "p", "labels": labels}}) is None
+
+
+def test_a_pod_without_an_index_is_its_types_only_replica() -> None:
+    # MPI's launcher: upstream labels it without replica-index (mpi/mpijob.go:227-243)
+    rec = pod_record({"metadata": {"name": "job-launcher", "labels": {
+        "training.kubeflow.org/replica-type": "launcher"}}})
+    assert rec is not None and (rec.replica_type, rec.index) == ("launcher", 0)
 
 
 def test_pod_record_of_a_pod_with_no_status_yet() -> None:

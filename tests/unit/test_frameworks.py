@@ -178,7 +178,9 @@ def test_mxnet_env() -> None:
         {"url": "job-worker-0.ns.svc", "port": 9091}, {"url": "job-worker-1.ns.svc", "port": 9091}]
 
 
-# -- MPI ----------------------------------------------------------------------------------
+# -- MPI, SSH transport (opt-in; the default transport: test_mpi_v1.py) ----------------------
+
+SSH = {"transport": "SSH"}
 
 @pytest.mark.parametrize(("impl", "hostfile"), [
     ("OpenMPI", "job-worker-0.job.ns.svc slots=2\njob-worker-1.job.ns.svc slots=2\n"),
@@ -187,7 +189,7 @@ def test_mxnet_env() -> None:
 ])
 def test_mpi_hostfile_formats(impl: str, hostfile: str) -> None:
     c = started("MPIJob", {"Launcher": 1, "Worker": 2},
-                spec={"slotsPerWorker": 2, "mpiImplementation": impl})
+                spec={**SSH, "slotsPerWorker": 2, "mpiImplementation": impl})
     cm = c.created["ConfigMap/job-config"]
     assert cm["data"]["hostfile"] == hostfile
     assert cm["data"]["discover_hosts.sh"] == (
@@ -198,20 +200,22 @@ def test_mpi_hostfile_formats(impl: str, hostfile: str) -> None:
     ("OpenMPI", "OMPI_MCA_orte_default_hostfile"), ("Intel", "I_MPI_HYDRA_HOST_FILE"),
     ("MPICH", "HYDRA_HOST_FILE")])
 def test_mpi_launcher_env(impl: str, var: str) -> None:
-    c = started("MPIJob", {"Launcher": 1, "Worker": 1}, spec={"mpiImplementation": impl})
-    env = c.env("job-launcher-0")
+    c = started("MPIJob", {"Launcher": 1, "Worker": 1},
+                spec={**SSH, "mpiImplementation": impl})
+    env = c.env("job-launcher")
     assert env[var] == "/etc/mpi/hostfile" and env["K_MPI_JOB_ROLE"] == "launcher"
     assert c.env("job-worker-0") == {"K_MPI_JOB_ROLE": "worker"}
 
 
 def test_mpi_pods_secret_and_service() -> None:
-    c = started("MPIJob", {"Launcher": 1, "Worker": 2})
+    c = started("MPIJob", {"Launcher": 1, "Worker": 2}, spec=SSH)
     worker = c.pod("job-worker-1")
     assert worker["spec"]["hostname"] == "job-worker-1"
     assert worker["spec"]["subdomain"] == "job"
     assert worker["spec"]["containers"][0]["volumeMounts"] == [
         {"name": "ssh-auth", "mountPath": "/root/.ssh"}]
-    launcher = c.pod("job-launcher-0")
+    launcher = c.pod("job-launcher")
+    assert launcher["spec"]["hostname"] == "job-launcher"
     mounts = {m["mountPath"] for m in launcher["spec"]["containers"][0]["volumeMounts"]}
     assert mounts == {"/root/.ssh", "/etc/mpi"}
     secret = c.created["Secret/job-ssh"]
@@ -223,10 +227,11 @@ def test_mpi_pods_secret_and_service() -> None:
     assert svc["spec"]["selector"] == {"training.kubeflow.org/job-name": "job",
                                        "training.kubeflow.org/operator-name": "mpijob-controller"}
     assert "kubectl" not in json.dumps(launcher)
+    assert not [k for k in c.created if k.split("/")[0] in ("Role", "ServiceAccount")]
 
 
 def test_mpi_hostfile_follows_worker_scaling() -> None:
-    c = started("MPIJob", {"Launcher": 1, "Worker": 1})
+    c = started("MPIJob", {"Launcher": 1, "Worker": 1}, spec=SSH)
     c.job.spec.replica_specs["Worker"].replicas = 2
     plan = c.step()
     assert [o["kind"] for o in plan.update] == ["ConfigMap"]
@@ -235,23 +240,23 @@ def test_mpi_hostfile_follows_worker_scaling() -> None:
 
 def test_mpi_launcher_waits_for_ready_workers() -> None:
     c = Cluster(job("MPIJob", {"Launcher": 1, "Worker": 2},
-                    spec={"launcherCreationPolicy": "WaitForWorkersReady"}))
+                    spec={**SSH, "launcherCreationPolicy": "WaitForWorkersReady"}))
     c.step()
-    assert "job-launcher-0" not in c.pods
+    assert "job-launcher" not in c.pods
     c.all("Running", ready=True, rtype="Worker")
     c.set("job-worker-1", ready=False)
     c.step()
-    assert "job-launcher-0" not in c.pods
+    assert "job-launcher" not in c.pods
     c.set("job-worker-1", ready=True)
     c.step()
-    assert "job-launcher-0" in c.pods
+    assert "job-launcher" in c.pods
 
 
-def test_mpi_workers_stop_when_the_launcher_is_done() -> None:
-    c = started("MPIJob", {"Launcher": 1, "Worker": 2})
+def test_mpi_ssh_workers_stop_when_the_launcher_is_done() -> None:
+    c = started("MPIJob", {"Launcher": 1, "Worker": 2}, spec=SSH)
     c.all("Running", ready=True)
     c.step()
-    c.set("job-launcher-0", phase="Succeeded")
+    c.set("job-launcher", phase="Succeeded")
     plan = c.step()
     assert c.last_condition() == "Succeeded"
     assert sorted(r.name for r in plan.delete if r.kind == "Pod") == [
@@ -307,11 +312,14 @@ def test_success_rules(kind: str, replicas: dict[str, int | None], spec: dict[st
     assert framework_for(kind).succeeded(j, state) is expected
 
 
-def test_mpi_hostfile_lists_each_host_once_with_all_its_slots() -> None:
-    from trainop.frameworks.mpi import hostfile
+@pytest.mark.parametrize("transport", ["KubectlExec", "SSH"])
+def test_mpi_hostfile_lists_each_host_once_with_all_its_slots(transport: str) -> None:
+    from trainop.frameworks import mpi_exec, mpi_ssh
     from trainop.local.addressing import LocalAddressing
 
-    j = job("MPIJob", {"Launcher": 1, "Worker": 3}, spec={"slotsPerWorker": 2})
+    j = job("MPIJob", {"Launcher": 1, "Worker": 3},
+            spec={"slotsPerWorker": 2, "transport": transport})
+    hostfile = mpi_ssh.hostfile if transport == "SSH" else mpi_exec.hostfile
     assert hostfile(j, LocalAddressing()) == "127.0.0.1 slots=6\n"
 
 

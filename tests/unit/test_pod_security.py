@@ -38,9 +38,19 @@ def test_pod_is_the_template_plus_env_and_restart_policy(kind: str) -> None:
             container.pop("env", None)
             container.pop("ports", None)  # the kind's named port, added by defaulting
             mounts = container.pop("volumeMounts", [])
-            assert all(m["name"] in ("ssh-auth", "mpi-job-config") for m in mounts)
+            assert all(m["name"] in ("mpi-job-config", "mpi-job-kubectl") for m in mounts)
+            if kind == "MPIJob" and "launcher" not in obj["metadata"]["name"]:
+                # a worker without a command sleeps until the launcher execs into it
+                assert (container.pop("command"), container.pop("args")) == (
+                    ["sleep"], ["365d"])
         if kind == "MPIJob":
             got["volumes"] = [v for v in got["volumes"] if v["name"] == "data"]
-            assert got.pop("hostname") and got.pop("subdomain") == "job"
+            if "launcher" in obj["metadata"]["name"]:
+                # kubectl for mpirun's agent, under a ServiceAccount that may only exec
+                # into this job's workers (test_mpi_v1.py)
+                assert got["serviceAccountName"] == "trainer"  # the template's own is kept
+                (delivery,) = got.pop("initContainers")
+                assert delivery["name"] == "kubectl-delivery"
+                assert "securityContext" not in delivery
         assert got == spec
         assert "privileged" not in str(got)

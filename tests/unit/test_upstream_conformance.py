@@ -61,7 +61,7 @@ def test_a_replicas_service_is_headless_with_ready_endpoints_only(kind: str) -> 
      "pkg/controller.v1/xgboost/xgboostjob_controller.go:453"),
     ("PaddleJob", {"Worker": 2}, [],
      "pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:507"),
-    ("MPIJob", {"Launcher": 1, "Worker": 2}, ["job-launcher-0"],
+    ("MPIJob", {"Launcher": 1, "Worker": 2}, ["job-launcher"],
      "pkg/controller.v1/mpi/mpijob_controller.go:306"),
 ], ids=["pytorch-master", "pytorch-no-master", "tf-chief", "tf-no-chief", "jax", "xgboost",
         "paddle-no-master", "mpi"])

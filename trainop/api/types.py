@@ -209,8 +209,14 @@ class MPIJobSpec(JobSpec):
         None, description="Deprecated: use runPolicy.cleanPodPolicy."
     )
     main_container: str | None = None
+    transport: Literal["KubectlExec", "SSH"] | None = Field(
+        None, description="trainop: how the launcher starts the ranks in the workers. "
+        "KubectlExec (default, as training-operator v1): kubectl exec through a Role of the "
+        "job's own. SSH (mpi-operator v2beta1's design): an SSH key Secret, workers run sshd."
+    )
     mpi_implementation: Literal["OpenMPI", "Intel", "MPICH"] | None = Field(
-        None, description="trainop: the hostfile format and launcher environment."
+        None, description="trainop, with transport SSH: the hostfile format and launcher "
+        "environment."
     )
     launcher_creation_policy: Literal["AtStartup", "WaitForWorkersReady"] | None = Field(
         None, description="trainop: create the launcher at once or when all workers are ready."
@@ -225,6 +231,8 @@ class MPIJobSpec(JobSpec):
             rp.clean_pod_policy = self.clean_pod_policy  # the deprecated spec-level field
         if self.slots_per_worker is None:
             self.slots_per_worker = 1
+        if self.transport is None:
+            self.transport = "KubectlExec"
         if self.mpi_implementation is None:
             self.mpi_implementation = "OpenMPI"
         if self.launcher_creation_policy is None:
@@ -235,6 +243,11 @@ class MPIJobSpec(JobSpec):
         if self.slots_per_worker is not None and self.slots_per_worker < 1:
             problems.append(Problem(
                 "spec.slotsPerWorker", f"must be 1 or more, got {self.slots_per_worker}"))
+        if self.transport != "SSH" and self.mpi_implementation not in (None, "OpenMPI"):
+            problems.append(Problem(
+                "spec.mpiImplementation", f"{self.mpi_implementation} needs transport: SSH "
+                "(the KubectlExec transport writes Open MPI's hostfile, as training-operator "
+                "v1 does)"))
         return problems
 
 

@@ -19,6 +19,9 @@ from trainop.cluster.records import JobRecord, meta_of
 from trainop.cluster.resources import JOBS, Resource, resource_for
 from trainop.engine import Event, ObjectRef, Plan, clock, create_refused, created_only
 
+CONTENT = ("data", "spec", "rules")
+"""The fields of an owned object the engine keeps current (objects.py, _content)."""
+
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
 
@@ -116,7 +119,7 @@ class PlanApplier:
             await self._batches(plan.create, create)
             for o in plan.update:
                 await self.client.patch(resource_for(o["kind"], o["apiVersion"]).path(
-                    ns, o["metadata"]["name"]), {k: o[k] for k in ("data", "spec") if k in o})
+                    ns, o["metadata"]["name"]), {k: o[k] for k in CONTENT if k in o})
             await self._batches(plan.delete, delete)
         finally:
             # No plan creates a pod it also deletes (an engine property test checks it),

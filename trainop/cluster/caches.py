@@ -20,7 +20,10 @@ from trainop.cluster.resources import (
     CONFIGMAPS,
     JOBS,
     PODS,
+    ROLEBINDINGS,
+    ROLES,
     SECRETS,
+    SERVICEACCOUNTS,
     SERVICES,
     Resource,
 )
@@ -41,7 +44,7 @@ class Caches:
     jobs: dict[str, Informer[JobRecord]] = field(default_factory=dict)
     pods: Informer[PodRecord] | None = None
     objects: dict[str, Informer[ObjectRecord]] = field(default_factory=dict)
-    """Kind -> informer, for Service, ConfigMap, Secret, PodGroup, HorizontalPodAutoscaler."""
+    """Kind -> informer, for Service, PodGroup, HPA and what frameworks own (owned_kinds)."""
 
     def all(self) -> list[Informer[Any]]:
         return [*self.jobs.values(), *([self.pods] if self.pods else []),
@@ -69,14 +72,15 @@ def build(client: Client, kinds: list[str], namespace: str | None,
           extra: dict[str, Resource]) -> Caches:
     """Informers for the enabled kinds and what they own: pods and services always, the
     kinds of `extra` (PodGroups, HPAs), and the core kinds the enabled frameworks own
-    besides (ConfigMaps and Secrets are watched only where a framework makes them)."""
+    besides (ConfigMaps, Secrets and MPI's RBAC objects are watched only where a framework
+    makes them)."""
     caches = Caches()
     for kind in kinds:
         caches.jobs[kind] = job_informer(client, kind, namespace)
     caches.pods = Informer(client, PODS, _controlled(pod_record), lambda r: r.meta.key,
                            lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
     owned = {"Service": SERVICES, **extra}
-    core = {"ConfigMap": CONFIGMAPS, "Secret": SECRETS}
+    core = {r.kind: r for r in (CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS)}
     for kind in owned_kinds(kinds):
         if kind in core:
             owned[kind] = core[kind]

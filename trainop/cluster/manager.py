@@ -60,6 +60,7 @@ class ManagerOptions:
     kubeconfig: str | None = None
     metrics_secure: bool = False
     """Serve /metrics over TLS to callers the API server authenticates and authorizes."""
+    mpi_kubectl_delivery_image: str = EngineConfig.mpi_kubectl_delivery_image
     webhook: WebhookOptions | None = field(default_factory=WebhookOptions)
     """None: no admission webhook served."""
 
@@ -124,7 +125,8 @@ async def run_manager(opts: ManagerOptions) -> int:
     try:
         hpa_version, extra = await _discover(client, opts)
         caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
-        engine = EngineConfig(gang_scheduler=opts.gang_scheduler, hpa_api_version=hpa_version)
+        engine = EngineConfig(gang_scheduler=opts.gang_scheduler, hpa_api_version=hpa_version,
+                              mpi_kubectl_delivery_image=opts.mpi_kubectl_delivery_image)
         if opts.leader_elect:
             # its own connections and no shared rate limit: no burst of other requests
             # may delay a renewal

@@ -78,7 +78,9 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
     meta = meta_of(obj)
     labels = (obj.get("metadata") or {}).get("labels") or {}
     rtype, index = labels.get(REPLICA_TYPE), labels.get(REPLICA_INDEX)
-    if not rtype or index is None or not str(index).isdigit():
+    if index is None:
+        index = "0"  # a replica type's only pod (MPI's launcher) carries no index
+    if not rtype or not str(index).isdigit():
         return None
     status = obj.get("status") or {}
     restarts, ready, reason = 0, True, status.get("reason")
@@ -114,8 +116,10 @@ class ObjectRecord:
 
 def object_record(kind: str, obj: dict[str, Any]) -> ObjectRecord:
     phase = (obj.get("status") or {}).get("phase") if kind == "PodGroup" else None
-    # ConfigMap data is compared to keep MPI hostfiles current; Secret data is never kept.
-    content = obj.get("data") if kind == "ConfigMap" else None
+    # ConfigMap data and Role rules are compared to keep MPI's hostfile and launcher Role
+    # current; Secret data is never kept.
+    content = obj.get("data") if kind == "ConfigMap" else \
+        obj.get("rules") if kind == "Role" else None
     return ObjectRecord(meta_of(obj), kind, phase, content)
 
 

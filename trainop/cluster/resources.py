@@ -36,6 +36,9 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
@@ -53,7 +56,8 @@ def hpa(version: str) -> Resource:
 
 
 OWNED = {(r.api_version, r.kind): r for r in (
-    PODS, SERVICES, CONFIGMAPS, SECRETS, VOLCANO_PODGROUPS, PLUGINS_PODGROUPS,
+    PODS, SERVICES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS,
+    VOLCANO_PODGROUPS, PLUGINS_PODGROUPS,
     hpa("autoscaling/v2"), hpa("autoscaling/v2beta2"))}
 """(apiVersion, kind) -> resource, for every object a job owns: the one table the
 runtime looks them up in."""

@@ -17,6 +17,9 @@ class ClusterAddressing:
             return f"{name}.{job.name}.{job.namespace}.svc" if qualified else f"{name}.{job.name}"
         return f"{name}.{job.namespace}.svc" if qualified else name
 
+    def pod_host(self, pod: str) -> str:
+        return pod
+
     def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
         wanted = name or job.info.default_port_name
         rspec = job.spec.replica_specs.get(rtype)

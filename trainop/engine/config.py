@@ -11,6 +11,9 @@ class EngineConfig:
     """--gang-scheduler-name: "volcano" for Volcano, any other name for scheduler-plugins."""
     hpa_api_version: str = "autoscaling/v2"
     """The HorizontalPodAutoscaler version the cluster serves (v2 or v2beta2)."""
+    mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
+    """--mpi-kubectl-delivery-image: the MPI launcher's init container that brings kubectl
+    (upstream's default, pkg/config/config.go:35)."""
 
     @property
     def volcano(self) -> bool:

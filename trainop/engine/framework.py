@@ -12,6 +12,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from trainop.api import Job, KindInfo
 from trainop.api.types import JobSpec
+from trainop.engine.config import EngineConfig
+from trainop.engine.labels import replica_name
 from trainop.engine.observed import Observed
 
 
@@ -24,6 +26,11 @@ class Addressing(Protocol):
 
     def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
         """The replica's port of that name (default: the kind's default port)."""
+        ...
+
+    def pod_host(self, pod: str) -> str:
+        """The host a launcher names to start processes in pod `pod` by the pod's name
+        (kubectl exec): the name itself in a cluster, 127.0.0.1 on one machine."""
         ...
 
 
@@ -64,9 +71,6 @@ class Framework(ABC, Generic[S]):
     started_by_launcher: tuple[str, ...] = ()
     """Replica types whose work the launcher starts itself (MPI workers only run sshd):
     the local runtime runs no process for them."""
-    stop_on_finish: tuple[str, ...] = ()
-    """Replica types whose running pods are deleted when the job ends, whatever the
-    cleanPodPolicy (MPI workers that would otherwise run sshd forever)."""
     owned_kinds: tuple[str, ...] = ()
     """Kinds of objects, besides pods and services, that jobs of this kind own (ConfigMap,
     Secret, HorizontalPodAutoscaler): the cluster runtime watches those for them."""
@@ -77,6 +81,15 @@ class Framework(ABC, Generic[S]):
 
     def spec(self, job: Job) -> S:
         return spec_of(job, self.spec_type)
+
+    def replica_name(self, job: Job, rtype: str, index: int) -> str:
+        """The name of a replica's pod (and service): `{job}-{rtype}-{index}` by default."""
+        return replica_name(job, rtype, index)
+
+    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
+        """Replica types whose running pods are deleted when the job ends, whatever the
+        cleanPodPolicy (MPI workers that would otherwise run sshd forever)."""
+        return ()
 
     def is_master(self, job: Job, rtype: str, index: int) -> bool:
         """Whether the replica is labelled job-role=master (upstream's IsMasterRole): the
@@ -95,13 +108,28 @@ class Framework(ABC, Generic[S]):
         return job.main_container
 
     def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
-                     addr: Addressing) -> None:
-        """Change a desired pod in place beyond its environment (volumes, hostname)."""
+                     addr: Addressing, config: EngineConfig) -> None:
+        """Change a desired pod in place beyond its environment (volumes, hostname, init
+        containers whose images the runtime's flags name)."""
         return None
 
     @abstractmethod
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         """The kind's success rule over the counts of each replica type."""
+
+    def running(self, job: Job, counts: dict[str, Counts]) -> bool:
+        """When the job is Running: by default once every replica that has not succeeded
+        runs."""
+        busy = sum(c.active for c in counts.values())
+        return busy > 0 and all(c.active + c.succeeded >= c.replicas for c in counts.values())
+
+    def running_message(self, job: Job) -> str:
+        """The Running condition's message, as the kind's upstream controller words it."""
+        return f"{job.kind} {job.key} is running."
+
+    def succeeded_message(self, job: Job) -> str:
+        """The Succeeded condition's message, as the kind's upstream controller words it."""
+        return f"{job.kind} {job.key} successfully completed."
 
     def extra_objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], add
     labels = {**(tmeta.get("labels") or {}), **replica_labels(job, rtype, index)}
     if framework.is_master(job, rtype, index):
         labels[JOB_ROLE] = "master"
-    meta = object_meta(job, replica_name(job, rtype, index), labels)
+    meta = object_meta(job, framework.replica_name(job, rtype, index), labels)
     if tmeta.get("annotations"):
         meta["annotations"] = dict(tmeta["annotations"])
     spec = template.get("spec") or {}
@@ -40,7 +40,7 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], add
         if only is None or c.get("name") == only:
             _add_env(c, env)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-    framework.decorate_pod(job, rtype, index, pod, addr)
+    framework.decorate_pod(job, rtype, index, pod, addr, config)
     if config.gang_scheduler:
         gang.decorate_pod(job, rtype, pod, config)
     return pod

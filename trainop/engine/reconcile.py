@@ -123,7 +123,7 @@ class _Run:
             doomed = [p for p in live if p.phase in LIVE_PHASES]
         else:
             doomed = []
-        stop = set(self.fw.stop_on_finish)
+        stop = set(self.fw.stops_on_finish(self.job))
         doomed += [p for p in live if p.replica_type in stop and p not in doomed
                    and p.phase in LIVE_PHASES]
         self.delete_pods(doomed, "job finished" if not deadline else "deadline exceeded")
@@ -190,9 +190,9 @@ class _Run:
             self.succeed()
             return
         self.create_missing()
-        if self.all_running(counts):
+        if self.fw.running(self.job, counts):
             self.condition(cond.RUNNING, "True", f"{self.kind}Running",
-                           f"{self.title()} is running.")
+                           self.fw.running_message(self.job))
 
     def scale_down(self) -> None:
         """Pods and services past the replica count, or of a type no longer in the spec."""
@@ -215,10 +215,6 @@ class _Run:
                                             if p.phase == Phase.SUCCEEDED),
             )
         return out
-
-    def all_running(self, counts: dict[str, Counts]) -> bool:
-        busy = sum(c.active for c in counts.values())
-        return busy > 0 and all(c.active + c.succeeded >= c.replicas for c in counts.values())
 
     def handle_failures(self) -> bool:
         """Restart or fail as the failure rules judge (failures.py); True when the job
@@ -261,7 +257,7 @@ class _Run:
 
     def succeed(self) -> None:
         self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
-                       f"{self.title()} successfully completed.")
+                       self.fw.succeeded_message(self.job))
         if self.status.completion_time is None:
             self.status.completion_time = self.now
         self.clean_up(deadline=False)

@@ -60,3 +60,12 @@ def total_replicas(job: Job) -> int:
 def compact_json(value: object) -> str:
     """JSON without spaces, as the frameworks' config variables are written."""
     return json.dumps(value, separators=(",", ":"))
+
+
+def host_slots(hosts: list[str], slots: int) -> dict[str, int]:
+    """Each host once with all its slots, in order: MPI refuses a host listed twice with
+    slots (which happens on one machine, where every worker is 127.0.0.1)."""
+    out: dict[str, int] = {}
+    for host in hosts:
+        out[host] = out.get(host, 0) + slots
+    return out

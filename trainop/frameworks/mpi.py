@@ -1,71 +1,47 @@
-"""MPIJob, in the newer (mpi-operator v2beta1) design.
+"""MPIJob: a launcher runs mpirun; the workers host the ranks it starts in them.
 
-No kubectl and no RBAC objects in the pods: an SSH key Secret mounted in every pod, workers
-running sshd, a headless service giving every pod a DNS name (hostname + subdomain), and a
-ConfigMap with the hostfile in the format of the MPI implementation.
+How the launcher reaches the workers is the job's `transport`: `KubectlExec` (the default,
+training-operator v1's design, mpi_exec.py) or `SSH` (mpi-operator v2beta1's design, asked
+for explicitly, mpi_ssh.py). Success is the launcher's either way.
 """
 
 from __future__ import annotations
 
-import base64
-from typing import Any
+from typing import Any, Protocol
 
 from trainop.api import KINDS, Job
-from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
-from trainop.engine import Addressing, Counts, Framework, Observed, Phase
+from trainop.engine import Addressing, Counts, EngineConfig, Framework, Observed, Phase
 from trainop.engine.framework import spec_of
-from trainop.engine.labels import job_labels, object_meta, replica_name
+from trainop.frameworks import mpi_exec, mpi_ssh
 from trainop.frameworks.common import all_succeeded, replicas
-
-CONFIG_MOUNT = "/etc/mpi"
-SSH_MOUNT = "/root/.ssh"
-HOSTFILE = f"{CONFIG_MOUNT}/hostfile"
-SSH_ARGS = "-o ConnectionAttempts=10"
+from trainop.frameworks.mpi_exec import launcher_name
 
 
-def config_map_name(job: Job) -> str:
-    return f"{job.name}-config"
+class Transport(Protocol):
+    """What differs between the two designs."""
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]: ...
+
+    def env_containers(self, job: Job) -> str | None: ...
+
+    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+                     addr: Addressing, config: EngineConfig) -> None: ...
+
+    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
+                      ) -> list[dict[str, Any]]: ...
+
+    def wants_ssh_key(self, job: Job, observed: Observed) -> bool: ...
+
+    def stops_on_finish(self) -> tuple[str, ...]: ...
 
 
-def secret_name(job: Job) -> str:
-    return f"{job.name}-ssh"
+TRANSPORTS: dict[str, Transport] = {"KubectlExec": mpi_exec.KubectlExec(),
+                                    "SSH": mpi_ssh.SSH()}
 
 
-def _spec(job: Job) -> MPIJobSpec:
-    return spec_of(job, MPIJobSpec)
-
-
-def hostfile(job: Job, addr: Addressing) -> str:
-    spec = _spec(job)
-    slots = spec.slots_per_worker or 1
-    # Each host once with all its slots: MPI refuses a host listed twice with slots (which
-    # happens locally, where every worker is 127.0.0.1).
-    hosts: dict[str, int] = {}
-    for i in range(replicas(job, "Worker")):
-        host = addr.host(job, "Worker", i)
-        hosts[host] = hosts.get(host, 0) + slots
-    if spec.mpi_implementation in ("Intel", "MPICH"):
-        lines = [f"{h}:{n}" for h, n in hosts.items()]
-    else:
-        lines = [f"{h} slots={n}" for h, n in hosts.items()]
-    return "".join(line + "\n" for line in lines)
-
-
-def launcher_env(job: Job) -> dict[str, str]:
-    spec = _spec(job)
-    slots = str(spec.slots_per_worker or 1)
-    if spec.mpi_implementation == "Intel":
-        return {"I_MPI_HYDRA_HOST_FILE": HOSTFILE,
-                "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": SSH_ARGS, "I_MPI_PERHOST": slots}
-    if spec.mpi_implementation == "MPICH":
-        return {"HYDRA_HOST_FILE": HOSTFILE, "HYDRA_LAUNCH_EXTRA_ARGS": SSH_ARGS}
-    return {
-        "OMPI_MCA_orte_default_hostfile": HOSTFILE,
-        "OMPI_MCA_plm_rsh_args": SSH_ARGS,
-        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
-        "OMPI_MCA_orte_set_default_slots": slots,
-    }
+def transport(job: Job) -> Transport:
+    return TRANSPORTS[spec_of(job, MPIJobSpec).transport or "KubectlExec"]
 
 
 class MPI(Framework[MPIJobSpec]):
@@ -74,70 +50,36 @@ class MPI(Framework[MPIJobSpec]):
     master_role = ("Launcher",)
     pod_services = False
     started_by_launcher = ("Worker",)
-    stop_on_finish = ("Worker",)
-    owned_kinds = ("ConfigMap", "Secret")
+    owned_kinds = ("ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding")
+
+    def replica_name(self, job: Job, rtype: str, index: int) -> str:
+        if rtype == "Launcher":
+            return launcher_name(job)  # one launcher, no index (mpijob_controller.go:1006)
+        return super().replica_name(job, rtype, index)
+
+    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
+        return transport(job).stops_on_finish()
 
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
-        return observed.object("Secret", secret_name(job)) is None
+        return transport(job).wants_ssh_key(job, observed)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        env = {"K_MPI_JOB_ROLE": rtype.lower()}
-        if rtype == "Launcher":
-            env.update(launcher_env(job))
-        return env
+        return transport(job).env(job, rtype, index, addr)
 
     def env_containers(self, job: Job) -> str | None:
-        return _spec(job).main_container  # None: every container (names are free in MPI)
+        return transport(job).env_containers(job)
 
     def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
-                     addr: Addressing) -> None:
-        spec = pod["spec"]
-        spec["hostname"] = replica_name(job, rtype, index)
-        spec["subdomain"] = job.name
-        volumes = spec.setdefault("volumes", [])
-        volumes.append({"name": "ssh-auth", "secret": {
-            "secretName": secret_name(job), "defaultMode": 0o600,
-            "items": [{"key": "ssh-privatekey", "path": "id_rsa"},
-                      {"key": "ssh-publickey", "path": "id_rsa.pub"},
-                      {"key": "ssh-publickey", "path": "authorized_keys"}],
-        }})
-        mounts = [{"name": "ssh-auth", "mountPath": SSH_MOUNT}]
-        if rtype == "Launcher":
-            volumes.append({"name": "mpi-job-config", "configMap": {
-                "name": config_map_name(job),
-                "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444},
-                          {"key": "discover_hosts.sh", "path": "discover_hosts.sh",
-                           "mode": 0o555}],
-            }})
-            mounts.append({"name": "mpi-job-config", "mountPath": CONFIG_MOUNT})
-        for c in containers(pod):
-            c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
+                     addr: Addressing, config: EngineConfig) -> None:
+        transport(job).decorate_pod(job, rtype, index, pod, addr, config)
 
     def extra_objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
-        workers = [addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))]
-        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in workers)
-        objects: list[dict[str, Any]] = [
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": object_meta(job, config_map_name(job), job_labels(job)),
-             "data": {"hostfile": hostfile(job, addr), "discover_hosts.sh": discover}},
-            {"apiVersion": "v1", "kind": "Service",
-             "metadata": object_meta(job, job.name, job_labels(job)),
-             "spec": {"clusterIP": "None", "selector": job_labels(job),
-                      "publishNotReadyAddresses": True}},
-        ]
-        key = observed.ssh_key
-        if observed.object("Secret", secret_name(job)) is None and key is not None:
-            objects.append({
-                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth",
-                "metadata": object_meta(job, secret_name(job), job_labels(job)),
-                "data": {"ssh-privatekey": _b64(key.private_key),
-                         "ssh-publickey": _b64(key.public_key)},
-            })
-        return objects
+        return transport(job).extra_objects(job, observed, addr)
 
     def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
-        if rtype != "Launcher" or _spec(job).launcher_creation_policy != "WaitForWorkersReady":
+        if rtype != "Launcher" or self.spec(job).launcher_creation_policy != \
+                "WaitForWorkersReady":
             return True
         ready = {p.index for p in observed.pods
                  if p.replica_type == "Worker" and p.phase == Phase.RUNNING and p.ready}
@@ -146,6 +88,12 @@ class MPI(Framework[MPIJobSpec]):
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Launcher")
 
+    def running(self, job: Job, counts: dict[str, Counts]) -> bool:
+        launcher = counts.get("Launcher")
+        return launcher is not None and launcher.active > 0
 
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
+    def running_message(self, job: Job) -> str:
+        return f"MPIJob {job.name} is running."
+
+    def succeeded_message(self, job: Job) -> str:
+        return f"MPIJob {job.name} is successfully completed."

@@ -22,6 +22,9 @@ class LocalAddressing:
     def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
         return "127.0.0.1"
 
+    def pod_host(self, pod: str) -> str:
+        return "127.0.0.1"
+
     def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
         key = (job.key, rtype, index, name or job.info.default_port_name)
         if key not in self._ports:

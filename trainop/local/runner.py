@@ -127,7 +127,7 @@ class LocalRun:
         name = meta["name"]
         rtype = replica_type_of(self.job, meta["labels"][REPLICA_TYPE])
         assert rtype is not None  # the engine labels only the job's own types
-        index = int(meta["labels"][REPLICA_INDEX])
+        index = int(meta["labels"].get(REPLICA_INDEX, 0))  # MPI's launcher has none
         command = None
         if rtype not in self.framework.started_by_launcher:
             command = command_of(pod, self.job.main_container, self.options.run_dir,

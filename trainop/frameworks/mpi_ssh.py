@@ -1,0 +1,133 @@
+"""MPIJob's SSH transport (mpi-operator v2beta1's design), only for jobs that ask for it
+with `transport: SSH`.
+
+No kubectl and no RBAC objects in the pods: an SSH key Secret mounted in every pod, workers
+running sshd, a headless service giving every pod a DNS name (hostname + subdomain), and a
+ConfigMap with the hostfile in the format of the MPI implementation.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from trainop.api import Job
+from trainop.api.templates import containers
+from trainop.api.types import MPIJobSpec
+from trainop.engine import Addressing, EngineConfig, Observed
+from trainop.engine.framework import spec_of
+from trainop.engine.labels import job_labels, object_meta
+from trainop.frameworks.common import host_slots, replicas
+
+CONFIG_MOUNT = "/etc/mpi"
+SSH_MOUNT = "/root/.ssh"
+HOSTFILE = f"{CONFIG_MOUNT}/hostfile"
+SSH_ARGS = "-o ConnectionAttempts=10"
+
+
+def config_map_name(job: Job) -> str:
+    return f"{job.name}-config"
+
+
+def secret_name(job: Job) -> str:
+    return f"{job.name}-ssh"
+
+
+def _spec(job: Job) -> MPIJobSpec:
+    return spec_of(job, MPIJobSpec)
+
+
+def hostfile(job: Job, addr: Addressing) -> str:
+    spec = _spec(job)
+    hosts = host_slots([addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))],
+                       spec.slots_per_worker or 1)
+    if spec.mpi_implementation in ("Intel", "MPICH"):
+        lines = [f"{h}:{n}" for h, n in hosts.items()]
+    else:
+        lines = [f"{h} slots={n}" for h, n in hosts.items()]
+    return "".join(line + "\n" for line in lines)
+
+
+def launcher_env(job: Job) -> dict[str, str]:
+    spec = _spec(job)
+    slots = str(spec.slots_per_worker or 1)
+    if spec.mpi_implementation == "Intel":
+        return {"I_MPI_HYDRA_HOST_FILE": HOSTFILE,
+                "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": SSH_ARGS, "I_MPI_PERHOST": slots}
+    if spec.mpi_implementation == "MPICH":
+        return {"HYDRA_HOST_FILE": HOSTFILE, "HYDRA_LAUNCH_EXTRA_ARGS": SSH_ARGS}
+    return {
+        "OMPI_MCA_orte_default_hostfile": HOSTFILE,
+        "OMPI_MCA_plm_rsh_args": SSH_ARGS,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_orte_set_default_slots": slots,
+    }
+
+
+class SSH:
+    def stops_on_finish(self) -> tuple[str, ...]:
+        return ("Worker",)  # their sshd would run forever
+
+    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+        return observed.object("Secret", secret_name(job)) is None
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        env = {"K_MPI_JOB_ROLE": rtype.lower()}
+        if rtype == "Launcher":
+            env.update(launcher_env(job))
+        return env
+
+    def env_containers(self, job: Job) -> str | None:
+        return _spec(job).main_container  # None: every container (names are free in MPI)
+
+    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+                     addr: Addressing, config: EngineConfig) -> None:
+        spec = pod["spec"]
+        spec["hostname"] = pod["metadata"]["name"]
+        spec["subdomain"] = job.name
+        volumes = spec.setdefault("volumes", [])
+        volumes.append({"name": "ssh-auth", "secret": {
+            "secretName": secret_name(job), "defaultMode": 0o600,
+            "items": [{"key": "ssh-privatekey", "path": "id_rsa"},
+                      {"key": "ssh-publickey", "path": "id_rsa.pub"},
+                      {"key": "ssh-publickey", "path": "authorized_keys"}],
+        }})
+        mounts = [{"name": "ssh-auth", "mountPath": SSH_MOUNT}]
+        if rtype == "Launcher":
+            volumes.append({"name": "mpi-job-config", "configMap": {
+                "name": config_map_name(job),
+                "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444},
+                          {"key": "discover_hosts.sh", "path": "discover_hosts.sh",
+                           "mode": 0o555}],
+            }})
+            mounts.append({"name": "mpi-job-config", "mountPath": CONFIG_MOUNT})
+        for c in containers(pod):
+            c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
+
+    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
+                      ) -> list[dict[str, Any]]:
+        workers = [addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))]
+        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in workers)
+        objects: list[dict[str, Any]] = [
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": object_meta(job, config_map_name(job), job_labels(job)),
+             "data": {"hostfile": hostfile(job, addr), "discover_hosts.sh": discover}},
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": object_meta(job, job.name, job_labels(job)),
+             "spec": {"clusterIP": "None", "selector": job_labels(job),
+                      "publishNotReadyAddresses": True}},
+        ]
+        key = observed.ssh_key
+        if observed.object("Secret", secret_name(job)) is None and key is not None:
+            objects.append({
+                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth",
+                "metadata": object_meta(job, secret_name(job), job_labels(job)),
+                "data": {"ssh-privatekey": _b64(key.private_key),
+                         "ssh-publickey": _b64(key.public_key)},
+            })
+        return objects
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
