@@ -48,8 +48,11 @@ def test_dmlc_layout_runs(tmp_path: Path) -> None:
     assert "scheduler: registered ['server', 'worker', 'worker']" in out.stdout
 
 
-def test_mpi_allreduce_under_mpirun(tmp_path: Path) -> None:
-    out = trainop_run(str(EXAMPLES / "mpi.yaml"), cwd=tmp_path)
+@pytest.mark.parametrize("example", ["mpi.yaml", "mpi-ssh.yaml"])
+def test_mpi_allreduce_under_mpirun(tmp_path: Path, example: str) -> None:
+    # both transports: mpirun starts the ranks on this machine (the kubectl-exec agent is
+    # in place, executable, and never needed for 127.0.0.1)
+    out = trainop_run(str(EXAMPLES / example), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert ranks_joined(out.stdout) == {(0, 2), (1, 2)}
     assert out.stdout.count("allreduce sum 3") == 2

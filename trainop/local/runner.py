@@ -112,9 +112,19 @@ class LocalRun:
         self.objects[(obj["kind"], name)] = OwnedObject(obj["kind"], name, content=data)
 
     def _mounts(self, pod: dict[str, Any]) -> dict[str, Path]:
-        """Mount path -> local folder, for the pod's ConfigMap volumes."""
+        """Mount path -> local folder, for the pod's ConfigMap volumes; the files get the
+        modes the volume gives them (mpirun's agent script must be executable)."""
         volumes = {v["name"]: v["configMap"]["name"] for v in pod["spec"].get("volumes") or []
                    if isinstance(v.get("configMap"), dict) and v["configMap"].get("name")}
+        for v in pod["spec"].get("volumes") or []:
+            source = v.get("configMap")
+            if v["name"] in volumes and isinstance(source, dict):
+                folder = self.options.run_dir / "volumes" / volumes[v["name"]]
+                for item in source.get("items") or []:
+                    path = folder / str(item.get("path", ""))
+                    mode = item.get("mode", source.get("defaultMode"))
+                    if isinstance(mode, int) and path.is_file():
+                        path.chmod(mode)
         mounts = {}
         for container in containers(pod):
             for m in container.get("volumeMounts") or []:
