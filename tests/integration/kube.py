@@ -4,6 +4,7 @@ API server (apply, read, drive pod phases as a kubelet would)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from trainop.testing.apiserver import TestAPIServer
 from trainop.testing.manager import ManagerProcess
 
 T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30,
@@ -116,3 +118,14 @@ class Kube:
         for name in self.names("pods"):
             if name.startswith(prefix):
                 self.set_pod(name, phase, **kw)
+
+
+def install_rbac(api: TestAPIServer) -> None:
+    """The rendered install's RBAC objects, for real (the rest as it is)."""
+    rendered = subprocess.run(["kubectl", "kustomize", str(REPO / "config" / "default")],
+                              capture_output=True, text=True, check=True).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d["kind"] in (
+        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+        "RoleBinding")]
+    api.kubectl("apply", "--server-side", "-f", "-",
+                input="---\n".join(yaml.safe_dump(d) for d in docs))

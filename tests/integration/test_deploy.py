@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
-from tests.integration.kube import Kube, Manager, wait_for
+from tests.integration.kube import Kube, Manager, install_rbac, wait_for
 from tests.jobs import manifest
 from trainop.cluster.webhook import path_for
 from trainop.testing.apiserver import TestAPIServer, free_port
@@ -52,17 +52,6 @@ def test_server_side_dry_run_of_the_install(apiserver: TestAPIServer) -> None:
                             str(REPO / "config" / "default"), check=False)
     assert out.returncode == 0, out.stderr
     assert "deployment.apps/trainop-manager serverside-applied (server dry run)" in out.stdout
-
-
-def install_rbac(api: TestAPIServer) -> None:
-    """The rendered install's RBAC objects, for real (the rest as it is)."""
-    rendered = subprocess.run(["kubectl", "kustomize", str(REPO / "config" / "default")],
-                              capture_output=True, text=True, check=True).stdout
-    docs = [d for d in yaml.safe_load_all(rendered) if d["kind"] in (
-        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-        "RoleBinding")]
-    api.kubectl("apply", "--server-side", "-f", "-",
-                input="---\n".join(yaml.safe_dump(d) for d in docs))
 
 
 @pytest.fixture(scope="module")

@@ -206,7 +206,8 @@ def test_foreign_pods_with_our_labels_are_left_alone(kube: Kube, manager: Manage
 
 def test_ssh_keys_live_in_an_owned_secret_and_are_never_logged(kube: Kube,
                                                                manager: Manager) -> None:
-    kube.apply(manifest("MPIJob", {"Launcher": 1, "Worker": 2}, name="mpi"))
+    kube.apply(manifest("MPIJob", {"Launcher": 1, "Worker": 2}, name="mpi",
+                        spec={"transport": "SSH"}))
     kube.wait_pods(3)
     secret = wait_for("secret", lambda: kube.get("secret", "mpi-ssh"))
     uid = kube.job("MPIJob", "mpi")["metadata"]["uid"]

@@ -1,0 +1,122 @@
+"""An MPIJob shaped like upstream's examples/mpi/tensorflow-mnist.yaml, on the real API server,
+with the manager under its own ServiceAccount and ClusterRole (as deployed, never as an
+administrator): the objects training-operator v1.9 makes, and the launcher's rights.
+
+Citations: C = pkg/controller.v1/mpi/mpijob_controller.go at release-1.9
+(tests/unit/test_mpi_v1.py checks every field; this checks what the API server keeps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SA_TOKEN
+from tests.integration.kube import Kube, Manager, install_rbac, wait_for
+from trainop.testing.apiserver import TestAPIServer
+
+pytestmark = pytest.mark.integration
+
+MNIST: dict[str, Any] = {
+    "apiVersion": "kubeflow.org/v1", "kind": "MPIJob",
+    "metadata": {"name": "tensorflow-mnist"},
+    "spec": {"slotsPerWorker": 1, "runPolicy": {"cleanPodPolicy": "Running"},
+             "mpiReplicaSpecs": {
+                 "Launcher": {"replicas": 1, "template": {"spec": {"containers": [{
+                     "image": "horovod/horovod:0.28.1", "name": "mpi",
+                     "command": ["mpirun"],
+                     "args": ["-np", "2", "--allow-run-as-root", "-bind-to", "none",
+                              "python", "/horovod/examples/tensorflow2/tensorflow2_mnist.py"],
+                     "resources": {"limits": {"cpu": 1, "memory": "2Gi"}}}]}}},
+                 "Worker": {"replicas": 2, "template": {"spec": {"containers": [{
+                     "image": "horovod/horovod:0.28.1", "name": "mpi",
+                     "resources": {"limits": {"cpu": 2, "memory": "4Gi"}}}]}}}}},
+}
+JOB = "tensorflow-mnist"
+DELIVERY_IMAGE = "registry.example/kubectl-delivery:1.0"
+
+
+@pytest.fixture(scope="module")
+def rbac(apiserver: TestAPIServer) -> None:
+    install_rbac(apiserver)
+
+
+def can(kube: Kube, who: str, *what: str) -> bool:
+    out = kube.api.kubectl("auth", "can-i", *what, "-n", kube.ns,
+                           f"--as=system:serviceaccount:{kube.ns}:{who}", check=False)
+    return out.stdout.strip() == "yes"
+
+
+def test_upstreams_example_gets_upstreams_objects_under_the_managers_own_role(
+        apiserver: TestAPIServer, kube: Kube, rbac: None, tmp_path: Path) -> None:
+    sa = apiserver.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
+    m = Manager(apiserver, "--kubeconfig", str(sa), "--namespace", kube.ns,
+                "--enable-scheme", "mpijob", "--mpi-kubectl-delivery-image", DELIVERY_IMAGE,
+                log_dir=tmp_path)
+    try:
+        m.wait_ready()
+        kube.apply(MNIST)
+        assert kube.wait_pods(3) == [f"{JOB}-launcher", f"{JOB}-worker-0", f"{JOB}-worker-1"]
+        uid = kube.job("MPIJob", JOB)["metadata"]["uid"]
+        owner = [{"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "name": JOB,
+                  "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+
+        launcher = kube.get("pod", f"{JOB}-launcher")
+        assert "training.kubeflow.org/replica-index" not in launcher["metadata"]["labels"]
+        assert launcher["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
+        assert launcher["metadata"]["ownerReferences"] == owner
+        spec = launcher["spec"]
+        assert spec["serviceAccountName"] == f"{JOB}-launcher"  # C:1037-1039
+        (delivery,) = spec["initContainers"]
+        assert (delivery["name"], delivery["image"]) == ("kubectl-delivery", DELIVERY_IMAGE)
+        env = {e["name"]: e.get("value", "") for e in spec["containers"][0]["env"]}
+        assert env["OMPI_MCA_plm_rsh_agent"] == "/etc/mpi/kubexec.sh"  # C:1085-1094
+        assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+        assert env["I_MPI_HYDRA_BOOTSTRAP"] == "rsh"  # C:1111-1128
+        config = next(v for v in spec["volumes"] if v["name"] == "mpi-job-config")
+        assert [i["key"] for i in config["configMap"]["items"]] == [
+            "kubexec.sh", "hostfile", "discover_hosts.sh"]  # C:1166-1182
+
+        worker = kube.get("pod", f"{JOB}-worker-0")["spec"]["containers"][0]
+        assert (worker["command"], worker["args"]) == (["sleep"], ["365d"])  # C:942-945
+        assert kube.names("services") == []  # C:262-269
+
+        cm = kube.get("configmap", f"{JOB}-config")
+        assert cm["metadata"]["ownerReferences"] == owner and cm["metadata"]["labels"]["app"] \
+            == JOB
+        assert cm["data"]["hostfile"] == f"{JOB}-worker-0 slots=1\n{JOB}-worker-1 slots=1\n"
+        assert cm["data"]["kubexec.sh"].endswith(
+            '/opt/kube/kubectl exec ${POD_NAME} -- /bin/sh -c "$*"')
+        for kind in ("serviceaccount", "role", "rolebinding"):
+            obj = kube.get(kind, f"{JOB}-launcher")  # C:1301-1392
+            assert obj["metadata"]["ownerReferences"] == owner, kind
+
+        # The launcher may exec into its own workers and nothing else (C:1325-1355).
+        who = f"{JOB}-launcher"
+        assert can(kube, who, "create", f"pods/{JOB}-worker-1", "--subresource=exec")
+        assert not can(kube, who, "create", f"pods/{JOB}-launcher", "--subresource=exec")
+        assert not can(kube, who, "create", "pods/someone-else", "--subresource=exec")
+        assert can(kube, who, "list", "pods") and not can(kube, who, "delete", "pods")
+        assert not can(kube, who, "get", "secrets")
+
+        # discover_hosts.sh follows the running workers (C:1270-1296)
+        kube.set_all("Running", prefix=f"{JOB}-worker")
+        wait_for("running workers in discover_hosts.sh", lambda: kube.get(
+            "configmap", f"{JOB}-config")["data"]["discover_hosts.sh"] == (
+            f"#!/bin/sh\necho {JOB}-worker-0:1\necho {JOB}-worker-1:1"))
+
+        kube.set_pod(f"{JOB}-launcher", "Running")
+        running = kube.wait_condition("MPIJob", JOB, "Running")  # C:581-585
+        assert (running["reason"], running["message"]) == (
+            "MPIJobRunning", f"MPIJob {JOB} is running.")
+        kube.set_pod(f"{JOB}-launcher", "Succeeded", exit_code=0)
+        done = kube.wait_condition("MPIJob", JOB, "Succeeded")  # C:587-597
+        assert (done["reason"], done["message"]) == (
+            "MPIJobSucceeded", f"MPIJob {JOB} is successfully completed.")
+        # cleanPodPolicy Running: the sleeping workers go, the finished launcher stays
+        wait_for("running workers deleted", lambda: kube.names("pods") == [f"{JOB}-launcher"])
+        assert "Forbidden" not in m.log() and " 403" not in m.log(), m.log()
+    finally:
+        m.stop()
