@@ -52,8 +52,10 @@ def test_exit_1_fails_the_job_and_names_the_replica(tmp_path: Path) -> None:
     script = "import os, sys; sys.exit(1 if os.environ['PROCESS_ID'] == '0' else 0)"
     out = trainop_run("-", cwd=tmp_path, stdin=job(script))
     assert out.returncode == 1
-    assert ("Failed      True  JAXJobFailed: JAXJob default/t is failed because 1 Worker "
-            "replica(s) failed: pod t-worker-0 exited with code 1 (Error).") in out.stdout
+    # an ExitCode replica's permanent code, in upstream's words (common/pod.go:369)
+    assert ('Failed      True  JAXJobFailed: job "t" is failing because "Worker" replica(s) '
+            "failed. Last failure: pod t-worker-0 exited with code 1 (Error).") \
+        in out.stdout, out.stdout
 
 
 def test_onfailure_restarts_in_place_until_the_backoff_limit(tmp_path: Path) -> None:

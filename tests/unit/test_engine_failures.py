@@ -9,6 +9,9 @@ from tests.jobs import job
 from trainop.api import JobStatus, ReplicaStatus
 from trainop.engine import PodState
 from trainop.engine.failures import Verdict, classify, judge
+from trainop.frameworks import framework_for
+
+FW = framework_for("JAXJob")
 
 
 @pytest.mark.parametrize(("policy", "exit_code", "verdict"), [
@@ -31,30 +34,34 @@ def failed(name: str, index: int, code: int) -> PodState:
 
 def test_nothing_failed_nothing_judged() -> None:
     j = job("JAXJob", {"Worker": 2})
-    assert judge(j, [PodState("w0", "Worker", 0, "Running")], JobStatus()) is None
+    assert judge(j, [PodState("w0", "Worker", 0, "Running")], JobStatus(), FW) is None
 
 
 def test_a_permanent_failure_fails_the_job_and_names_the_pod() -> None:
     j = job("JAXJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}})
-    verdict = judge(j, [failed("w1", 1, 2), failed("w0", 0, 137)], JobStatus())
+    verdict = judge(j, [failed("w1", 1, 2), failed("w0", 0, 137)], JobStatus(), FW)
     assert verdict is not None and verdict.verdict is Verdict.FAIL
     assert verdict.reason == "JAXJobFailed"
-    assert verdict.message.endswith("1 Worker replica(s) failed: pod w1 exited with code 2 "
-                                    "(Error).")
+    # upstream's words for an ExitCode replica's permanent code (common/pod.go:369), then
+    # the failure that decided
+    assert verdict.message == ('job "job" is failing because "Worker" replica(s) failed. '
+                               "Last failure: pod w1 exited with code 2 (Error).")
 
 
 def test_a_retryable_failure_restarts_its_pod_and_counts_it() -> None:
     j = job("JAXJob", {"Worker": 2}, replica_extra={"Worker": {"restartPolicy": "ExitCode"}})
     verdict = judge(j, [failed("w0", 0, 137), PodState("w1", "Worker", 1, "Running")],
-                    JobStatus())
+                    JobStatus(), FW)
     assert verdict is not None and verdict.verdict is Verdict.RESTART
     assert [p.name for p in verdict.restart] == ["w0"] and verdict.recreations == {"Worker": 1}
+    assert verdict.message == ("job job is restarting because Worker replica(s) failed. "
+                               "Last failure: pod w0 exited with code 137 (Error).")  # pod.go:362
 
 
 def test_the_backoff_limit_counts_what_the_status_remembers() -> None:
     j = job("JAXJob", {"Worker": 1}, spec={"runPolicy": {"backoffLimit": 2}},
             replica_extra={"Worker": {"restartPolicy": "ExitCode"}})
     status = JobStatus(replica_statuses={"Worker": ReplicaStatus(restarts=2)})
-    verdict = judge(j, [failed("w0", 0, 137)], status)
+    verdict = judge(j, [failed("w0", 0, 137)], status, FW)
     assert verdict is not None and verdict.verdict is Verdict.FAIL
     assert verdict.reason == "JAXJobFailed"  # upstream: pkg/controller.v1/common/job.go:245

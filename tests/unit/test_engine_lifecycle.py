@@ -149,7 +149,9 @@ def test_replica_statuses_count_and_select() -> None:
     # upstream writes `selector` for the kinds with a scale subresource only
     # (pkg/controller.v1/pytorch/pytorchjob_controller.go:372), never `labelSelector`
     assert rs["Master"].label_selector is None
-    assert c.condition("Running") is None  # one worker is still pending
+    # Running once the Master runs, one worker pending or not
+    # (pkg/controller.v1/pytorch/pytorchjob_controller.go:384-388)
+    assert c.condition("Running").message == "PyTorchJob job is running."
     tf = Cluster(job("TFJob", {"Worker": 1}))
     tf.step()
     assert tf.job.status.replica_statuses["Worker"].selector is None
@@ -220,8 +222,9 @@ def test_exit_code_permanent_fails_the_job(code: int) -> None:
     plan = c.step()
     failed = c.condition("Failed")
     assert failed.reason == "TFJobFailed"
-    assert failed.message == (f"TFJob default/job is failed because 1 Worker replica(s) failed: "
-                              f"pod job-worker-0 exited with code {code} (Error).")
+    # upstream's words for a permanent exit code (pkg/controller.v1/common/pod.go:369)
+    assert failed.message == ('job "job" is failing because "Worker" replica(s) failed. '
+                              f"Last failure: pod job-worker-0 exited with code {code} (Error).")
     assert c.job.status.completion_time is not None
     assert deleted(plan) == []  # cleanPodPolicy None
     assert "Failed" in plan.transitions

@@ -1,6 +1,7 @@
 """What upstream training-operator v1.9 clients read, encoded from upstream's code (branch
-release-1.9 of kubeflow/training-operator; each case cites the file and line). The first
-cases of the conformance work: condition texts common to every kind, and pod services."""
+release-1.9 of kubeflow/training-operator; each case cites the file and line): condition
+texts and when they are set, pod services, the master role label, gang scheduling. MPIJob's
+own objects: test_mpi_v1.py."""
 
 from __future__ import annotations
 
@@ -117,3 +118,108 @@ def test_a_templates_own_scheduler_is_kept() -> None:
     c.objects[("PodGroup", "job")] = OwnedObject("PodGroup", "job", phase="Inqueue")
     c.step()
     assert c.pod("job-worker-0")["spec"]["schedulerName"] == "my-scheduler"
+
+
+# -- Running, Succeeded, Failed and Restarting: when, and in each kind's words -------------
+
+PT = "pkg/controller.v1/pytorch/pytorchjob_controller.go"
+TF = "pkg/controller.v1/tensorflow/tfjob_controller.go"
+PD = "pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go"
+
+
+@pytest.mark.parametrize(("kind", "replicas", "lead", "running", "done", "where"), [
+    ("TFJob", {"Chief": 1, "Worker": 2}, "job-chief-0", "TFJob default/job is running.",
+     "TFJob default/job successfully completed.", f"{TF}:444-459"),
+    ("TFJob", {"Worker": 2}, "job-worker-0", "TFJob default/job is running.",
+     "TFJob default/job successfully completed.", f"{TF}:463-481"),
+    ("PyTorchJob", {"Master": 1, "Worker": 2}, "job-master-0", "PyTorchJob job is running.",
+     "PyTorchJob job is successfully completed.", f"{PT}:383-401"),
+    ("PyTorchJob", {"Worker": 2}, "job-worker-1", "PyTorchJob default/job is running.",
+     "PyTorchJob default/job successfully completed.", f"{PT}:404-424"),
+    ("XGBoostJob", {"Master": 1, "Worker": 2}, "job-master-0", "XGBoostJob job is running.",
+     "XGBoostJob job is successfully completed.",
+     "pkg/controller.v1/xgboost/xgboostjob_controller.go:365-386"),
+    ("PaddleJob", {"Master": 1, "Worker": 2}, "job-master-0", "PaddleJob job is running.",
+     "PaddleJob job is successfully completed.", f"{PD}:385-403"),
+    ("PaddleJob", {"Worker": 2}, "job-worker-1", "PaddleJob default/job is running.",
+     "PaddleJob default/job successfully completed.", f"{PD}:406-424"),
+    ("JAXJob", {"Worker": 2}, "job-worker-1", "JAXJob default/job is running.",
+     "JAXJob default/job successfully completed.",
+     "pkg/controller.v1/jax/jaxjob_controller.go:373-386"),
+    ("MPIJob", {"Launcher": 1, "Worker": 2}, "job-launcher", "MPIJob job is running.",
+     "MPIJob job is successfully completed.",
+     "pkg/controller.v1/mpi/mpijob_controller.go:581-597"),
+], ids=["tf-chief", "tf-workers", "pt-master", "pt-workers", "xgb", "paddle-master",
+        "paddle-workers", "jax", "mpi"])
+def test_running_once_the_lead_runs_and_each_kinds_words(
+        kind: str, replicas: dict[str, int], lead: str, running: str, done: str,
+        where: str) -> None:
+    c = Cluster(job(kind, replicas))
+    c.step()
+    c.set(lead, phase="Running")  # the others still pending
+    c.step()
+    cond = c.condition("Running")
+    assert cond is not None and (cond.reason, cond.message) == (f"{kind}Running", running), \
+        where
+    c.all("Succeeded")
+    c.step()
+    cond = c.condition("Succeeded")
+    assert (cond.reason, cond.message) == (f"{kind}Succeeded", done), where
+
+
+def test_no_running_before_the_lead_runs() -> None:
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 2}))
+    c.step()
+    c.all("Running", rtype="Worker")  # workers only: upstream looks at the Master (PT:384)
+    c.step()
+    assert c.condition("Running") is None
+
+
+@pytest.mark.parametrize(("kind", "replicas", "message", "where"), [
+    ("TFJob", {"Worker": 2}, "TFJob default/job has failed because 1 Worker replica(s) failed.",
+     f"{TF}:500"),
+    ("PyTorchJob", {"Master": 1, "Worker": 2},
+     "PyTorchJob job is failed because 1 Worker replica(s) failed.", f"{PT}:435"),
+    ("XGBoostJob", {"Master": 1, "Worker": 2},
+     "XGBoostJob job is failed because 1 Worker replica(s) failed.",
+     "pkg/controller.v1/xgboost/xgboostjob_controller.go:397"),
+    ("PaddleJob", {"Worker": 2}, "PaddleJob job is failed because 1 Worker replica(s) failed.",
+     f"{PD}:434"),
+    ("JAXJob", {"Worker": 2}, "JAXJob job is failed because 1 Worker replica(s) failed.",
+     "pkg/controller.v1/jax/jaxjob_controller.go:397"),
+    ("MPIJob", {"Launcher": 1, "Worker": 2},
+     "MPIJob job is failed because 1 Worker replica(s) failed.",
+     "pkg/controller.v1/mpi/mpijob_controller.go:607"),
+], ids=["tf", "pt", "xgb", "paddle", "jax", "mpi"])
+def test_failed_starts_with_the_kinds_words(kind: str, replicas: dict[str, int],
+                                            message: str, where: str) -> None:
+    never = {rt: {"restartPolicy": "Never"} for rt in replicas}
+    c = Cluster(job(kind, replicas, replica_extra=never))
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=3, reason="Error")
+    c.step()
+    failed = c.condition("Failed")
+    assert failed.reason == f"{kind}Failed", where
+    # upstream's message first; what failed after it (README: differences)
+    assert failed.message == f"{message} Last failure: pod job-worker-1 exited with code 3 " \
+        "(Error).", where
+
+
+@pytest.mark.parametrize(("kind", "replicas", "message", "where"), [
+    ("PyTorchJob", {"Master": 1, "Worker": 2},
+     "job job is restarting because Worker replica(s) failed.",
+     "pkg/controller.v1/common/pod.go:362"),
+    ("MPIJob", {"Launcher": 1, "Worker": 2},
+     "MPIJob job is restarting because 1 Worker replica(s) failed.",
+     "pkg/controller.v1/mpi/mpijob_controller.go:602"),
+], ids=["common", "mpi"])
+def test_restarting_starts_with_upstreams_words(kind: str, replicas: dict[str, int],
+                                                message: str, where: str) -> None:
+    c = Cluster(job(kind, replicas, replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=137, reason="OOMKilled")
+    c.step()
+    restarting = c.condition("Restarting")
+    assert restarting.reason == f"{kind}Restarting", where
+    assert restarting.message == f"{message} Last failure: pod job-worker-1 exited with " \
+        "code 137 (OOMKilled).", where

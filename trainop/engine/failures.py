@@ -10,8 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainop.api import Job, JobStatus, ReplicaSpec
+from trainop.engine.framework import Framework
 from trainop.engine.observed import Phase, PodState
 from trainop.engine.pods import pod_restart_policy
 
@@ -108,10 +110,12 @@ def recreations(status: JobStatus, rtype: str | None = None) -> int:
     return sum(rs.restarts or 0 for rs in statuses.values())
 
 
-def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None:
+def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
+          ) -> Judgement | None:
     """The verdict on the job's failed pods and limits, in this order: restarts in place
     past backoffLimit; a permanent failure; a retryable one past backoffLimit or its
-    type's restartLimit; else a restart. None when nothing failed."""
+    type's restartLimit; else a restart. None when nothing failed. Messages start with
+    upstream's words (the framework's); the failure that decided follows."""
     title = f"{job.kind} {job.key}"
     # upstream's words (pkg/controller.v1/common/job.go:210); trainop's facts follow them
     backoff = f"Job {job.name} has failed because it has reached the specified backoff limit"
@@ -133,8 +137,9 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
         first = permanent[0]
         rtype = first.pod.replica_type
         n = sum(1 for f in permanent if f.pod.replica_type == rtype)
+        policy = specs[rtype].restart_policy or "Never"
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
-                         f"{title} is failed because {n} {rtype} replica(s) failed: "
+                         f"{fw.failed_message(job, n, rtype, policy)} Last failure: "
                          f"{first.describe()}.", first)
 
     retry = [f for f in failures if f.verdict is Verdict.RESTART]
@@ -160,9 +165,10 @@ def judge(job: Job, live: list[PodState], status: JobStatus) -> Judgement | None
         bumps = {}
         for f in retry:
             bumps[f.pod.replica_type] = bumps.get(f.pod.replica_type, 0) + 1
+    scope = "; all replicas restart" if whole_job else ""
     return Judgement(
         Verdict.RESTART, f"{job.kind}Restarting",
-        f"{title} is restarting because {len(retry)} {first.pod.replica_type} replica(s) "
-        f"failed ({_scope(whole_job)}): {first.describe()}.", first,
+        f"{fw.restarting_message(job, len(retry), first.pod.replica_type)} Last failure: "
+        f"{first.describe()}{scope}.", first,
         restart=tuple(live) if whole_job else tuple(f.pod for f in retry),
         recreations=bumps, whole_job=whole_job)

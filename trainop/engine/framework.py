@@ -117,19 +117,43 @@ class Framework(ABC, Generic[S]):
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         """The kind's success rule over the counts of each replica type."""
 
+    def lead_type(self, job: Job) -> str:
+        """The replica type whose pods make the job Running: the master role's where the
+        job has it, else the workers (upstream's UpdateJobStatus of each kind)."""
+        return next((rt for rt in self.master_role if rt in job.spec.replica_specs), "Worker")
+
     def running(self, job: Job, counts: dict[str, Counts]) -> bool:
-        """When the job is Running: by default once every replica that has not succeeded
-        runs."""
-        busy = sum(c.active for c in counts.values())
-        return busy > 0 and all(c.active + c.succeeded >= c.replicas for c in counts.values())
+        """Whether the job is Running: a pod of the lead type runs."""
+        lead = counts.get(self.lead_type(job))
+        return lead is not None and lead.active > 0
+
+    def short_title(self, job: Job) -> bool:
+        """Whether upstream names the job by its name alone in the Running and Succeeded
+        messages (`K n is running.`, `K n is successfully completed.`) instead of
+        `K ns/n is running.`, `K ns/n successfully completed.`."""
+        return False
 
     def running_message(self, job: Job) -> str:
-        """The Running condition's message, as the kind's upstream controller words it."""
+        if self.short_title(job):
+            return f"{job.kind} {job.name} is running."
         return f"{job.kind} {job.key} is running."
 
     def succeeded_message(self, job: Job) -> str:
-        """The Succeeded condition's message, as the kind's upstream controller words it."""
+        if self.short_title(job):
+            return f"{job.kind} {job.name} is successfully completed."
         return f"{job.kind} {job.key} successfully completed."
+
+    def failed_message(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+        """Upstream's Failed message when `failed` pods of `rtype` failed for good: an
+        ExitCode replica's permanent exit code (pkg/controller.v1/common/pod.go:369), else
+        the kind's UpdateJobStatus (e.g. pytorch/pytorchjob_controller.go:435)."""
+        if policy == "ExitCode":
+            return f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
+        return f"{job.kind} {job.name} is failed because {failed} {rtype} replica(s) failed."
+
+    def restarting_message(self, job: Job, failed: int, rtype: str) -> str:
+        """Upstream's Restarting message (pkg/controller.v1/common/pod.go:362)."""
+        return f"job {job.name} is restarting because {rtype} replica(s) failed."
 
     def extra_objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:

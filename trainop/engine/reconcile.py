@@ -219,7 +219,7 @@ class _Run:
     def handle_failures(self) -> bool:
         """Restart or fail as the failure rules judge (failures.py); True when the job
         stopped or restarts (nothing more to create in this round)."""
-        judgement = failures.judge(self.job, self.live_pods(), self.status)
+        judgement = failures.judge(self.job, self.live_pods(), self.status, self.fw)
         if judgement is None:
             return False
         if judgement.first is not None:

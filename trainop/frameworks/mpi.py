@@ -88,12 +88,13 @@ class MPI(Framework[MPIJobSpec]):
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Launcher")
 
-    def running(self, job: Job, counts: dict[str, Counts]) -> bool:
-        launcher = counts.get("Launcher")
-        return launcher is not None and launcher.active > 0
+    # MPI's own UpdateJobStatus words every condition (mpijob_controller.go:581-614): the
+    # job's name alone, and no common/pod.go messages (MPI reconciles its pods itself)
+    def short_title(self, job: Job) -> bool:
+        return True
 
-    def running_message(self, job: Job) -> str:
-        return f"MPIJob {job.name} is running."
+    def failed_message(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+        return f"MPIJob {job.name} is failed because {failed} {rtype} replica(s) failed."
 
-    def succeeded_message(self, job: Job) -> str:
-        return f"MPIJob {job.name} is successfully completed."
+    def restarting_message(self, job: Job, failed: int, rtype: str) -> str:
+        return f"MPIJob {job.name} is restarting because {failed} {rtype} replica(s) failed."

@@ -14,6 +14,10 @@ class Paddle(Framework[PaddleJobSpec]):
     master_role = ("Master",)
     owned_kinds = ("HorizontalPodAutoscaler",)
 
+    def short_title(self, job: Job) -> bool:
+        # pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:385-420, as PyTorch
+        return "Master" in job.spec.replica_specs
+
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         masters, workers = replicas(job, "Master"), replicas(job, "Worker")
         lead = "Master" if masters else "Worker"

@@ -42,6 +42,11 @@ class PyTorch(Framework[PyTorchJobSpec]):
     worker0_is_master = True  # upstream: pkg/controller.v1/pytorch/pytorchjob_controller.go:499
     owned_kinds = ("HorizontalPodAutoscaler",)
 
+    def short_title(self, job: Job) -> bool:
+        # pkg/controller.v1/pytorch/pytorchjob_controller.go:383-424: the Master's words
+        # name the job alone, the workers' its namespace too
+        return "Master" in job.spec.replica_specs
+
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         spec = self.spec(job)
         has_master = replicas(job, "Master") > 0

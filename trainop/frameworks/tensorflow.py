@@ -30,6 +30,12 @@ class TensorFlow(Framework[TFJobSpec]):
         return {"TF_CONFIG": f'{{"cluster":{per_job(job, addr, "tf-cluster", cluster)},'
                              f'"task":{task},"environment":"cloud"}}'}
 
+    def failed_message(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+        if policy == "ExitCode":
+            return super().failed_message(job, failed, rtype, policy)
+        # pkg/controller.v1/tensorflow/tfjob_controller.go:500
+        return f"TFJob {job.key} has failed because {failed} {rtype} replica(s) failed."
+
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         for chief in ("Chief", "Master"):
             if replicas(job, chief) > 0:

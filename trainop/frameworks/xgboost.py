@@ -13,6 +13,9 @@ class XGBoost(Framework[XGBoostJobSpec]):
     spec_type = XGBoostJobSpec
     master_role = ("Master",)
 
+    def short_title(self, job: Job) -> bool:
+        return True  # pkg/controller.v1/xgboost/xgboostjob_controller.go:365-377
+
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables, in its order: pkg/controller.v1/xgboost/xgboost.go:31-110
         total = total_replicas(job)
