@@ -64,17 +64,25 @@ def test_upstreams_example_gets_upstreams_objects_under_the_managers_own_role(
                   "uid": uid, "controller": True, "blockOwnerDeletion": True}]
 
         launcher = kube.get("pod", f"{JOB}-launcher")
-        assert "training.kubeflow.org/replica-index" not in launcher["metadata"]["labels"]
-        assert launcher["metadata"]["labels"]["training.kubeflow.org/job-role"] == "master"
+        assert launcher["metadata"]["labels"] == {  # mpijob.go:227-243, C:1011-1014
+            "training.kubeflow.org/job-name": JOB,
+            "training.kubeflow.org/operator-name": "mpijob-controller",
+            "training.kubeflow.org/replica-type": "launcher",
+            "training.kubeflow.org/job-role": "master"}
         assert launcher["metadata"]["ownerReferences"] == owner
         spec = launcher["spec"]
         assert spec["serviceAccountName"] == f"{JOB}-launcher"  # C:1037-1039
         (delivery,) = spec["initContainers"]
         assert (delivery["name"], delivery["image"]) == ("kubectl-delivery", DELIVERY_IMAGE)
-        env = {e["name"]: e.get("value", "") for e in spec["containers"][0]["env"]}
-        assert env["OMPI_MCA_plm_rsh_agent"] == "/etc/mpi/kubexec.sh"  # C:1085-1094
-        assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
-        assert env["I_MPI_HYDRA_BOOTSTRAP"] == "rsh"  # C:1111-1128
+        assert delivery["resources"]["limits"] == {  # C:1065-1076
+            "cpu": "100m", "memory": "512Mi", "ephemeral-storage": "5Gi"}
+        env = [(e["name"], e.get("value", "")) for e in spec["containers"][0]["env"]]
+        assert env == [  # C:1085-1128
+            ("OMPI_MCA_plm_rsh_agent", "/etc/mpi/kubexec.sh"),
+            ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+            ("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", ""),
+            ("I_MPI_HYDRA_BOOTSTRAP", "rsh"),
+            ("I_MPI_HYDRA_BOOTSTRAP_EXEC", "/etc/mpi/kubexec.sh")]
         config = next(v for v in spec["volumes"] if v["name"] == "mpi-job-config")
         assert [i["key"] for i in config["configMap"]["items"]] == [
             "kubexec.sh", "hostfile", "discover_hosts.sh"]  # C:1166-1182
