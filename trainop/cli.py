@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import yaml
@@ -24,7 +24,7 @@ from trainop.api.manifest import parse_documents
 from trainop.engine.config import EngineConfig
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"trainop: {message}", err=True)
     sys.exit(code)
 
@@ -196,6 +196,16 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
               show_default=True,
               help="Secret in the webhook Service's namespace holding the self-made "
                    "certificates that every manager replica serves.")
+@click.option("--pytorch-init-container-image", default=EngineConfig.pytorch_init_image,
+              show_default=True, help="Image of the init container with which PyTorchJob "
+                                      "workers wait until the master's name resolves.")
+@click.option("--pytorch-init-container-max-tries", type=int,
+              default=EngineConfig.pytorch_init_max_tries, show_default=True,
+              help="How many times (2 s apart) that init container looks the name up.")
+@click.option("--pytorch-init-container-template-file", type=click.Path(path_type=Path),
+              default=Path("/etc/config/initContainer.yaml"), show_default=True,
+              help="A YAML list of init containers to use instead, where the file exists; "
+                   "{{.MasterAddr}}, {{.InitContainerImage}} and {{.MaxTries}} are filled in.")
 @click.option("--mpi-kubectl-delivery-image", default=EngineConfig.mpi_kubectl_delivery_image,
               show_default=True, help="Image of the MPI launcher's init container that "
                                       "brings kubectl (MPIJobs of the KubectlExec transport).")
@@ -211,7 +221,9 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             controller_threads: int, kube_api_qps: float, kube_api_burst: int,
             webhook_port: int, webhook_cert_dir: Path, webhook_service_name: str,
             webhook_service_namespace: str, webhook_config_name: str,
-            webhook_secret_name: str, mpi_kubectl_delivery_image: str,
+            webhook_secret_name: str, pytorch_init_container_image: str,
+            pytorch_init_container_max_tries: int,
+            pytorch_init_container_template_file: Path, mpi_kubectl_delivery_image: str,
             kubeconfig: str | None, log_level: str) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
@@ -235,6 +247,7 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             kinds.append(by_name[scheme.lower()])
     if renew_deadline >= lease_duration:
         _fail("--renew-deadline must be shorter than --lease-duration")
+    template = _init_template(pytorch_init_container_template_file)
     configure_logging(log_level)
     opts = ManagerOptions(
         kinds=kinds or list(KINDS), namespace=namespace, gang_scheduler=gang_scheduler_name,
@@ -245,6 +258,9 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
         health_address=health_probe_bind_address,
         threads=controller_threads, qps=kube_api_qps, burst=kube_api_burst,
         kubeconfig=kubeconfig, mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
+        pytorch_init_image=pytorch_init_container_image,
+        pytorch_init_max_tries=pytorch_init_container_max_tries,
+        pytorch_init_template=template,
         webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,
                                service_name=webhook_service_name,
                                service_namespace=webhook_service_namespace,
@@ -257,6 +273,24 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
     except OSError as err:  # e.g. a bind address in use
         _fail(f"manager: {err}", 1)
     sys.exit(code)
+
+
+def _init_template(path: Path) -> str | None:
+    """The text of the PyTorch init container template, where the file exists (as upstream:
+    a missing file means the built-in one); one that cannot render stops the manager."""
+    from trainop.frameworks.common import render_init_containers
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        _fail(f"--pytorch-init-container-template-file {path}: {err.strerror}")
+    try:
+        render_init_containers(text, "image", 1, "master")
+    except (ValueError, yaml.YAMLError) as err:
+        _fail(f"--pytorch-init-container-template-file {path}: {str(err).splitlines()[0]}")
+    return text
 
 
 if __name__ == "__main__":

@@ -125,7 +125,11 @@ def test_the_manager_takes_upstreams_flags() -> None:
                 "--namespace", "ns", "--controller-threads", "2", "--kube-api-qps", "20",
                 "--kube-api-burst", "30", "--webhook-server-port", "9443",
                 "--webhook-service-name", "training-operator",
-                "--webhook-secret-name", "training-operator-webhook-cert"]
+                "--webhook-secret-name", "training-operator-webhook-cert",
+                "--pytorch-init-container-image", "alpine:3.10",
+                "--pytorch-init-container-template-file", "/etc/config/initContainer.yaml",
+                "--pytorch-init-container-max-tries", "100",
+                "--mpi-kubectl-delivery-image", "kubeflow/kubectl-delivery:latest"]
     ctx = manager.make_context("manager", upstream)
     assert ctx.params["webhook_port"] == 9443 and ctx.params["schemes"] == ("tfjob",
                                                                             "PyTorchJob")
@@ -135,6 +139,26 @@ def test_the_manager_takes_upstreams_flags() -> None:
     assert defaults["webhook_secret_name"] == "training-operator-webhook-cert"  # :118
     assert (defaults["metrics_bind_address"], defaults["health_probe_bind_address"]) == (
         ":8080", ":8081")  # :88-89
+    # :104-113 with pkg/config/config.go:26-35
+    assert defaults["pytorch_init_container_image"] == "alpine:3.10"
+    assert defaults["pytorch_init_container_max_tries"] == 100
+    assert str(defaults["pytorch_init_container_template_file"]) == \
+        "/etc/config/initContainer.yaml"
+    assert defaults["mpi_kubectl_delivery_image"] == "kubeflow/kubectl-delivery:latest"
+
+
+@pytest.mark.parametrize(("template", "message"), [
+    ("- name: [x\n", "while parsing a flow sequence"),
+    ("a: 1\n", "must be a YAML list of containers, each with a name")])
+def test_an_init_container_template_that_cannot_render_stops_the_manager(
+        tmp_path: Path, template: str, message: str) -> None:
+    path = tmp_path / "initContainer.yaml"
+    path.write_text(template)
+    out = trainop("manager", "--pytorch-init-container-template-file", str(path))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith(f"trainop: --pytorch-init-container-template-file {path}: ")
+    assert message in line
 
 
 def test_the_namespace_comes_from_kubeflow_namespace(monkeypatch: pytest.MonkeyPatch) -> None:

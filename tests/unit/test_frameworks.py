@@ -62,6 +62,7 @@ def test_tf_uses_the_users_port() -> None:
 
 
 def test_user_env_wins_over_the_frameworks() -> None:
+    # Difference (README): upstream appends its variables after the user's (the last wins)
     extra = {"Worker": {"template": {"spec": {"containers": [{
         "name": "pytorch", "image": "t", "env": [{"name": "MASTER_PORT", "value": "1"}]}]}}}}
     c = started("PyTorchJob", {"Master": 1, "Worker": 1}, replica_extra=extra)
@@ -71,47 +72,104 @@ def test_user_env_wins_over_the_frameworks() -> None:
 
 # -- PyTorch ------------------------------------------------------------------------------
 
+PT = "pkg/controller.v1/pytorch"
+
+
 def test_pytorch_env_with_master() -> None:
     c = started("PyTorchJob", {"Master": 1, "Worker": 2})
-    common = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456",
-              "PET_MASTER_ADDR": "job-master-0", "PET_MASTER_PORT": "23456",
-              "WORLD_SIZE": "3", "PET_NNODES": "3", "PET_NPROC_PER_NODE": "auto",
-              "PYTHONUNBUFFERED": "1"}
-    assert c.env("job-master-0") == {**common, "RANK": "0", "PET_NODE_RANK": "0"}
-    assert c.env("job-worker-0") == {**common, "RANK": "1", "PET_NODE_RANK": "1"}
-    assert c.env("job-worker-1") == {**common, "RANK": "2", "PET_NODE_RANK": "2"}
+
+    def expected(rank: int) -> list[tuple[str, str]]:  # upstream's order: envvar.go:49-123
+        return [("PYTHONUNBUFFERED", "1"), ("MASTER_PORT", "23456"),
+                ("PET_MASTER_PORT", "23456"), ("MASTER_ADDR", "job-master-0"),
+                ("PET_MASTER_ADDR", "job-master-0"), ("WORLD_SIZE", "3"),
+                ("RANK", str(rank)), ("PET_NODE_RANK", str(rank)),
+                ("PET_NPROC_PER_NODE", "auto"), ("PET_NNODES", "3")]
+    for rank, pod in enumerate(["job-master-0", "job-worker-0", "job-worker-1"]):
+        assert list(c.env(pod).items()) == expected(rank), pod
 
 
-def test_pytorch_single_worker() -> None:
-    env = started("PyTorchJob", {"Worker": 1}).env("job-worker-0")
-    assert env["MASTER_ADDR"] == "job-worker-0" and env["WORLD_SIZE"] == "1"
-    assert env["RANK"] == "0"
+def test_pytorch_without_a_master_gets_no_master_rank_or_world_size() -> None:
+    # envvar.go:66-97: MASTER_*, WORLD_SIZE and RANK only where the job has a Master
+    env = started("PyTorchJob", {"Worker": 2}).env("job-worker-1")
+    assert list(env.items()) == [("PYTHONUNBUFFERED", "1"), ("PET_NPROC_PER_NODE", "auto"),
+                                 ("PET_NNODES", "2")]
 
 
-def test_pytorch_nproc_multiplies_world_size() -> None:
-    c = started("PyTorchJob", {"Master": 1, "Worker": 1}, spec={"nprocPerNode": "4"})
+@pytest.mark.parametrize(("nproc", "gpus", "world"), [("4", 0, "8"), ("auto", 2, "2"),
+                                                      ("gpu", 2, "2")])
+def test_pytorch_world_size_counts_an_integer_nproc_only(nproc: str, gpus: int,
+                                                         world: str) -> None:
+    # envvar.go:62-64, :132-140: auto/cpu/gpu count as 1 (torchrun works the rest out)
+    limits = {"resources": {"limits": {"nvidia.com/gpu": gpus}}} if gpus else {}
+    extra = {rt: {"template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "t", **limits}]}}} for rt in ("Master", "Worker")}
+    c = started("PyTorchJob", {"Master": 1, "Worker": 1}, spec={"nprocPerNode": nproc},
+                replica_extra=extra)
     env = c.env("job-worker-0")
-    assert env["WORLD_SIZE"] == "8" and env["PET_NPROC_PER_NODE"] == "4"
+    assert env["WORLD_SIZE"] == world and env["PET_NPROC_PER_NODE"] == nproc
 
 
 def test_pytorch_elastic_env() -> None:
     c = started("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": {
         "minReplicas": 1, "maxReplicas": 4, "maxRestarts": 3, "rdzvId": "abc",
         "rdzvConf": [{"key": "timeout", "value": "900"}, {"key": "x", "value": "y"}]}})
-    env = c.env("job-worker-1")
-    assert env["PET_RDZV_ENDPOINT"] == "job-worker-0:23456"
-    assert env["PET_RDZV_BACKEND"] == "c10d"
-    assert env["PET_NNODES"] == "1:4"
-    assert env["PET_MAX_RESTARTS"] == "3"
-    assert env["PET_RDZV_ID"] == "abc"
-    assert env["PET_RDZV_CONF"] == "timeout=900,x=y"
+    # elastic.go:79-119, in its order, after envvar.go's
+    assert list(c.env("job-worker-1").items()) == [
+        ("PYTHONUNBUFFERED", "1"), ("PET_NPROC_PER_NODE", "auto"),
+        ("PET_RDZV_ENDPOINT", "job-worker-0:23456"), ("PET_RDZV_BACKEND", "c10d"),
+        ("PET_NNODES", "1:4"), ("PET_MAX_RESTARTS", "3"), ("PET_RDZV_ID", "abc"),
+        ("PET_RDZV_CONF", "timeout=900,x=y")]
+
+
+def test_pytorch_elastic_nproc_per_node_is_the_only_one() -> None:
+    # pytorch_defaults.go:77-83: no default nprocPerNode beside the elastic one
+    c = started("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": {"nProcPerNode": 4}})
+    env = c.env("job-worker-0")
+    assert env["PET_NPROC_PER_NODE"] == "4" and env["PET_NNODES"] == "2:2"
+
+
+def test_pytorch_standalone_is_a_value_torchrun_reads() -> None:
+    # Difference (README): upstream writes PET_STANDALONE="" (elastic.go:114-118), which
+    # torchrun's check_env reads with int() and fails on.
+    c = started("PyTorchJob", {"Worker": 1}, spec={"elasticPolicy": {"standalone": True}})
+    assert c.env("job-worker-0")["PET_STANDALONE"] == "1"
 
 
 def test_pytorch_env_goes_to_every_container() -> None:
     extra = {"Worker": {"template": {"spec": {"containers": [
         {"name": "pytorch", "image": "t"}, {"name": "helper", "image": "h"}]}}}}
-    c = started("PyTorchJob", {"Worker": 2}, replica_extra=extra)
-    assert c.env("job-worker-1", 1)["RANK"] == "1"
+    c = started("PyTorchJob", {"Master": 1, "Worker": 2}, replica_extra=extra)
+    assert c.env("job-worker-1", 1)["RANK"] == "2"  # envvar.go:49
+
+
+def test_pytorch_workers_wait_for_the_masters_name() -> None:
+    c = started("PyTorchJob", {"Master": 1, "Worker": 2})
+    (init,) = c.pod("job-worker-1")["spec"]["initContainers"]
+    assert init == {  # initcontainer.go:35-46, 124-133; pkg/config/config.go:29,34
+        "name": "init-pytorch", "image": "alpine:3.10", "imagePullPolicy": "IfNotPresent",
+        "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                      "requests": {"cpu": "50m", "memory": "10Mi"}},
+        "command": ["sh", "-c", "err=1;for i in $(seq 100); do if nslookup job-master-0; "
+                    "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err"]}
+    assert "initContainers" not in c.pod("job-master-0")["spec"]
+    # initcontainer.go:117-120: no Master, no wait
+    solo = started("PyTorchJob", {"Worker": 2})
+    assert "initContainers" not in solo.pod("job-worker-0")["spec"]
+
+
+def test_pytorch_init_container_from_the_flags_and_template_file() -> None:
+    from trainop.engine import EngineConfig
+
+    template = ("- name: wait\n  image: {{.InitContainerImage}}\n"
+                "  command: [sh, -c, 'until nslookup {{ .MasterAddr }}; do sleep 1; done; "
+                "echo {{.MaxTries}}']\n")
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}), EngineConfig(
+        pytorch_init_image="registry.local/busybox:1", pytorch_init_max_tries=7,
+        pytorch_init_template=template))
+    c.step()
+    assert c.pod("job-worker-0")["spec"]["initContainers"] == [{
+        "name": "wait", "image": "registry.local/busybox:1",
+        "command": ["sh", "-c", "until nslookup job-master-0; do sleep 1; done; echo 7"]}]
 
 
 # -- XGBoost, Paddle, JAX, MXNet ------------------------------------------------------------

@@ -43,6 +43,10 @@ def test_pod_is_the_template_plus_env_and_restart_policy(kind: str) -> None:
                 # a worker without a command sleeps until the launcher execs into it
                 assert (container.pop("command"), container.pop("args")) == (
                     ["sleep"], ["365d"])
+        if kind == "PyTorchJob" and "worker" in obj["metadata"]["name"]:
+            # it waits for the master's name (test_frameworks.py)
+            (init,) = got.pop("initContainers")
+            assert init["name"] == "init-pytorch" and "securityContext" not in init
         if kind == "MPIJob":
             got["volumes"] = [v for v in got["volumes"] if v["name"] == "data"]
             if "launcher" in obj["metadata"]["name"]:

@@ -173,9 +173,10 @@ class PyTorchJobSpec(JobSpec):
         return self.elastic_policy
 
     def default_kind_fields(self) -> None:
-        if self.nproc_per_node is None:
-            self.nproc_per_node = "auto"
         policy = self.elastic_policy
+        # "auto" unless the (deprecated) elastic one is set (pytorch_defaults.go:77-83)
+        if self.nproc_per_node is None and (policy is None or policy.n_proc_per_node is None):
+            self.nproc_per_node = "auto"
         if policy is not None:
             # a missing bound copies the other; both missing take the Worker count
             if policy.min_replicas is None and policy.max_replicas is None:
@@ -195,10 +196,18 @@ class PyTorchJobSpec(JobSpec):
                 "spec.nprocPerNode",
                 f"must be auto, cpu, gpu or a positive integer, got {self.nproc_per_node!r}",
             ))
-        if self.elastic_policy is not None:
-            problems.extend(elastic_problems("spec.elasticPolicy",
-                                             self.elastic_policy.min_replicas,
-                                             self.elastic_policy.max_replicas))
+        policy = self.elastic_policy
+        if policy is not None:
+            problems.extend(elastic_problems("spec.elasticPolicy", policy.min_replicas,
+                                             policy.max_replicas))
+            # pkg/webhooks/pytorch/pytorchjob_webhook.go:96-110
+            if "Worker" not in self.replica_specs:
+                problems.append(Problem(f"{field}[Worker]",
+                                        "must be configured if elastic policy is used"))
+            # (defaulting leaves nprocPerNode unset where the elastic one is set)
+            if policy.n_proc_per_node is not None and self.nproc_per_node is not None:
+                problems.append(Problem("spec.elasticPolicy.nProcPerNode",
+                                        "must not be used with spec.nprocPerNode"))
         return problems
 
 

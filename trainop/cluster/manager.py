@@ -61,6 +61,9 @@ class ManagerOptions:
     metrics_secure: bool = False
     """Serve /metrics over TLS to callers the API server authenticates and authorizes."""
     mpi_kubectl_delivery_image: str = EngineConfig.mpi_kubectl_delivery_image
+    pytorch_init_image: str = EngineConfig.pytorch_init_image
+    pytorch_init_max_tries: int = EngineConfig.pytorch_init_max_tries
+    pytorch_init_template: str | None = None
     webhook: WebhookOptions | None = field(default_factory=WebhookOptions)
     """None: no admission webhook served."""
 
@@ -126,7 +129,10 @@ async def run_manager(opts: ManagerOptions) -> int:
         hpa_version, extra = await _discover(client, opts)
         caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
         engine = EngineConfig(gang_scheduler=opts.gang_scheduler, hpa_api_version=hpa_version,
-                              mpi_kubectl_delivery_image=opts.mpi_kubectl_delivery_image)
+                              mpi_kubectl_delivery_image=opts.mpi_kubectl_delivery_image,
+                              pytorch_init_image=opts.pytorch_init_image,
+                              pytorch_init_max_tries=opts.pytorch_init_max_tries,
+                              pytorch_init_template=opts.pytorch_init_template)
         if opts.leader_elect:
             # its own connections and no shared rate limit: no burst of other requests
             # may delay a renewal

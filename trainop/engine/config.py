@@ -11,6 +11,12 @@ class EngineConfig:
     """--gang-scheduler-name: "volcano" for Volcano, any other name for scheduler-plugins."""
     hpa_api_version: str = "autoscaling/v2"
     """The HorizontalPodAutoscaler version the cluster serves (v2 or v2beta2)."""
+    pytorch_init_image: str = "alpine:3.10"
+    """--pytorch-init-container-image (upstream's default, pkg/config/config.go:29)."""
+    pytorch_init_max_tries: int = 100
+    """--pytorch-init-container-max-tries (pkg/config/config.go:34)."""
+    pytorch_init_template: str | None = None
+    """The text of --pytorch-init-container-template-file, where that file exists."""
     mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
     """--mpi-kubectl-delivery-image: the MPI launcher's init container that brings kubectl
     (upstream's default, pkg/config/config.go:35)."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import yaml
 
 from trainop.api import Job
 from trainop.engine import Addressing, Counts
@@ -69,3 +73,36 @@ def host_slots(hosts: list[str], slots: int) -> dict[str, int]:
     for host in hosts:
         out[host] = out.get(host, 0) + slots
     return out
+
+
+INIT_TEMPLATE_FIELDS = ("MasterAddr", "InitContainerImage", "MaxTries")
+"""What a --pytorch-init-container-template-file may use, as upstream's `{{.Field}}`."""
+
+
+@functools.lru_cache(maxsize=64)
+def _rendered(template: str | None, image: str, tries: int, master: str) -> str:
+    if template is None:
+        # upstream's default template (pkg/controller.v1/pytorch/initcontainer.go:35-46)
+        return json.dumps([{
+            "name": "init-pytorch", "image": image, "imagePullPolicy": "IfNotPresent",
+            "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                          "requests": {"cpu": "50m", "memory": "10Mi"}},
+            "command": ["sh", "-c", f"err=1;for i in $(seq {tries}); do if nslookup {master}; "
+                        "then err=0 && break; fi;echo waiting for master; sleep 2; done; "
+                        "exit $err"]}])
+    values = {"MasterAddr": master, "InitContainerImage": image, "MaxTries": str(tries)}
+    text = re.sub(r"\{\{\s*\.(\w+)\s*\}\}", lambda m: values.get(m.group(1), m.group(0)),
+                  template)
+    containers = yaml.safe_load(text)
+    if not isinstance(containers, list) or not all(
+            isinstance(c, dict) and c.get("name") for c in containers):
+        raise ValueError("the init container template must be a YAML list of containers, "
+                         "each with a name")
+    return json.dumps(containers)
+
+
+def render_init_containers(template: str | None, image: str, tries: int, master: str
+                           ) -> list[dict[str, Any]]:
+    """The init containers of `template` (upstream's default when None) for one master
+    address; a fresh copy each call (pods own their specs)."""
+    return list(json.loads(_rendered(template, image, tries, master)))

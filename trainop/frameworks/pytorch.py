@@ -2,37 +2,38 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainop.api import KINDS, Job
-from trainop.api.templates import container
 from trainop.api.types import PyTorchJobSpec
-from trainop.engine import Addressing, Counts, Framework
+from trainop.engine import Addressing, Counts, EngineConfig, Framework
 from trainop.engine.framework import spec_of
-from trainop.frameworks.common import all_succeeded, any_succeeded, replicas
+from trainop.engine.labels import replica_name
+from trainop.frameworks.common import (
+    all_succeeded,
+    any_succeeded,
+    render_init_containers,
+    replicas,
+    total_replicas,
+)
 
 DEFAULT_RDZV_BACKEND = "c10d"
+P = "pkg/controller.v1/pytorch"
 
 
 def nproc_per_node(job: Job) -> int:
-    """Processes per pod: an integer nprocPerNode, else 1 (auto and cpu on a CPU pod)."""
-    value = spec_of(job, PyTorchJobSpec).nproc_per_node or "auto"
-    if value.isdigit():
-        return int(value)
-    if value in ("auto", "gpu"):
-        gpus = _gpus_per_pod(job)
-        if gpus:
-            return gpus
-    return 1
+    """nprocPerNode as a number for WORLD_SIZE: an integer, else 1 (`auto`, `cpu`, `gpu`
+    leave the count to torchrun: upstream's getNprocPerNodeInt, envvar.go:132-140)."""
+    value = spec_of(job, PyTorchJobSpec).nproc_per_node or ""
+    return int(value) if value.isdigit() else 1
 
 
-def _gpus_per_pod(job: Job) -> int:
-    for rspec in job.spec.replica_specs.values():
-        c = container(rspec.template, job.main_container)
-        if c is not None:
-            limits = (c.get("resources") or {}).get("limits") or {}
-            for name, value in limits.items():
-                if name.endswith("/gpu") and str(value).isdigit():
-                    return int(value)
-    return 0
+def init_containers(job: Job, config: EngineConfig) -> list[dict[str, Any]]:
+    """`init-pytorch`: a worker waits until the master's name resolves (initcontainer.go),
+    from --pytorch-init-container-template-file where given."""
+    master = replica_name(job, "Master", 0)
+    return render_init_containers(config.pytorch_init_template, config.pytorch_init_image,
+                                  config.pytorch_init_max_tries, master)
 
 
 class PyTorch(Framework[PyTorchJobSpec]):
@@ -48,40 +49,46 @@ class PyTorch(Framework[PyTorchJobSpec]):
         return "Master" in job.spec.replica_specs
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        # upstream's variables in its order (envvar.go:49-123, master.go, elastic.go)
         spec = self.spec(job)
-        has_master = replicas(job, "Master") > 0
-        lead = "Master" if has_master else "Worker"
-        nnodes = replicas(job, "Master") + replicas(job, "Worker")
-        rank = index + 1 if (has_master and rtype == "Worker") else index
-        master_addr = addr.host(job, lead, 0, qualified=False)
-        master_port = str(addr.port(job, lead, 0))
-        env = {
-            "MASTER_ADDR": master_addr, "MASTER_PORT": master_port,
-            "PET_MASTER_ADDR": master_addr, "PET_MASTER_PORT": master_port,
-            "WORLD_SIZE": str(nnodes * nproc_per_node(job)),
-            "RANK": str(rank), "PET_NODE_RANK": str(rank),
-            "PET_NNODES": str(nnodes),
-            "PET_NPROC_PER_NODE": spec.nproc_per_node or "auto",
-            "PYTHONUNBUFFERED": "1",
-        }
+        total = total_replicas(job)
+        env = {"PYTHONUNBUFFERED": "1"}
+        if "Master" in job.spec.replica_specs:  # without a Master: none of these
+            addr_ = addr.host(job, "Master", 0, qualified=False)
+            port = str(addr.port(job, "Master", 0))
+            rank = str(index + 1 if rtype == "Worker" else index)
+            env |= {"MASTER_PORT": port, "PET_MASTER_PORT": port, "MASTER_ADDR": addr_,
+                    "PET_MASTER_ADDR": addr_, "WORLD_SIZE": str(total * nproc_per_node(job)),
+                    "RANK": rank, "PET_NODE_RANK": rank}
+        if spec.nproc_per_node is not None:
+            env["PET_NPROC_PER_NODE"] = spec.nproc_per_node
         policy = spec.elastic_policy
-        if policy is not None:
-            host = policy.rdzv_host or addr.host(job, "Worker", 0, qualified=False)
-            port = policy.rdzv_port or addr.port(job, "Worker", 0)
-            env["PET_RDZV_ENDPOINT"] = f"{host}:{port}"
-            env["PET_RDZV_BACKEND"] = policy.rdzv_backend or DEFAULT_RDZV_BACKEND
-            env["PET_NNODES"] = f"{policy.min_replicas}:{policy.max_replicas}"
-            if policy.max_restarts is not None:
-                env["PET_MAX_RESTARTS"] = str(policy.max_restarts)
-            if policy.rdzv_id:
-                env["PET_RDZV_ID"] = policy.rdzv_id
-            if policy.rdzv_conf:
-                env["PET_RDZV_CONF"] = ",".join(
-                    f"{c.key}={c.value}" for c in policy.rdzv_conf if c.key
-                )
-            if policy.standalone:
-                env["PET_STANDALONE"] = "1"
+        if policy is None:
+            env["PET_NNODES"] = str(total)
+            return env
+        host = policy.rdzv_host or addr.host(job, "Worker", 0, qualified=False)
+        port = str(policy.rdzv_port or addr.port(job, "Worker", 0))
+        env["PET_RDZV_ENDPOINT"] = f"{host}:{port}"
+        env["PET_RDZV_BACKEND"] = policy.rdzv_backend or DEFAULT_RDZV_BACKEND
+        env["PET_NNODES"] = f"{policy.min_replicas}:{policy.max_replicas}"
+        if policy.max_restarts is not None:
+            env["PET_MAX_RESTARTS"] = str(policy.max_restarts)
+        if policy.n_proc_per_node is not None:
+            env["PET_NPROC_PER_NODE"] = str(policy.n_proc_per_node)
+        if policy.rdzv_id is not None:
+            env["PET_RDZV_ID"] = policy.rdzv_id
+        if policy.rdzv_conf:
+            env["PET_RDZV_CONF"] = ",".join(f"{c.key}={c.value}" for c in policy.rdzv_conf)
+        if policy.standalone:
+            # upstream writes "" (elastic.go:114-118), which torchrun cannot read (int(""))
+            env["PET_STANDALONE"] = "1"
         return env
+
+    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+                     addr: Addressing, config: EngineConfig) -> None:
+        # workers of a job with a Master wait for its name (initcontainer.go:117-134)
+        if rtype == "Worker" and "Master" in job.spec.replica_specs:
+            pod["spec"].setdefault("initContainers", []).extend(init_containers(job, config))
 
     def env_containers(self, job: Job) -> str | None:
         return None  # upstream gives every container of a PyTorch pod the environment
