@@ -124,7 +124,7 @@ def test_invalid_job_is_refused_with_every_problem(tmp_path: Path) -> None:
     doc["spec"]["runPolicy"] = {"backoffLimit": -1}
     out = trainop_run("-", cwd=tmp_path, stdin=yaml.safe_dump(doc))
     assert out.returncode == 2
-    assert "spec.jaxReplicaSpecs.Master: unknown replica type" in out.stderr
+    assert "spec.jaxReplicaSpecs[Master]: unknown replica type" in out.stderr
     assert "spec.runPolicy.backoffLimit: must be 0 or more, got -1" in out.stderr
 
 

@@ -158,7 +158,7 @@ def test_webhook_rejects_an_invalid_job_with_the_validation_message(
     doc["metadata"]["namespace"] = kube.ns
     out = kube.api.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc), check=False)
     assert out.returncode != 0
-    assert "spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in out.stderr
+    assert "spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in out.stderr
     assert kube.get("pytorchjobs.kubeflow.org", "bad") is None
 
 

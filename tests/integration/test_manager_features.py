@@ -96,7 +96,7 @@ def test_invalid_job_fails_once_without_a_hot_loop(kube: Kube, manager: Manager)
     kube.apply(manifest("PyTorchJob", {"Master": 2, "Worker": 1}, name="bad"))
     failed = kube.wait_condition("PyTorchJob", "bad", "Failed")
     assert failed["reason"] == "InvalidSpec"
-    assert "spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in failed["message"]
+    assert "spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in failed["message"]
     writes = manager.writes()
     time.sleep(3)
     assert manager.writes() == writes

@@ -60,7 +60,7 @@ def test_validate_reports_every_problem_with_its_path() -> None:
     doc = manifest("PyTorchJob", {"Master": 2, "Worker": 1}, name="Bad")
     out = trainop("validate", "-", stdin=yaml.safe_dump(doc))
     assert out.returncode == 1
-    assert "PyTorchJob/Bad: spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in \
+    assert "PyTorchJob/Bad: spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in \
         out.stderr
     assert "PyTorchJob/Bad: metadata.name: must be a DNS-1035 label" in out.stderr
 
@@ -100,18 +100,18 @@ def test_a_date_in_annotations_stays_the_text_it_was() -> None:
 
 
 def test_validate_an_update_as_the_webhook_would(tmp_path: Path) -> None:
-    stored = manifest("JAXJob", {"Worker": 1})
+    stored = manifest("PyTorchJob", {"Worker": 1})
     (tmp_path / "stored.yaml").write_text(yaml.safe_dump(stored))
-    changed = manifest("JAXJob", {"Worker": 2},
+    changed = manifest("PyTorchJob", {"Worker": 2},
                        spec={"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}})
     out = trainop("validate", "--old", str(tmp_path / "stored.yaml"), "-",
                   stdin=yaml.safe_dump(changed))
     assert out.returncode == 1
-    assert "JAXJob/job: spec.runPolicy.managedBy: is immutable" in out.stderr
-    scaled = manifest("JAXJob", {"Worker": 2})
+    assert "PyTorchJob/job: spec.runPolicy.managedBy: is immutable" in out.stderr
+    scaled = manifest("PyTorchJob", {"Worker": 2})
     out = trainop("validate", "--old", str(tmp_path / "stored.yaml"), "-",
                   stdin=yaml.safe_dump(scaled))
-    assert out.returncode == 0 and out.stdout.strip() == "JAXJob/job: valid", out.stderr
+    assert out.returncode == 0 and out.stdout.strip() == "PyTorchJob/job: valid", out.stderr
 
 
 def test_the_manager_takes_upstreams_flags() -> None:

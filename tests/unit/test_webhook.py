@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.jobs import manifest
+from tests.jobs import TYPICAL, manifest
 from trainop.api import KINDS
 from trainop.cluster.webhook import answer, default_review, path_for, validate_review
 
@@ -33,31 +33,59 @@ def test_invalid_job_is_denied_with_every_problem() -> None:
     response = out["response"]
     assert response["allowed"] is False and response["status"]["code"] == 422
     message = response["status"]["message"]
-    assert "spec.pytorchReplicaSpecs.Master.replicas: must be 1, got 2" in message
-    assert "spec.pytorchReplicaSpecs.PS: unknown replica type" in message
+    assert "spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in message
+    assert "spec.pytorchReplicaSpecs[PS]: unknown replica type" in message
     assert "metadata.name: must be a DNS-1035 label" in message
 
 
-@pytest.mark.parametrize(("field", "old", "new", "allowed"), [
-    ("managedBy", None, "kueue.x-k8s.io/multikueue", False),
-    ("managedBy", "a/b", "a/b", True),
-])
-def test_managed_by_is_immutable(field: str, old: str | None, new: str, allowed: bool) -> None:
-    before = manifest("JAXJob", {"Worker": 1}, spec={"runPolicy": {field: old} if old else {}})
-    after = manifest("JAXJob", {"Worker": 1}, spec={"runPolicy": {field: new}})
+MQ = "kueue.x-k8s.io/multikueue"
+OURS = "kubeflow.org/training-operator"
+
+
+@pytest.mark.parametrize(("kind", "old", "new", "allowed"), [
+    ("PyTorchJob", None, MQ, False), ("PyTorchJob", MQ, MQ, True),
+    ("TFJob", OURS, MQ, False),
+    ("JAXJob", None, MQ, True),  # JAX's webhook checks no runPolicy (jaxjob_webhook.go:72-80)
+], ids=["set-later", "unchanged", "changed", "jax-unchecked"])
+def test_managed_by_is_immutable(kind: str, old: str | None, new: str, allowed: bool) -> None:
+    # pkg/common/util/webhooks.go:27-32, called by the TF/PyTorch/XGBoost/Paddle webhooks
+    before = manifest(kind, TYPICAL[kind], spec={"runPolicy": {"managedBy": old} if old else {}})
+    after = manifest(kind, TYPICAL[kind], spec={"runPolicy": {"managedBy": new}})
     out = validate_review(review(after, "UPDATE", before))
     assert out["response"]["allowed"] is allowed
 
 
-def test_queue_is_immutable_unless_suspended() -> None:
-    def job(queue: str, suspend: bool = False) -> dict[str, Any]:
+@pytest.mark.parametrize(("kind", "value", "allowed"), [
+    ("PyTorchJob", OURS, True), ("XGBoostJob", MQ, True), ("PaddleJob", "a/b", False),
+    ("JAXJob", "a/b", True), ("MPIJob", "a/b", True)])
+def test_managed_by_takes_upstreams_two_values(kind: str, value: str, allowed: bool) -> None:
+    # pkg/common/util/webhooks.go:11-24 (not called by JAX's webhook; MPI has none)
+    out = validate_review(review(manifest(kind, TYPICAL[kind],
+                                          spec={"runPolicy": {"managedBy": value}})))
+    assert out["response"]["allowed"] is allowed
+    if not allowed:
+        assert out["response"]["status"]["message"].endswith(
+            f'spec.runPolicy.managedBy: Unsupported value: "{value}": supported values: '
+            f'"{OURS}", "{MQ}"')
+
+
+@pytest.mark.parametrize(("old", "new", "allowed"), [
+    ("a", "b", False), (None, "b", True), ("a", None, True)], ids=["changed", "set", "unset"])
+def test_a_queue_once_set_is_immutable(old: str | None, new: str | None,
+                                       allowed: bool) -> None:
+    # the CRDs' x-kubernetes-validations `self == oldSelf` on the queue: a transition rule,
+    # checked only where the old and the new job both have one
+    def job(queue: str | None, suspend: bool = False) -> dict[str, Any]:
+        policy = {"queue": queue} if queue else {"minAvailable": 1}
         return manifest("JAXJob", {"Worker": 1}, spec={"runPolicy": {
-            "suspend": suspend, "schedulingPolicy": {"queue": queue}}})
-    denied = validate_review(review(job("b"), "UPDATE", job("a")))["response"]
-    assert denied["allowed"] is False
-    assert "schedulingPolicy.queue: is immutable" in denied["status"]["message"]
-    assert validate_review(review(job("b", True), "UPDATE", job("a", True)))["response"][
-        "allowed"]
+            "suspend": suspend, "schedulingPolicy": policy}})
+    out = validate_review(review(job(new), "UPDATE", job(old)))["response"]
+    assert out["allowed"] is allowed
+    if not allowed:
+        assert "spec.runPolicy.schedulingPolicy.queue: is immutable" in out["status"]["message"]
+        # suspended or not (upstream's rule has no exception)
+        assert not validate_review(review(job(new, True), "UPDATE", job(old, True)))[
+            "response"]["allowed"]
 
 
 def test_defaulting_patch_replaces_the_spec_with_the_defaulted_one() -> None:

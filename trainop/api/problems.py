@@ -34,16 +34,16 @@ def count(specs: Mapping[str, _Replicas], rtype: str) -> int:
 def exactly_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[Problem]:
     rspec = specs.get(rtype)
     if rspec is None:
-        return [Problem(f"{field}.{rtype}", "is required")]
+        return [Problem(f"{field}[{rtype}]", "is required")]
     if rspec.replicas != 1:
-        return [Problem(f"{field}.{rtype}.replicas", f"must be 1, got {rspec.replicas}")]
+        return [Problem(f"{field}[{rtype}].replicas", f"must be 1, got {rspec.replicas}")]
     return []
 
 
 def at_most_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[Problem]:
     r = specs.get(rtype)
     if r is not None and (r.replicas or 0) > 1:
-        return [Problem(f"{field}.{rtype}.replicas", f"must be at most 1, got {r.replicas}")]
+        return [Problem(f"{field}[{rtype}].replicas", f"must be at most 1, got {r.replicas}")]
     return []
 
 

@@ -110,6 +110,11 @@ class PaddleElasticPolicy(Model):
 class JobSpec(Model):
     """What every kind's spec has; `replica_specs` has a kind-specific name on the wire."""
 
+    checks_managed_by: ClassVar[bool] = True
+    """Whether `runPolicy.managedBy` must be one of MANAGERS and stays as created (upstream's
+    webhooks of TF, PyTorch, XGBoost and Paddle: pkg/common/util/webhooks.go; JAX's webhook
+    and MPI's validation check neither)."""
+
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
 
@@ -155,11 +160,11 @@ class TFJobSpec(JobSpec):
         return [Problem(field, "needs a Chief, a Master or at least one Worker")]
 
     def kind_problems(self, field: str) -> list[Problem]:
-        specs = self.replica_specs
-        problems = [*at_most_one(field, specs, "Chief"), *at_most_one(field, specs, "Master")]
-        if "Chief" in specs and "Master" in specs:
-            problems.append(Problem(field, "must not have both Chief and Master"))
-        return problems
+        # one Chief or Master role, of any number of replicas
+        # (pkg/webhooks/tensorflow/tfjob_webhook.go:97-125)
+        if "Chief" in self.replica_specs and "Master" in self.replica_specs:
+            return [Problem(field, "must not have more than 1 Chief or Master role")]
+        return []
 
 
 class PyTorchJobSpec(JobSpec):
@@ -191,6 +196,10 @@ class PyTorchJobSpec(JobSpec):
     def kind_problems(self, field: str) -> list[Problem]:
         problems = exactly_one(field, self.replica_specs, "Master") \
             if "Master" in self.replica_specs else []
+        worker = self.replica_specs.get("Worker")
+        if worker is not None and worker.replicas is not None and worker.replicas < 1:
+            # pkg/webhooks/pytorch/pytorchjob_webhook.go:156-158
+            problems.append(Problem(f"{field}[Worker].replicas", "must be at least 1"))
         if self.nproc_per_node is not None and not NPROC.match(self.nproc_per_node):
             problems.append(Problem(
                 "spec.nprocPerNode",
@@ -213,6 +222,7 @@ class PyTorchJobSpec(JobSpec):
 
 class MPIJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="mpiReplicaSpecs")
+    checks_managed_by: ClassVar[bool] = False  # pkg/apis/kubeflow.org/v1/mpi_validation.go
     slots_per_worker: int | None = None
     clean_pod_policy: CleanPodPolicy | None = Field(
         None, description="Deprecated: use runPolicy.cleanPodPolicy."
@@ -277,7 +287,8 @@ class PaddleJobSpec(JobSpec):
         return self.elastic_policy
 
     def kind_problems(self, field: str) -> list[Problem]:
-        problems = at_most_one(field, self.replica_specs, "Master")
+        # any number of Masters: parameter-server mode (pkg/webhooks/paddlepaddle/, no rule)
+        problems: list[Problem] = []
         if self.elastic_policy is not None:
             problems.extend(elastic_problems("spec.elasticPolicy",
                                              self.elastic_policy.min_replicas,
@@ -287,6 +298,7 @@ class PaddleJobSpec(JobSpec):
 
 class JAXJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="jaxReplicaSpecs")
+    checks_managed_by: ClassVar[bool] = False  # pkg/webhooks/jax/jaxjob_webhook.go:72-80
 
 
 class MXJobSpec(JobSpec):

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainop.api.defaults import default_job
+from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import API_VERSION, KINDS
 from trainop.api.problems import Problem
 from trainop.api.types import JOB_MODELS, Job, ReplicaSpec
@@ -20,6 +20,8 @@ MAX_REPLICAS = 10_000
 
 
 MAX_PROBLEMS = 20
+MANAGERS = (OUR_MANAGER, "kueue.x-k8s.io/multikueue")
+"""The runPolicy.managedBy values upstream accepts (pkg/common/util/webhooks.go:11-13)."""
 """Problems told about one job; the rest are counted (a manifest with 100,000 bad entries
 gets an answer of a few lines, not megabytes)."""
 
@@ -67,12 +69,16 @@ def _kind_of(value: Any) -> str:
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
+    """A field path as Kubernetes writes it: list indexes and map keys in brackets
+    (`spec.pytorchReplicaSpecs[Master].template.spec.containers[0].image`)."""
     out = ""
+    keyed = False  # the previous part is a map of replica specs
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) or keyed:
             out += f"[{part}]"
         else:
             out += ("." if out else "") + part
+        keyed = isinstance(part, str) and part.endswith("ReplicaSpecs")
     return out or "(document)"
 
 
@@ -125,7 +131,7 @@ def validate(job: Job) -> list[Problem]:
     if not spec.replica_specs:
         problems.append(Problem(field, "must name at least one replica type"))
     for rtype, rspec in spec.replica_specs.items():
-        path = f"{field}.{rtype}"
+        path = f"{field}[{rtype}]"
         if rtype not in info.replica_types:
             problems.append(Problem(
                 path, f"unknown replica type; {info.kind} has {', '.join(info.replica_types)}"
@@ -208,10 +214,11 @@ def _run_policy_problems(job: Job) -> list[Problem]:
                 "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds",
                 f"must be 0 or more, got {sp.schedule_timeout_seconds}",
             ))
-    if rp.managed_by is not None and not (0 < len(rp.managed_by) <= 63):
-        problems.append(Problem(
-            "spec.runPolicy.managedBy", "must be 1 to 63 characters (a controller's name)"
-        ))
+    if rp.managed_by is not None and job.spec.checks_managed_by and \
+            rp.managed_by not in MANAGERS:
+        supported = ", ".join(f'"{m}"' for m in MANAGERS)
+        problems.append(Problem("spec.runPolicy.managedBy", f'Unsupported value: '
+                                f'"{rp.managed_by}": supported values: {supported}'))
     return problems
 
 
@@ -275,8 +282,8 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     """`new` parsed, defaulted and valid as a replacement of the stored `old`, or
     InvalidJob. A spec left as it was is always allowed (labels, finalizers, status): a job
     stored before today's rules must stay updatable, or it can never finish being deleted.
-    A changed spec meets today's rules, and keeps `runPolicy.managedBy` and, unless the job
-    is suspended, `schedulingPolicy.queue`."""
+    A changed spec meets today's rules, and keeps `runPolicy.managedBy` (where the kind's
+    upstream webhook keeps it) and a `schedulingPolicy.queue` it had."""
     if old.get("spec") == new.get("spec"):
         try:
             return load_job(new)
@@ -288,14 +295,15 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     except InvalidJob:
         return job  # nothing to compare with
     problems = []
-    if before.spec.run_policy.managed_by != job.spec.run_policy.managed_by:
+    if job.spec.checks_managed_by and \
+            before.spec.run_policy.managed_by != job.spec.run_policy.managed_by:
         problems.append(Problem("spec.runPolicy.managedBy", "is immutable"))
     old_sp, new_sp = before.spec.run_policy.scheduling_policy, \
         job.spec.run_policy.scheduling_policy
-    if (old_sp.queue if old_sp else None) != (new_sp.queue if new_sp else None) and \
-            not before.spec.run_policy.suspend:
-        problems.append(Problem("spec.runPolicy.schedulingPolicy.queue",
-                                "is immutable while the job is not suspended"))
+    # the CRD's rule `self == oldSelf` on the queue: checked where both have one
+    # (manifests/base/crds/kubeflow.org_*.yaml at release-1.9)
+    if old_sp and new_sp and old_sp.queue and new_sp.queue and old_sp.queue != new_sp.queue:
+        problems.append(Problem("spec.runPolicy.schedulingPolicy.queue", "is immutable"))
     if problems:
         raise InvalidJob(problems)
     return job
