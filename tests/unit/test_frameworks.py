@@ -23,21 +23,56 @@ def started(kind: str, replicas: dict[str, int | None], **kw: object) -> Cluster
 
 # -- TensorFlow -------------------------------------------------------------------------
 
+TFGO = "pkg/controller.v1/tensorflow/tensorflow.go"
+
+
 def test_tf_config_multi_replica() -> None:
     c = started("TFJob", {"Chief": 1, "PS": 1, "Worker": 2, "Evaluator": 1})
     env = c.env("job-worker-1")
-    assert json.loads(env["TF_CONFIG"]) == {
-        "cluster": {
-            "chief": ["job-chief-0.ns.svc:2222"],
-            "ps": ["job-ps-0.ns.svc:2222"],
-            "worker": ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"],
-        },
-        "task": {"type": "worker", "index": 1},
-        "environment": "cloud",
-    }
+    # every type, the evaluator too, keys in Go's map order (TFGO:157-188, :136-147)
+    assert env["TF_CONFIG"] == (
+        '{"cluster":{"chief":["job-chief-0.ns.svc:2222"],'
+        '"evaluator":["job-evaluator-0.ns.svc:2222"],"ps":["job-ps-0.ns.svc:2222"],'
+        '"worker":["job-worker-0.ns.svc:2222","job-worker-1.ns.svc:2222"]},'
+        '"task":{"type":"worker","index":1},"environment":"cloud"}')
     assert json.loads(c.env("job-evaluator-0")["TF_CONFIG"])["task"] == {
         "type": "evaluator", "index": 0}
     assert set(env) == {"TF_CONFIG"}
+
+
+def test_tf_dynamic_workers_get_a_sparse_tf_config() -> None:
+    c = started("TFJob", {"PS": 2, "Worker": 3}, spec={"enableDynamicWorker": True})
+    # TFGO:74-83, :125-134: a worker knows itself and the PS; a PS itself; no environment
+    assert c.env("job-worker-2")["TF_CONFIG"] == (
+        '{"cluster":{"worker":{"2":"job-worker-2.ns.svc:2222"},'
+        '"ps":["job-ps-0.ns.svc:2222","job-ps-1.ns.svc:2222"]},'
+        '"task":{"type":"worker","index":2}}')
+    assert c.env("job-ps-1")["TF_CONFIG"] == (
+        '{"cluster":{"worker":{},"ps":["job-ps-1.ns.svc:2222"]},"task":{"type":"ps","index":1}}')
+
+
+def test_tf_dynamic_workers_may_fail_without_failing_the_job() -> None:
+    # pkg/controller.v1/tensorflow/tfjob_controller.go:495-498
+    never = {"Worker": {"restartPolicy": "Never"}}
+    c = started("TFJob", {"Chief": 1, "Worker": 2}, spec={"enableDynamicWorker": True},
+                replica_extra=never)
+    c.set("job-worker-1", phase="Failed", exit_code=1)
+    c.step()
+    assert c.condition("Failed") is None
+    plain = started("TFJob", {"Chief": 1, "Worker": 2}, replica_extra=never)
+    plain.set("job-worker-1", phase="Failed", exit_code=1)
+    plain.step()
+    assert plain.condition("Failed") is not None
+
+
+def test_tf_config_names_a_custom_cluster_domain() -> None:
+    j = job("TFJob", {"Worker": 2}, namespace="ns")
+    plan = reconcile(j, Observed(), T0, framework_for("TFJob"),
+                     ClusterAddressing("cluster.local"))
+    pod = next(o for o in plan.create if o["kind"] == "Pod")
+    tf_config = json.loads(pod["spec"]["containers"][0]["env"][0]["value"])
+    # CUSTOM_CLUSTER_DOMAIN after `svc` (TFGO:174-178)
+    assert tf_config["cluster"]["worker"][0] == "job-worker-0.ns.svc.cluster.local:2222"
 
 
 def test_tf_single_replica_gets_no_tf_config() -> None:
@@ -385,6 +420,7 @@ class CountingAddressing(ClusterAddressing):
     """The cluster's addressing, counting the lookups a plan makes."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.lookups = 0
 
     def host(self, job: Any, rtype: str, index: int, *, qualified: bool = True) -> str:

@@ -40,6 +40,8 @@ def _parse(rec: JobRecord) -> Job:
 class ControllerConfig:
     engine: EngineConfig
     threads: int = 1
+    cluster_domain: str | None = None
+    """CUSTOM_CLUSTER_DOMAIN of the manager's environment, e.g. cluster.local."""
 
 
 class JobController:
@@ -50,7 +52,7 @@ class JobController:
         self.config = config
         self.leading = leading
         self.framework = framework_for(kind)
-        self.addr = ClusterAddressing()
+        self.addr = ClusterAddressing(config.cluster_domain)
         self.queue = WorkQueue(kind, controller=component(kind))
         self._parsed: dict[str, tuple[str, Job]] = {}
         """Key -> (resourceVersion, defaulted job): parse a job once per version."""

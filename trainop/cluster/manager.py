@@ -143,7 +143,11 @@ async def run_manager(opts: ManagerOptions) -> int:
                 opts.leader_election_id, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
                 opts.lease)
         leading = (lambda: elector.leading) if elector else (lambda: True)
-        controllers = [JobController(kind, client, caches, ControllerConfig(engine, opts.threads),
+        # upstream reads the cluster domain of TF_CONFIG's names from its own environment
+        # (pkg/controller.v1/tensorflow/tensorflow.go:32, :175-178)
+        domain = os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None
+        controllers = [JobController(kind, client, caches,
+                                     ControllerConfig(engine, opts.threads, domain),
                                      recorder, leading) for kind in opts.kinds]
         synced = False
         if opts.webhook is not None:

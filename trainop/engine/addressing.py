@@ -9,13 +9,17 @@ from trainop.engine.labels import replica_name
 
 class ClusterAddressing:
     """`{job}-{rt}-{i}.{ns}.svc` (or `{pod}.{job}.{ns}.svc` where the kind's pods are named
-    under one service of the job's) and the container's named port."""
+    under one service of the job's; `.{cluster_domain}` after `svc` where the manager was
+    given one, as upstream's CUSTOM_CLUSTER_DOMAIN) and the container's named port."""
+
+    def __init__(self, cluster_domain: str | None = None):
+        self.suffix = f".{cluster_domain}" if cluster_domain else ""
 
     def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
         name = replica_name(job, rtype, index)
         if job.info.pods_under_one_service:
-            return f"{name}.{job.name}.{job.namespace}.svc" if qualified else f"{name}.{job.name}"
-        return f"{name}.{job.namespace}.svc" if qualified else name
+            name = f"{name}.{job.name}"
+        return f"{name}.{job.namespace}.svc{self.suffix}" if qualified else name
 
     def pod_host(self, pod: str) -> str:
         return pod

@@ -132,7 +132,8 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
                          f"{backoff} ({rp.backoff_limit}).")
 
-    permanent = [f for f in failures if f.verdict is Verdict.FAIL]
+    permanent = [f for f in failures if f.verdict is Verdict.FAIL
+                 and not fw.tolerates_failure(job, f.pod.replica_type)]
     if permanent:
         first = permanent[0]
         rtype = first.pod.replica_type

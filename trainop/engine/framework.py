@@ -122,6 +122,10 @@ class Framework(ABC, Generic[S]):
         job has it, else the workers (upstream's UpdateJobStatus of each kind)."""
         return next((rt for rt in self.master_role if rt in job.spec.replica_specs), "Worker")
 
+    def tolerates_failure(self, job: Job, rtype: str) -> bool:
+        """Whether a pod of `rtype` may fail for good without failing the job."""
+        return False
+
     def running(self, job: Job, counts: dict[str, Counts]) -> bool:
         """Whether the job is Running: a pod of the lead type runs."""
         lead = counts.get(self.lead_type(job))

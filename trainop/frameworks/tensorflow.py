@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from trainop.api import KINDS, Job
 from trainop.api.types import TFJobSpec
 from trainop.engine import Addressing, Counts, Framework
@@ -15,20 +17,33 @@ class TensorFlow(Framework[TFJobSpec]):
     worker0_is_master = True  # upstream: pkg/controller.v1/tensorflow/tfjob_controller.go:598
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        # A single replica trains alone: no cluster to describe (upstream rule).
+        # A single replica trains alone: no cluster to describe (util.go:74-95).
         if total_replicas(job) <= 1:
             return {}
-        def cluster() -> str:
-            return compact_json({
-                rt.lower(): [f"{addr.host(job, rt, i)}:{addr.port(job, rt, i)}"
-                             for i in range(replicas(job, rt))]
-                for rt in job.spec.replica_specs
-                if rt != "Evaluator" and replicas(job, rt) > 0  # evaluators watch, not train
-            })
-        # {"cluster":...,"task":...,"environment":"cloud"}, the cluster part made once
+
+        def cluster() -> dict[str, list[str]]:
+            # every type, the evaluator too, keys sorted as Go writes a map
+            # (tensorflow.go:157-188)
+            return {rt.lower(): [f"{addr.host(job, rt, i)}:{addr.port(job, rt, i)}"
+                                 for i in range(replicas(job, rt))]
+                    for rt in sorted(job.spec.replica_specs, key=str.lower)}
         task = compact_json({"type": rtype.lower(), "index": index})
-        return {"TF_CONFIG": f'{{"cluster":{per_job(job, addr, "tf-cluster", cluster)},'
-                             f'"task":{task},"environment":"cloud"}}'}
+        if self.spec(job).enable_dynamic_worker:
+            # a worker knows itself and the PS only, so workers may come and go
+            # (tensorflow.go:74-83, :125-134)
+            full = per_job(job, addr, "tf-cluster", cluster)
+            own = full.get(rtype.lower(), [])
+            sparse = {"worker": {str(index): own[index]} if rtype == "Worker" else {},
+                      "ps": own[index:index + 1] if rtype == "PS" else
+                      full.get("ps", []) if rtype == "Worker" else []}
+            return {"TF_CONFIG": compact_json({"cluster": sparse, "task": json.loads(task)})}
+        # {"cluster":...,"task":...,"environment":"cloud"}, the cluster part made once
+        shared = per_job(job, addr, "tf-cluster-json", lambda: compact_json(cluster()))
+        return {"TF_CONFIG": f'{{"cluster":{shared},"task":{task},"environment":"cloud"}}'}
+
+    def tolerates_failure(self, job: Job, rtype: str) -> bool:
+        # tfjob_controller.go:495-498: the job goes on whatever its workers do
+        return rtype == "Worker" and bool(self.spec(job).enable_dynamic_worker)
 
     def failed_message(self, job: Job, failed: int, rtype: str, policy: str) -> str:
         if policy == "ExitCode":
