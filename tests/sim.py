@@ -99,6 +99,8 @@ class Cluster:
     def pod(self, name: str) -> dict[str, Any]:
         return self.created[f"Pod/{name}"]
 
-    def env(self, name: str, container: int = 0) -> dict[str, str]:
+    def env(self, name: str, container: int = 0) -> dict[str, Any]:
+        """Name -> value (or the `valueFrom` of a variable the kubelet fills in)."""
         c = self.pod(name)["spec"]["containers"][container]
-        return {e["name"]: e["value"] for e in c.get("env", [])}
+        return {e["name"]: e["value"] if "value" in e else e["valueFrom"]
+                for e in c.get("env", [])}

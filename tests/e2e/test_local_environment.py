@@ -99,3 +99,27 @@ def test_dry_run_shows_the_environment_first_on_path(tmp_path: Path,
 
 def test_environment_bin_holds_this_interpreter() -> None:
     assert Path(environment_bin(), Path(sys.executable).name).exists()
+
+
+def test_a_pod_field_and_a_reference_to_it_are_filled_in_locally(tmp_path: Path) -> None:
+    # PaddleJob rank 0 gets PADDLE_MASTER=$(POD_IP_DUMMY):port with POD_IP_DUMMY from the
+    # pod's IP (upstream's envvar.go:80-92): as a process, the pod's IP is 127.0.0.1 and the
+    # reference is expanded as the kubelet expands it
+    script = ("import os; print(os.environ['PADDLE_MASTER'], os.environ.get('POD_IP_DUMMY'), "
+              "os.environ['NAME'], flush=True)")
+    container = {"name": "paddle", "image": "python:3.11", "command": ["python", "-c", script],
+                 "env": [{"name": "NAME", "valueFrom": {"fieldRef": {
+                     "fieldPath": "metadata.name"}}}]}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob", "metadata": {"name": "pd"},
+           "spec": {"paddleReplicaSpecs": {"Worker": {"replicas": 2, "restartPolicy": "Never",
+                                                      "template": {"spec": {
+                                                          "containers": [container]}}}}}}
+    out = subprocess.run([sys.executable, "-m", "trainop.cli", "run", "--no-live", "-"],
+                         cwd=tmp_path, input=yaml.safe_dump(job), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = {line.split("] ", 1)[0][1:]: line.split("] ", 1)[1]
+             for line in out.stdout.splitlines() if line.startswith("[worker-")}
+    master, ip, name = lines["worker-0"].split()
+    assert (ip, name) == ("127.0.0.1", "pd-worker-0") and master.startswith("127.0.0.1:")
+    assert lines["worker-1"].split()[0] == master  # every rank finds rank 0's master

@@ -236,17 +236,30 @@ def test_the_environment_goes_to_every_container(kind: str) -> None:
     assert names[0] == names[1] and names[0]
 
 
+PADDLE = "pkg/controller.v1/paddlepaddle/envvar.go"
+POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
+
+
 def test_paddle_collective_env() -> None:
     c = started("PaddleJob", {"Worker": 3})
-    assert c.env("job-worker-2") == {"PADDLE_MASTER": "job-worker-0:36543",
-                                      "PADDLE_NNODES": "3", "PADDLE_JOB_ID": "job",
-                                      "PYTHONUNBUFFERED": "1"}
+    # PADDLE:60-99, in its order; rank 0 serves the master on its own IP (:80-92)
+    assert list(c.env("job-worker-2").items()) == [
+        ("PYTHONUNBUFFERED", "1"), ("PADDLE_JOB_ID", "job"), ("PADDLE_NNODES", "3"),
+        ("PADDLE_MASTER", "job-worker-0:36543")]
+    assert list(c.env("job-worker-0").items()) == [
+        ("PYTHONUNBUFFERED", "1"), ("PADDLE_JOB_ID", "job"), ("PADDLE_NNODES", "3"),
+        ("POD_IP_DUMMY", POD_IP), ("PADDLE_MASTER", "$(POD_IP_DUMMY):36543")]
 
 
 def test_paddle_ps_env() -> None:
-    env = started("PaddleJob", {"Master": 1, "Worker": 2}).env("job-worker-0")
-    assert env["PADDLE_MASTER"] == "job-master-0:36543"
-    assert (env["PADDLE_SERVER_NUM"], env["PADDLE_TRAINER_NUM"]) == ("1", "2")
+    c = started("PaddleJob", {"Master": 2, "Worker": 2})
+    # PADDLE:101-140: NNODES over all replicas, one server or trainer per pod
+    assert list(c.env("job-worker-0").items()) == [
+        ("PYTHONUNBUFFERED", "1"), ("PADDLE_JOB_ID", "job"), ("PADDLE_NNODES", "4"),
+        ("PADDLE_MASTER", "job-master-0:36543"), ("PADDLE_TRAINER_NUM", "1")]
+    assert list(c.env("job-master-1").items())[-2:] == [
+        ("PADDLE_MASTER", "job-master-0:36543"), ("PADDLE_SERVER_NUM", "1")]
+    assert c.env("job-master-0")["PADDLE_MASTER"] == "$(POD_IP_DUMMY):36543"
 
 
 def test_jax_env() -> None:

@@ -7,14 +7,15 @@ manager and the local runner) observe, call `reconcile` and apply the plan.
 from trainop.engine.addressing import ClusterAddressing
 from trainop.engine.config import EngineConfig
 from trainop.engine.failures import Verdict, classify
-from trainop.engine.framework import Addressing, Counts, Framework
+from trainop.engine.framework import POD_IP, Addressing, Counts, Env, FieldRef, Framework
 from trainop.engine.observed import Observed, OwnedObject, Phase, PodState, SSHKeyPair
 from trainop.engine.outcomes import create_refused, created_only, rejected
 from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.reconcile import reconcile
 
 __all__ = [
-    "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Event", "Framework",
+    "POD_IP", "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Env", "Event",
+    "FieldRef", "Framework",
     "ObjectRef", "Observed", "OwnedObject", "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict",
     "classify",
     "create_refused", "created_only", "reconcile", "rejected",

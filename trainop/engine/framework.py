@@ -7,6 +7,7 @@ the success rule and any extra objects. Everything else is the engine's.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -15,6 +16,20 @@ from trainop.api.types import JobSpec
 from trainop.engine.config import EngineConfig
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import Observed
+
+POD_IP = "status.podIP"
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """A variable whose value the kubelet takes from the pod's own fields (`valueFrom`),
+    e.g. FieldRef(POD_IP); the local runtime fills in its own."""
+
+    path: str
+
+
+Env = Mapping[str, "str | FieldRef"]
+"""A replica's variables, in the order they are written."""
 
 
 class Addressing(Protocol):
@@ -99,8 +114,8 @@ class Framework(ABC, Generic[S]):
             return rtype in self.master_role
         return rtype == "Worker" and index == 0
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        """Environment of the main container of one replica."""
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> Env:
+        """Environment of the main container of one replica (`env_containers`: or all)."""
         return {}
 
     def env_containers(self, job: Job) -> str | None:

@@ -9,7 +9,7 @@ from trainop.api import Job
 from trainop.api.templates import container, containers
 from trainop.engine import gang
 from trainop.engine.config import EngineConfig
-from trainop.engine.framework import Addressing, Framework
+from trainop.engine.framework import Addressing, Env, FieldRef, Framework
 from trainop.engine.labels import JOB_ROLE, object_meta, replica_labels, replica_name
 
 
@@ -46,13 +46,16 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], add
     return pod
 
 
-def _add_env(target: dict[str, Any], env: dict[str, str]) -> None:
+def _add_env(target: dict[str, Any], env: Env) -> None:
     """Append the framework's variables; a variable the user set keeps the user's value."""
     current = target.get("env")
     if not isinstance(current, list):
         current = []
     taken = {e.get("name") for e in current if isinstance(e, dict)}
-    current.extend({"name": k, "value": v} for k, v in env.items() if k not in taken)
+    current.extend(
+        {"name": k, "valueFrom": {"fieldRef": {"fieldPath": v.path}}}
+        if isinstance(v, FieldRef) else {"name": k, "value": v}
+        for k, v in env.items() if k not in taken)
     if current:
         target["env"] = current
 

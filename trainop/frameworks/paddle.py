@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from trainop.api import KINDS, Job
 from trainop.api.types import PaddleJobSpec
-from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, replicas
+from trainop.engine import POD_IP, Addressing, Counts, Env, FieldRef, Framework
+from trainop.frameworks.common import all_succeeded, replicas, total_replicas
 
 
 class Paddle(Framework[PaddleJobSpec]):
@@ -18,20 +18,27 @@ class Paddle(Framework[PaddleJobSpec]):
         # pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:385-420, as PyTorch
         return "Master" in job.spec.replica_specs
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        masters, workers = replicas(job, "Master"), replicas(job, "Worker")
-        lead = "Master" if masters else "Worker"
-        env = {
-            "PADDLE_MASTER": f"{addr.host(job, lead, 0, qualified=False)}:"
-                             f"{addr.port(job, lead, 0)}",
-            "PADDLE_NNODES": str(workers),
-            "PADDLE_JOB_ID": job.name,
-            "PYTHONUNBUFFERED": "1",
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> Env:
+        # upstream's variables in its order (pkg/controller.v1/paddlepaddle/envvar.go:53-140)
+        ps_mode = "Master" in job.spec.replica_specs
+        lead = "Master" if ps_mode else "Worker"
+        port = addr.port(job, lead, 0)
+        env: dict[str, str | FieldRef] = {
+            "PYTHONUNBUFFERED": "1", "PADDLE_JOB_ID": job.name,
+            "PADDLE_NNODES": str(total_replicas(job)),
         }
-        if masters:
-            env["PADDLE_SERVER_NUM"] = str(masters)
-            env["PADDLE_TRAINER_NUM"] = str(workers)
+        if rtype == lead and index == 0:
+            # paddle.distributed.launch serves the master only on the pod's own IP
+            env["POD_IP_DUMMY"] = FieldRef(POD_IP)
+            env["PADDLE_MASTER"] = f"$(POD_IP_DUMMY):{port}"
+        else:
+            env["PADDLE_MASTER"] = f"{addr.host(job, lead, 0, qualified=False)}:{port}"
+        if ps_mode:  # one server or trainer per pod
+            env["PADDLE_SERVER_NUM" if rtype == "Master" else "PADDLE_TRAINER_NUM"] = "1"
         return env
+
+    def env_containers(self, job: Job) -> str | None:
+        return None  # every container (envvar.go:53)
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         if replicas(job, "Master") > 0:

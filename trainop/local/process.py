@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sys
 import sysconfig
@@ -51,15 +52,42 @@ def command_of(pod: dict[str, Any], main: str, run_dir: Path, extra_env: dict[st
     if argv[0] in PYTHONS:
         argv[0] = sys.executable
     env = dict(os.environ)
+    own: dict[str, str] = {}  # what $(NAME) may name: the container's earlier variables
     for item in container.get("env") or []:
         if "value" in item:
-            env[item["name"]] = _map_paths(str(item["value"]), mounts)
+            value = _map_paths(expand(str(item["value"]), own), mounts)
+        else:
+            field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            if field not in LOCAL_FIELDS:
+                continue  # a Secret or ConfigMap key: nothing to read it from here
+            value = LOCAL_FIELDS[field](pod)
+        env[item["name"]] = own[item["name"]] = value
     env.update(extra_env)
     # after the job's own env: a PATH the manifest sets still finds this environment first
     env["PATH"] = path_with_this_environment(env.get("PATH", os.defpath))
     cwd = Path(container["workingDir"]) if Path(container.get("workingDir") or "/nonexistent"
                                                 ).is_dir() else run_dir
     return Command(argv, env, cwd)
+
+
+LOCAL_FIELDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "status.podIP": lambda pod: "127.0.0.1",
+    "metadata.name": lambda pod: str(pod["metadata"]["name"]),
+    "metadata.namespace": lambda pod: str(pod["metadata"].get("namespace") or "default"),
+}
+"""The pod fields a variable may take (`valueFrom.fieldRef`) when the pod is a process."""
+
+_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(value: str, defined: dict[str, str]) -> str:
+    """`$(NAME)` as the kubelet expands it: a variable defined before it in the container,
+    else left as written; `$$` is a `$`."""
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        return defined.get(m.group(1), m.group(0))
+    return _REFERENCE.sub(one, value)
 
 
 def environment_bin() -> str:
