@@ -223,3 +223,56 @@ def test_restarting_starts_with_upstreams_words(kind: str, replicas: dict[str, i
     assert restarting.reason == f"{kind}Restarting", where
     assert restarting.message == f"{message} Last failure: pod job-worker-1 exited with " \
         "code 137 (OOMKilled).", where
+
+
+# -- training_operator_jobs_*_total: what counts ----------------------------------------
+
+def _counted(c: Cluster) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for plan in c.plans:
+        for name, n in plan.counted.items():
+            total[name] = total.get(name, 0) + n
+    return total
+
+
+def test_a_job_is_counted_created_then_successful_once() -> None:
+    # created: each kind's onOwnerCreateFunc (e.g. pytorchjob_controller.go:523);
+    # successful: the Succeeded branch of UpdateJobStatus (:399)
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.all("Succeeded")
+    c.step()
+    c.step()
+    assert _counted(c) == {"created": 1, "successful": 1}
+
+
+def test_each_restarted_pod_counts_once() -> None:
+    # pkg/controller.v1/common/pod.go:355-366: one restart per failed pod deleted
+    c = Cluster(job("JAXJob", {"Worker": 3}, replica_extra={"Worker": {
+        "restartPolicy": "ExitCode"}}))
+    c.step()
+    c.set("job-worker-0", phase="Failed", exit_code=137)
+    c.set("job-worker-2", phase="Failed", exit_code=137)
+    c.step()
+    assert _counted(c)["restarted"] == 2
+
+
+@pytest.mark.parametrize(("spec", "failed"), [
+    ({}, 1),  # replicas failed: UpdateJobStatus's failed branch (pytorchjob_controller.go:442)
+    ({"runPolicy": {"backoffLimit": 0}}, 0),  # a limit: job.go:216-247 counts nothing
+], ids=["by-replicas", "by-backoff-limit"])
+def test_only_a_job_failed_by_its_replicas_counts_as_failed(spec: dict[str, object],
+                                                            failed: int) -> None:
+    policy = "Never" if not spec else "OnFailure"
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}, spec=spec, replica_extra={
+        "Worker": {"restartPolicy": policy}}))
+    c.step()
+    if spec:
+        c.set("job-worker-0", phase="Running", restarts=1)
+    else:
+        c.set("job-worker-0", phase="Failed", exit_code=1)
+    c.step()
+    assert c.condition("Failed") is not None
+    assert _counted(c).get("failed", 0) == failed

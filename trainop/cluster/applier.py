@@ -76,10 +76,9 @@ class PlanApplier:
         if plan.status_changed:
             await self._write_status(key, obj, plan.status)
         ns, framework = obj["metadata"]["namespace"], self.framework
-        for transition in plan.transitions:
-            counter = metrics.BY_TRANSITION.get(transition)
-            if counter is not None:
-                counter.labels(ns, framework).inc()
+        for name, n in plan.counted.items():
+            if n:
+                metrics.JOB_COUNTERS[name].labels(ns, framework).inc(n)
 
     async def _send(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
         """Create the plan's prerequisites, then its replicas (pods and their services in

@@ -16,8 +16,9 @@ RECONCILE_SECONDS = Histogram("trainop_reconcile_duration_seconds",
                                        0.5, 1, 2.5, 5, 10))
 RECONCILE_ERRORS = Counter("trainop_reconcile_errors_total", "Reconciles that failed", ["kind"])
 
-BY_TRANSITION = {"Created": JOBS_CREATED, "Succeeded": JOBS_SUCCESSFUL, "Failed": JOBS_FAILED,
-                 "Restarting": JOBS_RESTARTED}
+JOB_COUNTERS = {"created": JOBS_CREATED, "successful": JOBS_SUCCESSFUL, "failed": JOBS_FAILED,
+                "restarted": JOBS_RESTARTED}
+"""Plan.counted's names -> the counters."""
 
 
 # The metrics of controller-runtime v0.19 (what upstream v1.9 runs on), with its names,

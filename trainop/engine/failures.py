@@ -71,6 +71,9 @@ class Judgement:
     recreations: dict[str, int] = field(default_factory=dict)
     """Replica type -> pod recreations this restart adds to its status (RESTART)."""
     whole_job: bool = False
+    by_replicas: bool = False
+    """A FAIL because replicas failed for good (not a limit: upstream counts only these as
+    failed jobs)."""
 
     @property
     def scope(self) -> str:
@@ -141,7 +144,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
         policy = specs[rtype].restart_policy or "Never"
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
                          f"{fw.failed_message(job, n, rtype, policy)} Last failure: "
-                         f"{first.describe()}.", first)
+                         f"{first.describe()}.", first, by_replicas=True)
 
     retry = [f for f in failures if f.verdict is Verdict.RESTART]
     if not retry:

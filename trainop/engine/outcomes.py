@@ -27,7 +27,8 @@ def create_refused(plan: Plan, kind: str, key: str, why: str, now: dt.datetime) 
     nothing says its pods were created."""
     out = Plan(status=plan.status.model_copy(deep=True), events=list(plan.events),
                transitions=list(plan.transitions), status_changed=plan.status_changed,
-               requeue_after=plan.requeue_after)
+               requeue_after=plan.requeue_after,
+               counted={k: n for k, n in plan.counted.items() if k == "created"})
     _fail(out, "CreateFailed", f"{kind} {key} cannot run: {why}", now)
     return out
 
@@ -46,6 +47,7 @@ def created_only(plan: Plan, stored: JobStatus, now: dt.datetime) -> Plan | None
         out.status_changed = True
         out.transitions.append(cond.CREATED)
         out.events.append(Event("Normal", reason, message))
+        out.count("created")
     return out
 
 

@@ -48,6 +48,10 @@ class Plan:
     """The TTL after finishing ran out: delete the job itself."""
     transitions: list[str] = field(default_factory=list)
     """Condition types that became True in this plan (Created, Restarting, Succeeded, ...)."""
+    counted: dict[str, int] = field(default_factory=dict)
+    """What this plan adds to the training_operator_jobs_{created,successful,failed,
+    restarted}_total counters, by upstream's rules (a job failed by its replicas, not by a
+    limit, is `failed`; each pod restarted after a failure is `restarted`)."""
 
     @property
     def creates(self) -> list[dict[str, Any]]:
@@ -66,6 +70,9 @@ class Plan:
             return False
         self.delete.append(ref)
         return True
+
+    def count(self, counter: str, n: int = 1) -> None:
+        self.counted[counter] = self.counted.get(counter, 0) + n
 
     def requeue(self, seconds: float) -> None:
         seconds = min(max(seconds, 0.0), MAX_REQUEUE)

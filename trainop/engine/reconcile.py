@@ -84,6 +84,7 @@ class _Run:
         if cond.get(self.status, cond.CREATED) is None:
             self.condition(cond.CREATED, "True", f"{self.kind}Created",
                            f"{self.kind} {self.job.name} is created.")
+            self.plan.count("created")
 
         if cond.is_finished(self.status):
             self.finished()
@@ -225,7 +226,8 @@ class _Run:
         if judgement.first is not None:
             self.record_failure(judgement.first)
         if judgement.verdict is failures.Verdict.FAIL:
-            self.fail(judgement.reason, judgement.message)
+            if self.fail(judgement.reason, judgement.message) and judgement.by_replicas:
+                self.plan.count("failed")  # not a limit's failure (upstream's counters)
             self.clean_up(deadline=False)
             return True
         self.delete_pods(list(judgement.restart), "restarting the whole job"
@@ -235,6 +237,7 @@ class _Run:
             rs = statuses.setdefault(rtype, ReplicaStatus())
             rs.restarts = (rs.restarts or 0) + step
         self.status.replica_statuses = statuses
+        self.plan.count("restarted", sum(judgement.recreations.values()))  # pod.go:366
         self.condition(cond.RESTARTING, "True", judgement.reason, judgement.message,
                        warning=True)
         if self.plan.transitions[-1:] != [cond.RESTARTING]:
@@ -250,12 +253,17 @@ class _Run:
             exit_code=f.pod.exit_code, reason=f.pod.reason, time=self.now,
         )
 
-    def fail(self, reason: str, message: str) -> None:
+    def fail(self, reason: str, message: str) -> bool:
+        """Fail the job; False when it had failed already."""
         if cond.fail(self.status, reason, message, self.now):
             self.plan.transitions.append(cond.FAILED)
             self.event(reason, message, warning=True)
+            return True
+        return False
 
     def succeed(self) -> None:
+        if cond.get(self.status, cond.SUCCEEDED) is None:
+            self.plan.count("successful")
         self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
                        self.fw.succeeded_message(self.job))
         if self.status.completion_time is None:
