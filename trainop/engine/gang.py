@@ -35,9 +35,10 @@ def min_member(job: Job) -> int:
 def min_resources(job: Job) -> dict[str, str]:
     """Given minResources, else what the first minMember pods ask for, replica type by
     replica type in the spec's order, each container's requests (its limits when it has
-    no requests at all), as upstream (pkg/controller.v1/common/util.go:108-140, which orders
-    types by their PriorityClass value first: trainop does not read PriorityClasses, so
-    every type counts as priority 0 there too)."""
+    no requests at all), as upstream (pkg/controller.v1/common/util.go:108-140). Upstream
+    orders the types by PriorityClass value first, from a lister whose informer is never
+    started (and its ClusterRole cannot read PriorityClasses): every type is priority 0
+    there, in Go's map order; the spec's order is one of those orders, and a stable one."""
     sp = job.spec.run_policy.scheduling_policy
     if sp is not None and sp.min_resources:
         return {k: str(v) for k, v in sp.min_resources.items()}
