@@ -46,6 +46,11 @@ def test_every_kind_runs_to_success(kube: Kube, manager: Manager, kind: str) -> 
     kube.set_all("Succeeded", exit_code=0)
     done = kube.wait_condition(kind, "job", "Succeeded")
     assert done["reason"] == f"{kind}Succeeded"
+    if kind != "MPIJob":  # each ended pod's code, as upstream's pod.go:343-346 tells it
+        told = wait_for("ExitedWithCode events", lambda: {
+            e["message"] for e in kube.items("events") if e["reason"] == "ExitedWithCode"
+            and e["source"]["component"] == f"{kind.lower()}-controller"} or None)
+        assert f"Pod: {kube.ns}.{pods[0]} exited with code 0" in told, told
     job = kube.job(kind, "job")
     assert job["status"]["conditions"][-1]["type"] == "Succeeded"
     assert job["status"]["completionTime"]

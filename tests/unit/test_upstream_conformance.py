@@ -276,3 +276,20 @@ def test_only_a_job_failed_by_its_replicas_counts_as_failed(spec: dict[str, obje
     c.step()
     assert c.condition("Failed") is not None
     assert _counted(c).get("failed", 0) == failed
+
+
+@pytest.mark.parametrize(("kind", "told"), [("PyTorchJob", True), ("MPIJob", False)])
+def test_an_ended_pods_exit_code_is_told(kind: str, told: bool) -> None:
+    # pkg/controller.v1/common/pod.go:343-346 (reason exitedWithCodeReason, Normal); MPI
+    # reconciles its pods itself and tells none (mpijob_controller.go:330-413)
+    from trainop.engine import Observed, reconcile
+    from trainop.engine.addressing import ClusterAddressing
+    from trainop.frameworks import framework_for
+
+    c = Cluster(job(kind, TYPICAL[kind]))
+    c.step()
+    observed = Observed(pods=c.observed.pods, exited=(("job-worker-0", 3),))
+    plan = reconcile(c.job, observed, c.now, framework_for(kind), ClusterAddressing())
+    events = [(e.type, e.reason, e.message) for e in plan.events]
+    assert (("Normal", "ExitedWithCode", "Pod: default.job-worker-0 exited with code 3")
+            in events) is told

@@ -56,6 +56,8 @@ class JobController:
         self.queue = WorkQueue(kind, controller=component(kind))
         self._parsed: dict[str, tuple[str, Job]] = {}
         """Key -> (resourceVersion, defaulted job): parse a job once per version."""
+        self._exited: dict[str, dict[str, int]] = {}
+        """Key -> pods seen to end (their default container's exit code), not yet told."""
         self.jobs = caches.jobs[kind]
         self.applier = PlanApplier(kind, self.framework.info.framework, client, self.jobs,
                                    recorder)
@@ -74,6 +76,7 @@ class JobController:
         if change is Change.DELETED:
             self.expectations.forget(key)
             self._parsed.pop(key, None)
+            self._exited.pop(key, None)
             return
         if old is not None and new is not None and \
                 old.meta.resource_version == new.meta.resource_version:
@@ -95,6 +98,11 @@ class JobController:
             self.expectations.observed_add(key, rec.meta.name)
         elif change is Change.DELETED:
             self.expectations.observed_delete(key, rec.meta.name)
+        elif new is not None and old is not None:
+            main = self.framework.info.default_container
+            code = new.exit_code(main)
+            if code is not None and old.exit_code(main) is None:
+                self._exited.setdefault(key, {})[rec.meta.name] = code
         self.queue.add(key)
 
     def _on_object(self, change: Change, new: ObjectRecord | None,
@@ -151,11 +159,20 @@ class JobController:
                 return None
             self._parsed[key] = (rv, job)
         observed = self.observed(job)
-        if self.framework.wants_ssh_key(job, observed):
-            observed = Observed(observed.pods, observed.objects, ssh_key=new_key_pair())
+        exited = dict(self._exited.get(key, {}))
+        observed = Observed(observed.pods, observed.objects, exited=tuple(exited.items()),
+                            ssh_key=new_key_pair() if self.framework.wants_ssh_key(
+                                job, observed) else None)
         plan = await asyncio.to_thread(reconcile, job, observed, clock.now(),
                                        self.framework, self.addr, self.config.engine)
         await self.applier.apply(key, obj, plan)
+        told = self._exited.get(key)
+        if told is not None:
+            for pod, code in exited.items():
+                if told.get(pod) == code:
+                    del told[pod]
+            if not told:
+                del self._exited[key]
         if job.spec.run_policy.suspend or cond.is_finished(plan.status):
             # a job that waits (suspended) or is done changes rarely: parse it again then,
             # rather than keep its parsed copy in memory meanwhile

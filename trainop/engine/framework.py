@@ -86,6 +86,9 @@ class Framework(ABC, Generic[S]):
     started_by_launcher: tuple[str, ...] = ()
     """Replica types whose work the launcher starts itself (MPI workers only run sshd):
     the local runtime runs no process for them."""
+    tells_exit_codes: bool = True
+    """Whether each ended pod's exit code is told as an ExitedWithCode event (upstream's
+    common pod reconciler, pkg/controller.v1/common/pod.go:343-346; MPI has its own)."""
     owned_kinds: tuple[str, ...] = ()
     """Kinds of objects, besides pods and services, that jobs of this kind own (ConfigMap,
     Secret, HorizontalPodAutoscaler): the cluster runtime watches those for them."""

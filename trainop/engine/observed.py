@@ -69,6 +69,9 @@ class Observed:
     objects: tuple[OwnedObject, ...] = ()
     ssh_key: SSHKeyPair | None = None
     """Offered by the runtime when an MPI job's Secret does not exist yet."""
+    exited: tuple[tuple[str, int], ...] = ()
+    """(pod, exit code) of the kind's default container, for pods seen to end since the
+    job's last reconcile (the runtime keeps them until a plan was applied)."""
 
     def object(self, kind: str, name: str) -> OwnedObject | None:
         for obj in self.objects:

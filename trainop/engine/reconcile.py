@@ -85,6 +85,12 @@ class _Run:
             self.condition(cond.CREATED, "True", f"{self.kind}Created",
                            f"{self.kind} {self.job.name} is created.")
             self.plan.count("created")
+        if self.fw.tells_exit_codes:
+            # pkg/controller.v1/common/pod.go:343-346 (upstream tells it again on every
+            # reconcile; trainop once, when the pod is seen to end)
+            for pod, code in self.observed.exited:
+                self.event("ExitedWithCode",
+                           f"Pod: {self.job.namespace}.{pod} exited with code {code}")
 
         if cond.is_finished(self.status):
             self.finished()

@@ -50,6 +50,7 @@ class MPI(Framework[MPIJobSpec]):
     master_role = ("Launcher",)
     pod_services = False
     started_by_launcher = ("Worker",)
+    tells_exit_codes = False  # MPI reconciles its pods itself (mpijob_controller.go:330)
     owned_kinds = ("ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding")
 
     def replica_name(self, job: Job, rtype: str, index: int) -> str:
