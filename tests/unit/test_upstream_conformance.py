@@ -9,17 +9,8 @@ import pytest
 
 from tests.jobs import TYPICAL, job
 from tests.sim import Cluster
+from tests.upstream import CREATED_AT, FACTS, IDS, Facts
 from trainop.api import KINDS
-
-CREATED_AT = {
-    "JAXJob": "pkg/controller.v1/jax/jaxjob_controller.go:472",
-    "MPIJob": "pkg/controller.v1/mpi/mpijob_controller.go:322",
-    "PaddleJob": "pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:515",
-    "PyTorchJob": "pkg/controller.v1/pytorch/pytorchjob_controller.go:521",
-    "TFJob": "pkg/controller.v1/tensorflow/tfjob_controller.go:656",
-    "XGBoostJob": "pkg/controller.v1/xgboost/xgboostjob_controller.go:461",
-    "MXJob": "(no v1.9 controller: MXJob is kept by trainop, worded as the others)",
-}
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS), ids=sorted(KINDS))
@@ -48,33 +39,15 @@ def test_a_replicas_service_is_headless_with_ready_endpoints_only(kind: str) -> 
         assert svc["spec"]["selector"] == svc["metadata"]["labels"]
 
 
-@pytest.mark.parametrize(("kind", "replicas", "masters", "where"), [
-    ("PyTorchJob", {"Master": 1, "Worker": 2}, ["job-master-0"],
-     "pkg/controller.v1/pytorch/pytorchjob_controller.go:499-506"),
-    ("PyTorchJob", {"Worker": 2}, ["job-worker-0"],
-     "pkg/controller.v1/pytorch/pytorchjob_controller.go:504-505"),
-    ("TFJob", {"Chief": 1, "Worker": 2}, ["job-chief-0"],
-     "pkg/controller.v1/tensorflow/tfjob_controller.go:600-601"),
-    ("TFJob", {"PS": 1, "Worker": 2}, ["job-worker-0"],
-     "pkg/controller.v1/tensorflow/tfjob_controller.go:603-604"),
-    ("JAXJob", {"Worker": 3}, ["job-worker-0"], "pkg/controller.v1/jax/jaxjob_controller.go:464"),
-    ("XGBoostJob", {"Master": 1, "Worker": 2}, ["job-master-0"],
-     "pkg/controller.v1/xgboost/xgboostjob_controller.go:453"),
-    ("PaddleJob", {"Worker": 2}, [],
-     "pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:507"),
-    ("MPIJob", {"Launcher": 1, "Worker": 2}, ["job-launcher"],
-     "pkg/controller.v1/mpi/mpijob_controller.go:306"),
-], ids=["pytorch-master", "pytorch-no-master", "tf-chief", "tf-no-chief", "jax", "xgboost",
-        "paddle-no-master", "mpi"])
-def test_the_master_role_label(kind: str, replicas: dict[str, int], masters: list[str],
-                               where: str) -> None:
+@pytest.mark.parametrize("facts", FACTS, ids=IDS)
+def test_the_master_role_label(facts: Facts) -> None:
     # the label the SDK's `is_master=True` lookups and get_job_logs read
-    # (pkg/controller.v1/common/pod.go:320 and :406-407)
-    c = Cluster(job(kind, replicas))
+    # (pkg/controller.v1/common/pod.go:320 and :406-407; each kind's IsMasterRole)
+    c = Cluster(job(facts.kind, facts.replicas))
     plan = c.step()
     labelled = sorted(o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod" and
                       o["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master")
-    assert labelled == masters, where
+    assert labelled == facts.masters, facts.where
 
 
 def _gang_job(**run_policy: object) -> Cluster:
@@ -122,49 +95,20 @@ def test_a_templates_own_scheduler_is_kept() -> None:
 
 # -- Running, Succeeded, Failed and Restarting: when, and in each kind's words -------------
 
-PT = "pkg/controller.v1/pytorch/pytorchjob_controller.go"
-TF = "pkg/controller.v1/tensorflow/tfjob_controller.go"
-PD = "pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go"
-
-
-@pytest.mark.parametrize(("kind", "replicas", "lead", "running", "done", "where"), [
-    ("TFJob", {"Chief": 1, "Worker": 2}, "job-chief-0", "TFJob default/job is running.",
-     "TFJob default/job successfully completed.", f"{TF}:444-459"),
-    ("TFJob", {"Worker": 2}, "job-worker-0", "TFJob default/job is running.",
-     "TFJob default/job successfully completed.", f"{TF}:463-481"),
-    ("PyTorchJob", {"Master": 1, "Worker": 2}, "job-master-0", "PyTorchJob job is running.",
-     "PyTorchJob job is successfully completed.", f"{PT}:383-401"),
-    ("PyTorchJob", {"Worker": 2}, "job-worker-1", "PyTorchJob default/job is running.",
-     "PyTorchJob default/job successfully completed.", f"{PT}:404-424"),
-    ("XGBoostJob", {"Master": 1, "Worker": 2}, "job-master-0", "XGBoostJob job is running.",
-     "XGBoostJob job is successfully completed.",
-     "pkg/controller.v1/xgboost/xgboostjob_controller.go:365-386"),
-    ("PaddleJob", {"Master": 1, "Worker": 2}, "job-master-0", "PaddleJob job is running.",
-     "PaddleJob job is successfully completed.", f"{PD}:385-403"),
-    ("PaddleJob", {"Worker": 2}, "job-worker-1", "PaddleJob default/job is running.",
-     "PaddleJob default/job successfully completed.", f"{PD}:406-424"),
-    ("JAXJob", {"Worker": 2}, "job-worker-1", "JAXJob default/job is running.",
-     "JAXJob default/job successfully completed.",
-     "pkg/controller.v1/jax/jaxjob_controller.go:373-386"),
-    ("MPIJob", {"Launcher": 1, "Worker": 2}, "job-launcher", "MPIJob job is running.",
-     "MPIJob job is successfully completed.",
-     "pkg/controller.v1/mpi/mpijob_controller.go:581-597"),
-], ids=["tf-chief", "tf-workers", "pt-master", "pt-workers", "xgb", "paddle-master",
-        "paddle-workers", "jax", "mpi"])
-def test_running_once_the_lead_runs_and_each_kinds_words(
-        kind: str, replicas: dict[str, int], lead: str, running: str, done: str,
-        where: str) -> None:
-    c = Cluster(job(kind, replicas))
+@pytest.mark.parametrize("facts", FACTS, ids=IDS)
+def test_running_once_the_lead_runs_and_each_kinds_words(facts: Facts) -> None:
+    running, succeeded, _ = facts.words("default")
+    c = Cluster(job(facts.kind, facts.replicas))
     c.step()
-    c.set(lead, phase="Running")  # the others still pending
+    c.set(facts.lead, phase="Running")  # the others still pending
     c.step()
     cond = c.condition("Running")
-    assert cond is not None and (cond.reason, cond.message) == (f"{kind}Running", running), \
-        where
+    assert cond is not None, facts.where
+    assert (cond.reason, cond.message) == (f"{facts.kind}Running", running), facts.where
     c.all("Succeeded")
     c.step()
     cond = c.condition("Succeeded")
-    assert (cond.reason, cond.message) == (f"{kind}Succeeded", done), where
+    assert (cond.reason, cond.message) == (f"{facts.kind}Succeeded", succeeded), facts.where
 
 
 def test_no_running_before_the_lead_runs() -> None:
@@ -175,34 +119,18 @@ def test_no_running_before_the_lead_runs() -> None:
     assert c.condition("Running") is None
 
 
-@pytest.mark.parametrize(("kind", "replicas", "message", "where"), [
-    ("TFJob", {"Worker": 2}, "TFJob default/job has failed because 1 Worker replica(s) failed.",
-     f"{TF}:500"),
-    ("PyTorchJob", {"Master": 1, "Worker": 2},
-     "PyTorchJob job is failed because 1 Worker replica(s) failed.", f"{PT}:435"),
-    ("XGBoostJob", {"Master": 1, "Worker": 2},
-     "XGBoostJob job is failed because 1 Worker replica(s) failed.",
-     "pkg/controller.v1/xgboost/xgboostjob_controller.go:397"),
-    ("PaddleJob", {"Worker": 2}, "PaddleJob job is failed because 1 Worker replica(s) failed.",
-     f"{PD}:434"),
-    ("JAXJob", {"Worker": 2}, "JAXJob job is failed because 1 Worker replica(s) failed.",
-     "pkg/controller.v1/jax/jaxjob_controller.go:397"),
-    ("MPIJob", {"Launcher": 1, "Worker": 2},
-     "MPIJob job is failed because 1 Worker replica(s) failed.",
-     "pkg/controller.v1/mpi/mpijob_controller.go:607"),
-], ids=["tf", "pt", "xgb", "paddle", "jax", "mpi"])
-def test_failed_starts_with_the_kinds_words(kind: str, replicas: dict[str, int],
-                                            message: str, where: str) -> None:
-    never = {rt: {"restartPolicy": "Never"} for rt in replicas}
-    c = Cluster(job(kind, replicas, replica_extra=never))
+@pytest.mark.parametrize("facts", FACTS, ids=IDS)
+def test_failed_starts_with_the_kinds_words(facts: Facts) -> None:
+    never = {rt: {"restartPolicy": "Never"} for rt in facts.replicas}
+    c = Cluster(job(facts.kind, facts.replicas, replica_extra=never))
     c.step()
     c.set("job-worker-1", phase="Failed", exit_code=3, reason="Error")
     c.step()
     failed = c.condition("Failed")
-    assert failed.reason == f"{kind}Failed", where
+    assert failed.reason == f"{facts.kind}Failed", facts.where
     # upstream's message first; what failed after it (README: differences)
-    assert failed.message == f"{message} Last failure: pod job-worker-1 exited with code 3 " \
-        "(Error).", where
+    assert failed.message == f"{facts.words('default')[2]} Last failure: pod job-worker-1 " \
+        "exited with code 3 (Error).", facts.where
 
 
 @pytest.mark.parametrize(("kind", "replicas", "message", "where"), [
