@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import KINDS, Job, load_job
@@ -13,7 +14,7 @@ def pod_template(container: str, image: str = "example.com/train:1", **extra: An
     return {"spec": {"containers": [{"name": container, "image": image, **extra}]}}
 
 
-def manifest(kind: str, replicas: dict[str, int | None], name: str = "job",
+def manifest(kind: str, replicas: Mapping[str, int | None], name: str = "job",
              namespace: str = "default", spec: dict[str, Any] | None = None,
              replica_extra: dict[str, dict[str, Any]] | None = None,
              uid: str = "uid-1") -> dict[str, Any]:
@@ -44,6 +45,6 @@ TYPICAL: dict[str, dict[str, int | None]] = {
 }
 
 
-def job(kind: str, replicas: dict[str, int | None] | None = None, **kw: Any) -> Job:
+def job(kind: str, replicas: Mapping[str, int | None] | None = None, **kw: Any) -> Job:
     """A defaulted, valid job of `kind` (the typical replica layout unless given)."""
     return load_job(manifest(kind, replicas or TYPICAL[kind], **kw))
