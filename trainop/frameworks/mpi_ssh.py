@@ -17,16 +17,14 @@ from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import job_labels, object_meta
+from trainop.frameworks import mpi_exec
 from trainop.frameworks.common import host_slots, replicas
+from trainop.frameworks.mpi_exec import config_map_name
 
-CONFIG_MOUNT = "/etc/mpi"
+CONFIG_MOUNT = mpi_exec.CONFIG_MOUNT
 SSH_MOUNT = "/root/.ssh"
 HOSTFILE = f"{CONFIG_MOUNT}/hostfile"
 SSH_ARGS = "-o ConnectionAttempts=10"
-
-
-def config_map_name(job: Job) -> str:
-    return f"{job.name}-config"
 
 
 def secret_name(job: Job) -> str:
