@@ -172,8 +172,10 @@ def test_webhook_stores_the_job_as_applied_and_guards_immutable_fields(
     stored = kube.job("PyTorchJob", "ok")["spec"]
     assert stored == applied["spec"]
     out = kube.api.kubectl("patch", "pytorchjob", "ok", "-n", kube.ns, "--type=merge", "-p",
-                           json.dumps({"spec": {"runPolicy": {"managedBy": "someone/else"}}}),
+                           json.dumps({"spec": {"runPolicy": {
+                               "managedBy": "kueue.x-k8s.io/multikueue"}}}),
                            check=False)
+    # pkg/common/util/webhooks.go:27-32
     assert out.returncode != 0 and "spec.runPolicy.managedBy: is immutable" in out.stderr
 
 
