@@ -220,3 +220,12 @@ def test_reviews_are_judged_off_the_event_loop() -> None:
 
     status, loop_thread = asyncio.run(scenario())
     assert status == 200 and judged_in and judged_in[0] != loop_thread
+
+
+def test_an_mpi_jobs_transport_is_immutable() -> None:
+    def mpi(transport: str) -> dict[str, Any]:
+        return manifest("MPIJob", TYPICAL["MPIJob"], spec={"transport": transport})
+    out = validate_review(review(mpi("SSH"), "UPDATE", mpi("KubectlExec")))["response"]
+    assert out["allowed"] is False and "spec.transport: is immutable" in out["status"]["message"]
+    same = validate_review(review(mpi("SSH"), "UPDATE", mpi("SSH")))["response"]
+    assert same["allowed"]

@@ -134,6 +134,10 @@ class JobSpec(Model):
     def default_kind_fields(self) -> None:
         """Default the kind's own fields, in place (after the common ones)."""
 
+    def update_problems(self, before: JobSpec) -> list[Problem]:
+        """The kind's own rules on changing a stored job's spec into this one."""
+        return []
+
     def main_container_name(self) -> str | None:
         """The main container's name where the spec chooses it (else the kind's default)."""
         return None
@@ -256,6 +260,12 @@ class MPIJobSpec(JobSpec):
             self.mpi_implementation = "OpenMPI"
         if self.launcher_creation_policy is None:
             self.launcher_creation_policy = "AtStartup"
+
+    def update_problems(self, before: JobSpec) -> list[Problem]:
+        # the pods and objects of one transport cannot become the other's
+        if isinstance(before, MPIJobSpec) and before.transport != self.transport:
+            return [Problem("spec.transport", "is immutable")]
+        return []
 
     def kind_problems(self, field: str) -> list[Problem]:
         problems = exactly_one(field, self.replica_specs, "Launcher")

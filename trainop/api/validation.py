@@ -304,6 +304,7 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     # (manifests/base/crds/kubeflow.org_*.yaml at release-1.9)
     if old_sp and new_sp and old_sp.queue and new_sp.queue and old_sp.queue != new_sp.queue:
         problems.append(Problem("spec.runPolicy.schedulingPolicy.queue", "is immutable"))
+    problems.extend(job.spec.update_problems(before.spec))
     if problems:
         raise InvalidJob(problems)
     return job
