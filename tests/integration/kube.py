@@ -95,8 +95,10 @@ class Kube:
             self.names("pods")), timeout)
 
     def set_pod(self, name: str, phase: str, exit_code: int | None = None,
-                restarts: int = 0, reason: str | None = None, container: str = "main") -> None:
-        """Move a pod to `phase`, as a kubelet would report it."""
+                restarts: int = 0, reason: str | None = None, container: str = "main",
+                last_exit: int | None = None) -> None:
+        """Move a pod to `phase`, as a kubelet would report it (`last_exit`: the exit code
+        of the run before a restart in place, in lastState)."""
         state: dict[str, Any] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
         if exit_code is not None:
             state = {"terminated": {"exitCode": exit_code, "reason": reason or (
@@ -108,6 +110,9 @@ class Kube:
         status = {"phase": phase, "containerStatuses": [{
             "name": cname, "ready": phase == "Running", "restartCount": restarts,
             "image": "x", "imageID": "", "state": state}]}
+        if last_exit is not None:
+            status["containerStatuses"][0]["lastState"] = {"terminated": {  # type: ignore[index]
+                "exitCode": last_exit, "reason": "Error"}}
         out = self.api.kubectl("patch", "pod", name, "-n", self.ns, "--subresource=status",
                                "--type=merge", "-p", json.dumps({"status": status}),
                                check=False)

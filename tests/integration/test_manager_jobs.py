@@ -112,10 +112,14 @@ def test_onfailure_pod_failure_recreates_and_backoff_limit_fails(kube: Kube,
     kube.set_pod("pt-worker-0", "Failed", reason="Evicted")
     wait_for("recreated", lambda: (p := kube.get("pod", "pt-worker-0")) and
              p["metadata"]["uid"] != uid)
-    kube.set_pod("pt-master-0", "Running", restarts=2)
+    kube.set_pod("pt-master-0", "Running", restarts=2, last_exit=3)
     failed = kube.wait_condition("PyTorchJob", "pt", "Failed")
     # upstream: pkg/controller.v1/common/job.go:210 (message) and :245 (reason)
     assert failed["reason"] == "PyTorchJobFailed"
+    # the container restarted in place: its last run named, and kept in lastFailure
+    assert failed["message"].endswith("; last: pod pt-master-0 exited with code 3 (Error).")
+    last = kube.job("PyTorchJob", "pt")["status"]["lastFailure"]
+    assert (last["pod"], last["exitCode"]) == ("pt-master-0", 3)
     assert failed["message"].startswith(
         "Job pt has failed because it has reached the specified backoff limit")
 

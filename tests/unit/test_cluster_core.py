@@ -241,3 +241,13 @@ def test_the_caches_keep_only_what_a_job_controls() -> None:
     config_map = {"metadata": {**POD["metadata"], "name": "j-config"}, "data": {"a": "b"}}
     assert caches.objects["ConfigMap"].decode(config_map) is not None
     assert caches.objects["ConfigMap"].decode({"metadata": {"name": "x"}}) is None
+
+
+def test_a_container_restarted_in_place_keeps_its_last_run() -> None:
+    # what a kubelet reports under OnFailure: Running, restartCount, lastState.terminated
+    running = {"name": "pytorch", "restartCount": 2, "ready": True,
+               "state": {"running": {}},
+               "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+    rec = pod_record({**POD, "status": {"phase": "Running", "containerStatuses": [running]}})
+    assert rec is not None and rec.exit_code("pytorch") is None  # not ended
+    assert rec.last_run("pytorch") == (137, "OOMKilled") and rec.restarts == 2

@@ -284,6 +284,26 @@ def test_backoff_limit_counts_container_restarts() -> None:
     assert "backoff limit (3)" in failed.message
 
 
+def test_a_backoff_failure_in_place_names_the_pod_and_its_last_exit() -> None:
+    # Under OnFailure the kubelet restarts the container in place: the pod stays Running,
+    # its last exit is in lastState. The failure names that pod, code and reason, and
+    # status.lastFailure holds them (before: neither).
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"backoffLimit": 2}}))
+    c.step()
+    c.all("Running")
+    c.set("job-worker-0", restarts=1, last_run=(1, "Error"))
+    c.set("job-worker-1", restarts=2, last_run=(137, "OOMKilled"))
+    c.step()
+    failed = c.condition("Failed")
+    assert failed.message == (
+        "Job job has failed because it has reached the specified backoff limit (2); last: "
+        "pod job-worker-1 exited with code 137 (OOMKilled).")
+    last = c.job.status.last_failure
+    assert last is not None
+    assert (last.pod, last.replica_type, last.index, last.exit_code, last.reason) == (
+        "job-worker-1", "Worker", 1, 137, "OOMKilled")
+
+
 def test_backoff_limit_zero_fails_on_the_first_restart() -> None:
     c = Cluster(job("PyTorchJob", spec={"runPolicy": {"backoffLimit": 0}}))
     c.step()

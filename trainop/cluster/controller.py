@@ -132,7 +132,7 @@ class JobController:
             PodState(p.meta.name, replica_type_of(job, p.replica_type) or p.replica_type,
                      p.index, phase=p.phase, terminating=p.terminating,
                      exit_code=p.exit_code(main), reason=p.reason, restarts=p.restarts,
-                     ready=p.ready)
+                     ready=p.ready, last_run=p.last_run(main))
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
                         for o in self.caches.owned_objects(owner))

@@ -64,6 +64,9 @@ class PodRecord:
     reason: str | None
     exit_codes: dict[str, int] | None
     """Terminated containers' exit codes by container name (None when none ended)."""
+    last_runs: dict[str, tuple[int, str | None]] | None = None
+    """Containers restarted in place (OnFailure): the exit code and reason of their last
+    run, by name (None when none restarted)."""
 
     def exit_code(self, main: str) -> int | None:
         if not self.exit_codes:
@@ -71,6 +74,11 @@ class PodRecord:
         if main in self.exit_codes:
             return self.exit_codes[main]
         return next(iter(self.exit_codes.values()))
+
+    def last_run(self, main: str) -> tuple[int, str | None] | None:
+        if not self.last_runs:
+            return None
+        return self.last_runs.get(main) or next(iter(self.last_runs.values()))
 
 
 def pod_record(obj: dict[str, Any]) -> PodRecord | None:
@@ -85,24 +93,28 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
     status = obj.get("status") or {}
     restarts, ready, reason = 0, True, status.get("reason")
     codes: dict[str, int] = {}
+    last: dict[str, tuple[int, str | None]] = {}
     statuses = status.get("containerStatuses") or []
     for cs in statuses:
         restarts += int(cs.get("restartCount") or 0)
         ready = ready and bool(cs.get("ready"))
         state = cs.get("state") or {}
         term = state.get("terminated")
+        before = (cs.get("lastState") or {}).get("terminated")
         if term is None and status.get("phase") == "Failed":
             # A failed pod whose container was waiting to restart: its last exit counts.
-            term = (cs.get("lastState") or {}).get("terminated")
+            term = before
         if term and term.get("exitCode") is not None:
             codes[cs.get("name", "")] = int(term["exitCode"])
             reason = reason or term.get("reason")
+        elif before and before.get("exitCode") is not None:
+            last[cs.get("name", "")] = (int(before["exitCode"]), before.get("reason"))
     return PodRecord(
         meta=meta, replica_type=rtype, index=int(index),
         phase=status.get("phase") or "Pending",
         terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
         restarts=restarts, ready=ready and bool(statuses), reason=reason,
-        exit_codes=codes or None,
+        exit_codes=codes or None, last_runs=last or None,
     )
 
 

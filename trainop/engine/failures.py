@@ -7,6 +7,7 @@ condition's reason and message. The lifecycle (reconcile.py) carries it out.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,6 +105,18 @@ def container_restarts(job: Job, pods: list[PodState], rtype: str | None = None)
     return total
 
 
+def _last_in_place(live: list[PodState]) -> Failure | None:
+    """The pod restarted in place most often, as the failure its last run was (what a
+    kubelet under OnFailure reports: the pod Running, the exit in lastState)."""
+    restarted = [p for p in live if p.restarts and p.last_run is not None]
+    if not restarted:
+        return None
+    pod = max(restarted, key=lambda p: (p.restarts, -p.index))
+    assert pod.last_run is not None
+    code, reason = pod.last_run
+    return Failure(dataclasses.replace(pod, exit_code=code, reason=reason), Verdict.FAIL)
+
+
 def recreations(status: JobStatus, rtype: str | None = None) -> int:
     """Pod recreations after failures so far, as the job's status remembers them."""
     statuses = status.replica_statuses or {}
@@ -132,8 +145,10 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
     in_place = container_restarts(job, live)
     if rp.backoff_limit is not None and in_place > 0 and (
             in_place >= rp.backoff_limit or rp.backoff_limit == 0):
+        last = _last_in_place(live)
+        facts = f"; last: {last.describe()}" if last else ""
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
-                         f"{backoff} ({rp.backoff_limit}).")
+                         f"{backoff} ({rp.backoff_limit}){facts}.", last)
 
     permanent = [f for f in failures if f.verdict is Verdict.FAIL
                  and not fw.tolerates_failure(job, f.pod.replica_type)]

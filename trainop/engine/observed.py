@@ -40,6 +40,8 @@ class PodState:
     """Why it ended: the container's reason (OOMKilled, Error) or the pod's (Evicted)."""
     restarts: int = 0
     """Container restarts in place (the kubelet's restartCount, summed)."""
+    last_run: tuple[int, str | None] | None = None
+    """The main container's last run when it restarted in place: exit code and reason."""
     ready: bool = False
 
 

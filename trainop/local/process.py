@@ -135,10 +135,13 @@ class LocalPod:
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
     def state(self) -> PodState:
+        # restarted in place: its last run, as a kubelet's lastState says
+        last = (self.exit_code, self.reason) if self.restarts and self.exit_code is not None \
+            and self.phase in ("Pending", "Running") else None
         return PodState(self.name, self.replica_type, self.index, phase=self.phase,
                         terminating=self.terminating, exit_code=self.exit_code,
                         reason=self.reason, restarts=self.restarts,
-                        ready=self.phase == "Running")
+                        ready=self.phase == "Running", last_run=last)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
