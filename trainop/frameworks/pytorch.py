@@ -18,7 +18,6 @@ from trainop.frameworks.common import (
 )
 
 DEFAULT_RDZV_BACKEND = "c10d"
-P = "pkg/controller.v1/pytorch"
 
 
 def nproc_per_node(job: Job) -> int:
@@ -54,11 +53,11 @@ class PyTorch(Framework[PyTorchJobSpec]):
         total = total_replicas(job)
         env = {"PYTHONUNBUFFERED": "1"}
         if "Master" in job.spec.replica_specs:  # without a Master: none of these
-            addr_ = addr.host(job, "Master", 0, qualified=False)
+            master = addr.host(job, "Master", 0, qualified=False)
             port = str(addr.port(job, "Master", 0))
             rank = str(index + 1 if rtype == "Worker" else index)
-            env |= {"MASTER_PORT": port, "PET_MASTER_PORT": port, "MASTER_ADDR": addr_,
-                    "PET_MASTER_ADDR": addr_, "WORLD_SIZE": str(total * nproc_per_node(job)),
+            env |= {"MASTER_PORT": port, "PET_MASTER_PORT": port, "MASTER_ADDR": master,
+                    "PET_MASTER_ADDR": master, "WORLD_SIZE": str(total * nproc_per_node(job)),
                     "RANK": rank, "PET_NODE_RANK": rank}
         if spec.nproc_per_node is not None:
             env["PET_NPROC_PER_NODE"] = spec.nproc_per_node
