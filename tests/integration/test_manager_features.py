@@ -207,3 +207,25 @@ def test_missing_crd_is_one_line(tmp_path: Path) -> None:
     assert out.stderr.strip().splitlines()[-1] == (
         "trainop: the CRD tfjobs.kubeflow.org is not installed: install the CRDs (trainop crds "
         "| kubectl apply --server-side -f -) or leave TFJob out of --enable-scheme")
+
+
+def test_the_cluster_domain_comes_from_the_managers_environment(
+        apiserver: TestAPIServer, kube: Kube, tmp_path: Path) -> None:
+    # upstream reads CUSTOM_CLUSTER_DOMAIN from its own environment into TF_CONFIG's names
+    # (pkg/controller.v1/tensorflow/tensorflow.go:32, :175-178)
+    from trainop.testing.manager import ManagerProcess
+
+    m = ManagerProcess(apiserver.kubeconfig, "--namespace", kube.ns, "--enable-scheme",
+                       "tfjob", log_path=tmp_path / "manager.log",
+                       wrapper=["env", "CUSTOM_CLUSTER_DOMAIN=cluster.local"])
+    try:
+        m.wait_ready()
+        kube.apply(manifest("TFJob", {"Worker": 2}, name="tf"))
+        kube.wait_pods(2)
+        env = kube.get("pod", "tf-worker-1")["spec"]["containers"][0]["env"]
+        tf_config = json.loads(next(e["value"] for e in env if e["name"] == "TF_CONFIG"))
+        assert tf_config["cluster"]["worker"] == [
+            f"tf-worker-0.{kube.ns}.svc.cluster.local:2222",
+            f"tf-worker-1.{kube.ns}.svc.cluster.local:2222"]
+    finally:
+        m.stop()
