@@ -54,8 +54,8 @@ def set_condition(
         if {ctype, c.type} == {RUNNING, RESTARTING}:
             continue
         if ctype in (SUCCEEDED, FAILED) and c.type == RUNNING and c.status == "True":
-            c = c.model_copy(update={"status": "False", "last_update_time": now,
-                                     "last_transition_time": now})
+            # only the status flips; its times stay (pkg/util/status.go:145-148)
+            c = c.model_copy(update={"status": "False"})
         kept.append(c)
     kept.append(JobCondition(
         type=ctype, status=value, reason=reason, message=message,  # type: ignore[arg-type]
