@@ -18,6 +18,7 @@ from trainop.engine import (
     reconcile,
 )
 from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
+from trainop.engine.objects import content_of
 from trainop.frameworks import framework_for
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -68,8 +69,7 @@ class Cluster:
                 self.pods[meta["name"]] = PodState(meta["name"], rtype,
                                                    int(labels.get(REPLICA_INDEX, 0)))
             else:
-                content = obj.get("data") if obj["kind"] == "ConfigMap" else \
-                    obj.get("rules") if obj["kind"] == "Role" else None
+                content = content_of(obj["kind"], obj)
                 self.objects[(obj["kind"], meta["name"])] = OwnedObject(
                     obj["kind"], meta["name"], content=content)
         self.job = self.job.model_copy(update={"status": plan.status})

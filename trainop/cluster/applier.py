@@ -18,9 +18,7 @@ from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
 from trainop.cluster.resources import JOBS, Resource, resource_for
 from trainop.engine import Event, ObjectRef, Plan, clock, create_refused, created_only
-
-CONTENT = ("data", "spec", "rules")
-"""The fields of an owned object the engine keeps current (objects.py, _content)."""
+from trainop.engine.objects import KEPT_CURRENT
 
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
@@ -117,8 +115,9 @@ class PlanApplier:
             await self._batches(plan.prerequisites, create)
             await self._batches(plan.create, create)
             for o in plan.update:
+                field = KEPT_CURRENT[o["kind"]]
                 await self.client.patch(resource_for(o["kind"], o["apiVersion"]).path(
-                    ns, o["metadata"]["name"]), {k: o[k] for k in CONTENT if k in o})
+                    ns, o["metadata"]["name"]), {field: o[field]})
             await self._batches(plan.delete, delete)
         finally:
             # No plan creates a pod it also deletes (an engine property test checks it),

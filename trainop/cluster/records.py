@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE
+from trainop.engine.objects import content_of
 
 
 @dataclass(slots=True)
@@ -123,16 +124,12 @@ class ObjectRecord:
     meta: Meta
     kind: str
     phase: str | None = None
-    content: dict[str, Any] | None = None
+    content: Any = None
 
 
 def object_record(kind: str, obj: dict[str, Any]) -> ObjectRecord:
     phase = (obj.get("status") or {}).get("phase") if kind == "PodGroup" else None
-    # ConfigMap data and Role rules are compared to keep MPI's hostfile and launcher Role
-    # current; Secret data is never kept.
-    content = obj.get("data") if kind == "ConfigMap" else \
-        obj.get("rules") if kind == "Role" else None
-    return ObjectRecord(meta_of(obj), kind, phase, content)
+    return ObjectRecord(meta_of(obj), kind, phase, content_of(kind, obj))
 
 
 @dataclass(slots=True)

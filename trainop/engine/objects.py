@@ -4,6 +4,7 @@ into its plan."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         seen = observed.object(str(obj["kind"]), obj["metadata"]["name"])
         if seen is None:
             out.prerequisites.append(obj)
-        elif seen.content is not None and _content(obj) != seen.content:
+        elif seen.content is not None and content_of(obj["kind"], obj) != seen.content:
             out.update.append(obj)
 
     services = {o.name for o in observed.objects if o.kind == "Service"}
@@ -78,10 +79,13 @@ def surplus(job: Job, observed: Observed, fw: Framework[Any]
     return pods, services
 
 
-def _content(obj: dict[str, Any]) -> object:
-    """The part of an object the engine keeps up to date (see OwnedObject.content)."""
-    if obj["kind"] in ("ConfigMap", "Secret"):
-        return obj.get("data")
-    if obj["kind"] == "Role":
-        return obj.get("rules")
-    return obj.get("spec")
+KEPT_CURRENT = {"ConfigMap": "data", "Role": "rules"}
+"""Kind -> the field the engine keeps current in an object a job owns (MPI's hostfile and
+discover_hosts.sh, its launcher Role's worker names); other objects are made once."""
+
+
+def content_of(kind: str, obj: Mapping[str, Any]) -> Any:
+    """What of `obj` the engine compares and updates (OwnedObject.content); None for a
+    kind it never updates (a Secret's keys are never kept)."""
+    field = KEPT_CURRENT.get(kind)
+    return obj.get(field) if field else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +52,9 @@ class OwnedObject:
     name: str
     phase: str | None = None
     """A PodGroup's status.phase."""
-    content: Mapping[str, Any] | None = None
-    """What the engine compares to decide on an update (a ConfigMap's data, an HPA's spec)."""
+    content: Any = None
+    """What the engine compares to decide on an update (objects.content_of: a ConfigMap's
+    data, a Role's rules); None: never updated."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from trainop.api.templates import containers
 from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, clock, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
+from trainop.engine.objects import content_of
 from trainop.frameworks import framework_for
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import LocalPod, NotRunnable, command_of
@@ -109,7 +110,8 @@ class LocalRun:
             folder.mkdir(parents=True, exist_ok=True)
             for key, text in data.items():
                 (folder / key).write_text(text)
-        self.objects[(obj["kind"], name)] = OwnedObject(obj["kind"], name, content=data)
+        self.objects[(obj["kind"], name)] = OwnedObject(obj["kind"], name,
+                                                        content=content_of(obj["kind"], obj))
 
     def _mounts(self, pod: dict[str, Any]) -> dict[str, Path]:
         """Mount path -> local folder, for the pod's ConfigMap volumes; the files get the
