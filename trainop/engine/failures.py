@@ -79,11 +79,10 @@ class Judgement:
     @property
     def scope(self) -> str:
         """What a restart does, in the message and event."""
-        return _scope(self.whole_job)
+        return WHOLE_JOB if self.whole_job else "restarting"
 
 
-def _scope(whole_job: bool) -> str:
-    return "all replicas restart" if whole_job else "restarting"
+WHOLE_JOB = "all replicas restart"
 
 
 def in_spec(job: Job, pod: PodState) -> bool:
@@ -184,7 +183,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
         bumps = {}
         for f in retry:
             bumps[f.pod.replica_type] = bumps.get(f.pod.replica_type, 0) + 1
-    scope = "; all replicas restart" if whole_job else ""
+    scope = f"; {WHOLE_JOB}" if whole_job else ""
     return Judgement(
         Verdict.RESTART, f"{job.kind}Restarting",
         f"{fw.restarting_message(job, len(retry), first.pod.replica_type)} Last failure: "

@@ -38,11 +38,14 @@ class _Run:
         return self.plan.status
 
     def condition(self, ctype: str, value: str, reason: str, message: str,
-                  warning: bool = False) -> None:
+                  warning: bool = False) -> bool:
+        """Set a condition; True (and its event told) when it became True just now."""
         changed = cond.set_condition(self.status, ctype, value, reason, message, self.now)
         if changed and value == "True":
             self.plan.transitions.append(ctype)
             self.event(reason, message, warning)
+            return True
+        return False
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.plan.events.append(Event("Warning" if warning else "Normal", reason, message))
@@ -81,9 +84,9 @@ class _Run:
         if job.metadata.deletion_timestamp:
             return self.plan  # being deleted: the garbage collector removes what it owns
 
-        if cond.get(self.status, cond.CREATED) is None:
-            self.condition(cond.CREATED, "True", f"{self.kind}Created",
-                           f"{self.kind} {self.job.name} is created.")
+        if cond.get(self.status, cond.CREATED) is None and self.condition(
+                cond.CREATED, "True", f"{self.kind}Created",
+                f"{self.kind} {self.job.name} is created."):
             self.plan.count("created")
         if self.fw.tells_exit_codes:
             # pkg/controller.v1/common/pod.go:343-346 (upstream tells it again on every
@@ -244,9 +247,8 @@ class _Run:
             rs.restarts = (rs.restarts or 0) + step
         self.status.replica_statuses = statuses
         self.plan.count("restarted", sum(judgement.recreations.values()))  # pod.go:366
-        self.condition(cond.RESTARTING, "True", judgement.reason, judgement.message,
-                       warning=True)
-        if self.plan.transitions[-1:] != [cond.RESTARTING]:
+        if not self.condition(cond.RESTARTING, "True", judgement.reason, judgement.message,
+                              warning=True):
             # Restarting already True (a second restart): still worth an event.
             assert judgement.first is not None
             self.event(judgement.reason, f"{judgement.first.describe()}; {judgement.scope}",
@@ -268,10 +270,9 @@ class _Run:
         return False
 
     def succeed(self) -> None:
-        if cond.get(self.status, cond.SUCCEEDED) is None:
+        if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
+                          self.fw.succeeded_message(self.job)):
             self.plan.count("successful")
-        self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
-                       self.fw.succeeded_message(self.job))
         if self.status.completion_time is None:
             self.status.completion_time = self.now
         self.clean_up(deadline=False)
