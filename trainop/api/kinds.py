@@ -37,8 +37,9 @@ class KindInfo:
     """Containers may have any names (MPI: upstream's examples name them freely); for other
     kinds the operator finds its container by the default name."""
     pods_under_one_service: bool = False
-    """Pods are named through one headless service of the job's name (hostname and
-    subdomain: `{pod}.{job}.{ns}.svc`) instead of a service each."""
+    """Where pods are reached by DNS name, they are named through one headless service of
+    the job's name (hostname and subdomain: `{pod}.{job}.{ns}.svc`) instead of a service
+    each (MPIJob: its SSH transport; the default one names pods to kubectl exec)."""
 
     @property
     def singular(self) -> str:

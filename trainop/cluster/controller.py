@@ -4,6 +4,7 @@ the plan applier."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,9 +123,10 @@ class JobController:
                                for _ in range(self.config.threads)))
 
     # -- one reconcile -------------------------------------------------------------------
-    def observed(self, job: Job) -> Observed:
+    def observed(self, job: Job, exited: tuple[tuple[str, int], ...] = ()) -> Observed:
         """What the caches hold of the job's own pods and objects: those whose controller
-        reference names this kind, this UID, in the job's namespace."""
+        reference names this kind, this UID, in the job's namespace; and the pods seen to
+        end since its last plan (`exited`)."""
         assert self.caches.pods is not None
         owner = owner_key(job.namespace, self.kind, job.metadata.uid or "")
         main = job.main_container
@@ -136,7 +138,7 @@ class JobController:
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
                         for o in self.caches.owned_objects(owner))
-        return Observed(pods=pods, objects=objects)
+        return Observed(pods=pods, objects=objects, exited=exited)
 
     async def sync(self, key: str) -> float | None:
         if not self.leading():
@@ -158,11 +160,10 @@ class JobController:
                 await self._fail_invalid(obj, err)
                 return None
             self._parsed[key] = (rv, job)
-        observed = self.observed(job)
         exited = dict(self._exited.get(key, {}))
-        observed = Observed(observed.pods, observed.objects, exited=tuple(exited.items()),
-                            ssh_key=new_key_pair() if self.framework.wants_ssh_key(
-                                job, observed) else None)
+        observed = self.observed(job, tuple(exited.items()))
+        if self.framework.wants_ssh_key(job, observed):
+            observed = dataclasses.replace(observed, ssh_key=new_key_pair())
         plan = await asyncio.to_thread(reconcile, job, observed, clock.now(),
                                        self.framework, self.addr, self.config.engine)
         await self.applier.apply(key, obj, plan)

@@ -84,8 +84,8 @@ class Framework(ABC, Generic[S]):
     pod_services: bool = True
     """One headless service per pod, exposing the main container's named ports."""
     started_by_launcher: tuple[str, ...] = ()
-    """Replica types whose work the launcher starts itself (MPI workers only run sshd):
-    the local runtime runs no process for them."""
+    """Replica types whose work the launcher starts itself (MPI workers sleep, or run sshd,
+    until mpirun starts the ranks in them): the local runtime runs no process for them."""
     tells_exit_codes: bool = True
     """Whether each ended pod's exit code is told as an ExitedWithCode event (upstream's
     common pod reconciler, pkg/controller.v1/common/pod.go:343-346; MPI has its own)."""

@@ -132,7 +132,6 @@ class KubectlExec:
         first = (spec.get("containers") or [None])[0]
         if not isinstance(first, dict):
             return  # validation refuses a replica without containers
-        volumes = spec.setdefault("volumes", [])
         if rtype == "Launcher":
             del pod["metadata"]["labels"][REPLICA_INDEX]  # one launcher, no index
             self._launcher(job, pod, first, config)
@@ -142,7 +141,7 @@ class KubectlExec:
         # Open MPI looks for the agent's path in every rank
         first.setdefault("volumeMounts", []).append(
             {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
-        volumes.append(_config_volume(job, [(KUBEXEC, SCRIPT_MODE)]))
+        spec.setdefault("volumes", []).append(_config_volume(job, [(KUBEXEC, SCRIPT_MODE)]))
 
     def _launcher(self, job: Job, pod: dict[str, Any], first: dict[str, Any],
                   config: EngineConfig) -> None:
