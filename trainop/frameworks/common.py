@@ -75,10 +75,6 @@ def host_slots(hosts: list[str], slots: int) -> dict[str, int]:
     return out
 
 
-INIT_TEMPLATE_FIELDS = ("MasterAddr", "InitContainerImage", "MaxTries")
-"""What a --pytorch-init-container-template-file may use, as upstream's `{{.Field}}`."""
-
-
 @functools.lru_cache(maxsize=64)
 def _rendered(template: str | None, image: str, tries: int, master: str) -> str:
     if template is None:
@@ -104,5 +100,6 @@ def _rendered(template: str | None, image: str, tries: int, master: str) -> str:
 def render_init_containers(template: str | None, image: str, tries: int, master: str
                            ) -> list[dict[str, Any]]:
     """The init containers of `template` (upstream's default when None) for one master
-    address; a fresh copy each call (pods own their specs)."""
+    address, its `{{.MasterAddr}}`, `{{.InitContainerImage}}` and `{{.MaxTries}}` filled in
+    as upstream's; a fresh copy each call (pods own their specs)."""
     return list(json.loads(_rendered(template, image, tries, master)))
