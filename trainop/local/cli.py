@@ -146,9 +146,10 @@ def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Consol
                 return _err(str(err))
             entry["command"] = cmd.argv[:2] + (["..."] if len(cmd.argv) > 2 else [])
             main = main_container(obj, job.main_container) or {}
-            entry["env"] = {e["name"]: e["value"] for e in main.get("env") or [] if "value" in e}
-            # the replica's PATH as it will run: this Python environment's bin folder first
-            entry["env"]["PATH"] = cmd.env["PATH"]
+            # the container's variables as the process gets them (pod fields filled in,
+            # $(NAME) expanded), and its PATH: this Python environment's bin folder first
+            names = [e["name"] for e in main.get("env") or [] if e.get("name") in cmd.env]
+            entry["env"] = {n: cmd.env[n] for n in [*names, "PATH"]}
         report.append(entry)
     console.print(yaml.safe_dump({"job": f"{job.kind}/{job.name}", "replicas": report},
                                  sort_keys=False), highlight=False, soft_wrap=True)
