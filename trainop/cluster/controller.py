@@ -99,7 +99,7 @@ class JobController:
             self.expectations.observed_add(key, rec.meta.name)
         elif change is Change.DELETED:
             self.expectations.observed_delete(key, rec.meta.name)
-        elif new is not None and old is not None:
+        elif new is not None and old is not None and self.framework.tells_exit_codes:
             main = self.framework.info.default_container
             code = new.exit_code(main)
             if code is not None and old.exit_code(main) is None:
