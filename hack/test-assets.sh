@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
-# Provide kube-apiserver and etcd for the integration tests, envtest style.
+# Provide etcd and the Kubernetes binaries for the integration and real-node tests.
 #
-# Prints the folder that holds both binaries (use it as KUBEBUILDER_ASSETS).
-# Where KUBEBUILDER_ASSETS is already set and holds both, that folder is used as is.
+# Prints the folder that holds them (use it as KUBEBUILDER_ASSETS).
+# Where KUBEBUILDER_ASSETS is already set and holds them all, that folder is used as is.
 # Otherwise, on a Debian bookworm machine: etcd comes from the etcd-server package and
-# kube-apiserver is built once from Debian's kubernetes source package (1.20), then cached
-# in ${TRAINOP_CACHE:-~/.cache/trainop}/assets so later runs take seconds.
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy are built
+# once from Debian's kubernetes source package (1.20), then cached in
+# ${TRAINOP_CACHE:-~/.cache/trainop}/assets so later runs take seconds (the first build
+# takes about 15 minutes on two cores).
+#   TRAINOP_REAL_NODE=0  build kube-apiserver only (no real-node tests will run)
 set -euo pipefail
 
 log() { echo "test-assets: $*" >&2; }
 
-if [[ -n "${KUBEBUILDER_ASSETS:-}" && -x "$KUBEBUILDER_ASSETS/kube-apiserver" && -x "$KUBEBUILDER_ASSETS/etcd" ]]; then
+binaries=(kube-apiserver)
+if [[ "${TRAINOP_REAL_NODE:-1}" != 0 ]]; then
+  binaries+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
+fi
+
+# The binaries missing from folder $1 (etcd included), one per line.
+missing() {
+  local b
+  for b in etcd "${binaries[@]}"; do
+    [[ -x "$1/$b" ]] || echo "$b"
+  done
+}
+
+if [[ -n "${KUBEBUILDER_ASSETS:-}" && -z "$(missing "$KUBEBUILDER_ASSETS")" ]]; then
   echo "$KUBEBUILDER_ASSETS"
   exit 0
 fi
@@ -18,7 +34,7 @@ fi
 cache="${TRAINOP_CACHE:-$HOME/.cache/trainop}"
 assets="$cache/assets"
 mkdir -p "$assets"
-if [[ -x "$assets/kube-apiserver" && -x "$assets/etcd" ]]; then
+if [[ -z "$(missing "$assets")" ]]; then
   echo "$assets"
   exit 0
 fi
@@ -47,7 +63,8 @@ if [[ ! -x "$assets/etcd" ]]; then
   cp "$(command -v etcd || echo /usr/bin/etcd)" "$assets/etcd"
 fi
 
-if [[ ! -x "$assets/kube-apiserver" ]]; then
+mapfile -t build_these < <(missing "$assets" | grep -v '^etcd$' || true)
+if (( ${#build_these[@]} )); then
   build="$cache/build"
   rm -rf "$build"
   mkdir -p "$build"
@@ -64,10 +81,13 @@ if [[ ! -x "$assets/kube-apiserver" ]]; then
     cp -r "$gocode/$dep" "$tree/vendor/github.com/$dep"
     find "$tree/vendor/github.com/$dep" -name '*_test.go' -delete
   done
-  log "building kube-apiserver in $tree (takes a few minutes)"
+  what=$(printf 'cmd/%s ' "${build_these[@]}")
+  log "building ${build_these[*]} in $tree (takes minutes: about 15 for all five)"
   # The Makefile generates files a plain `go build` would miss.
-  (cd "$tree" && GOFLAGS=-mod=vendor GO111MODULE=on make WHAT=cmd/kube-apiserver >&2)
-  cp "$tree/_output/bin/kube-apiserver" "$assets/kube-apiserver"
+  (cd "$tree" && GOFLAGS=-mod=vendor GO111MODULE=on make WHAT="${what% }" >&2)
+  for b in "${build_these[@]}"; do
+    cp "$tree/_output/bin/$b" "$assets/$b"
+  done
   rm -rf "$build"
 fi
 

@@ -1,5 +1,5 @@
 """Certificates and keys: the webhook's self-managed CA and serving certificate (also used
-for the test API server)."""
+for the test API server and the test cluster's components)."""
 
 from __future__ import annotations
 
@@ -46,35 +46,53 @@ def ca_and_serving_cert(
     common_name: str, dns_names: list[str], ips: list[str], days: int = 7
 ) -> tuple[CertPair, CertPair]:
     """A CA, and a serving certificate it signed for the given names and addresses."""
+    ca = new_ca(f"{common_name}-ca", days)
+    return ca, issue(ca, common_name, dns_names=dns_names, ips=ips, days=days)
+
+
+def new_ca(common_name: str, days: int = 7) -> CertPair:
+    """A self-signed certificate authority."""
     now = clock.now()
-    ca_key = _key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{common_name}-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
     key = _key()
-    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_name)
+        .subject_name(name).issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=days))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .sign(ca_key, hashes.SHA256())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
     )
-    pem = serialization.Encoding.PEM
-    return (
-        CertPair(ca_cert.public_bytes(pem), _key_pem(ca_key)),
-        CertPair(cert.public_bytes(pem), _key_pem(key)),
+    return CertPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def issue(
+    ca: CertPair, common_name: str, *, organizations: list[str] | None = None,
+    dns_names: list[str] | None = None, ips: list[str] | None = None, days: int = 7,
+) -> CertPair:
+    """A certificate signed by `ca`: a serving one where names or addresses are given, a
+    client one (user `common_name` in groups `organizations`) either way."""
+    now = clock.now()
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    assert isinstance(ca_key, rsa.RSAPrivateKey)
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations or []]
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    key = _key()
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(attrs))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
     )
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names or []]
+    sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips or []]
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return CertPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))

@@ -8,10 +8,10 @@ folder and every process is stopped by `stop()`.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from trainop.cluster.certs import ca_and_serving_cert, rsa_key_pem
+from trainop.cluster.certs import CertPair, issue, new_ca, rsa_key_pem
+from trainop.testing.processes import Daemons
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,6 +34,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def find_assets() -> Path:
@@ -58,26 +67,34 @@ class TestAPIServer:
     extra_args: list[str] = field(default_factory=list)
     users: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
     """More static tokens: token -> (user name, groups), e.g. a ServiceAccount's."""
+    address: str = "127.0.0.1"
+    """Where it listens (and what it advertises as the `kubernetes` Service's endpoint)."""
+    listen_all: bool = False
+    service_cidr: str = "10.0.0.0/24"
+    sans: list[str] = field(default_factory=list)
+    """More names and addresses its serving certificate is valid for."""
+    authorization_modes: str = "RBAC"
+    disabled_admission: str = "ServiceAccount"
+    ca: CertPair | None = None
+    """The CA it trusts for client certificates and signs its own with (made if None)."""
     url: str = ""
     admin_token: str = "trainop-admin-token"
     kubeconfig: Path = Path()
     ca_file: Path = Path()
     etcd_url: str = ""
-    _procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    daemons: Daemons | None = None
     _apiserver_args: list[str] = field(default_factory=list)
 
     def start(self, timeout: float = 60) -> TestAPIServer:
         assets = find_assets()
+        self.daemons = Daemons(self.workdir)
         self._start_etcd(assets)
         self._start_apiserver(assets, timeout)
         return self
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - kept for the process
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        self._procs.append((name, proc))
-        return proc
+    def _spawn(self, name: str, args: list[str]) -> None:
+        assert self.daemons is not None, "start() first"
+        self.daemons.spawn(name, args)
 
     def _start_etcd(self, assets: Path) -> None:
         client, peer = free_port(), free_port()
@@ -94,7 +111,11 @@ class TestAPIServer:
 
     def _start_apiserver(self, assets: Path, timeout: float) -> None:
         w = self.workdir
-        ca, serving = ca_and_serving_cert("kube-apiserver", ["localhost"], ["127.0.0.1"])
+        ca = self.ca = self.ca or new_ca("kube-apiserver-ca")
+        names = ["localhost", "127.0.0.1", self.address, *self.sans]
+        serving = issue(ca, "kube-apiserver",
+                        dns_names=[n for n in names if not _is_ip(n)],
+                        ips=sorted({n for n in names if _is_ip(n)}))
         self.ca_file = w / "ca.crt"
         self.ca_file.write_bytes(ca.cert_pem)
         (w / "apiserver.crt").write_bytes(serving.cert_pem)
@@ -105,22 +126,24 @@ class TestAPIServer:
             lines.append(f'{token},{user},{n + 2},"{",".join(groups)}"')
         (w / "tokens.csv").write_text("\n".join(lines) + "\n")
         port = free_port()
-        self.url = f"https://127.0.0.1:{port}"
+        self.url = f"https://{self.address}:{port}"
         self._apiserver_args = [
             str(assets / "kube-apiserver"),
             "--etcd-servers", self.etcd_url,
-            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            "--bind-address", "0.0.0.0" if self.listen_all else self.address,
+            "--advertise-address", self.address,
             "--secure-port", str(port), "--insecure-port", "0",
             "--tls-cert-file", str(w / "apiserver.crt"),
             "--tls-private-key-file", str(w / "apiserver.key"),
             "--cert-dir", str(w / "certs"),
             "--token-auth-file", str(w / "tokens.csv"),
-            "--authorization-mode", "RBAC",
+            "--client-ca-file", str(self.ca_file),
+            "--authorization-mode", self.authorization_modes,
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
             "--service-account-key-file", str(w / "sa.key"),
             "--service-account-signing-key-file", str(w / "sa.key"),
-            "--service-cluster-ip-range", "10.0.0.0/24",
-            "--disable-admission-plugins", "ServiceAccount",
+            "--service-cluster-ip-range", self.service_cidr,
+            "--disable-admission-plugins", self.disabled_admission,
             "--allow-privileged=true",
             *self.extra_args,
         ]
@@ -149,11 +172,10 @@ class TestAPIServer:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            for name, proc in self._procs:
-                if proc.poll() is not None:
-                    tail = (self.workdir / f"{name}.log").read_text()[-2000:]
-                    self.stop()
-                    raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
+            exited = self.daemons.exited() if self.daemons else "not started"
+            if exited:
+                self.stop()
+                raise RuntimeError(exited)
             req = urllib.request.Request(
                 f"{self.url}/readyz", headers={"Authorization": f"Bearer {self.admin_token}"}
             )
@@ -169,11 +191,8 @@ class TestAPIServer:
 
     def stop_apiserver(self) -> None:
         """Kill kube-apiserver only, as a crash would (etcd keeps every object)."""
-        for name, proc in list(self._procs):
-            if name == "kube-apiserver":
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-                self._procs.remove((name, proc))
+        if self.daemons:
+            self.daemons.kill("kube-apiserver")
 
     def start_apiserver(self, timeout: float = 60) -> None:
         """Start kube-apiserver again, on the same port, against the same etcd."""
@@ -204,16 +223,8 @@ class TestAPIServer:
         return out
 
     def stop(self, keep_workdir: bool = False) -> None:
-        for _, proc in reversed(self._procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for _, proc in reversed(self._procs):
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        self._procs.clear()
+        if self.daemons:
+            self.daemons.stop()
         if not keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 

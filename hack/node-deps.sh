@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Debian packages the real-node tests need: the container runtime (containerd, runc), CNI
+# plugins (bridge, host-local, loopback, portmap), iptables and conntrack for kube-proxy,
+# dnsmasq for cluster DNS, gcc to build the pause program, busybox for the kubectl-delivery
+# image, debootstrap for the manager image and sshd for the SSH example. Nothing is started
+# here: the tests start and stop every process themselves.
+set -euo pipefail
+need=()
+for cmd in containerd runc iptables conntrack dnsmasq gcc busybox debootstrap ssh-keygen; do
+  command -v "$cmd" >/dev/null || need+=("$cmd")
+done
+[[ -x /usr/lib/cni/bridge ]] || need+=(cni)
+[[ -x /usr/sbin/sshd ]] || need+=(sshd)
+(( ${#need[@]} )) || exit 0
+source "$(dirname "$0")/apt.sh"
+apt_get update -qq >&2
+# A policy-rc.d that refuses keeps the packages from starting containerd or sshd on the host
+# (pods run sshd from the host's /usr for MPI's SSH design; nothing else needs it).
+policy=/usr/sbin/policy-rc.d
+own_policy=""
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' | $apt_sudo tee "$policy" >/dev/null
+  $apt_sudo chmod 0755 "$policy"
+  own_policy=1
+fi
+status=0
+apt_get install -y -qq --no-install-recommends containerd runc containernetworking-plugins \
+  iptables conntrack dnsmasq-base gcc libc6-dev busybox-static debootstrap \
+  openssh-server openssh-client >&2 || status=$?
+[[ -z $own_policy ]] || $apt_sudo rm -f "$policy"
+exit "$status"

@@ -1,0 +1,63 @@
+"""The real single-node cluster (trainop.testing.node), started once for the tests that need
+it. Where it cannot run, they skip and say why; with TRAINOP_REQUIRE_NODE=1 (CI) that is a
+failure instead."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainop.testing import manager_image
+from trainop.testing.node import TestCluster, Unavailable, unavailable
+
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "trainop-system"
+
+
+def _cannot_run(reason: str) -> None:
+    message = f"real node: {reason}"
+    if os.environ.get("TRAINOP_REQUIRE_NODE") == "1":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[TestCluster]:
+    reason = unavailable()
+    if reason:
+        _cannot_run(reason)
+    node = TestCluster()
+    try:
+        node.start()
+    except Unavailable as err:
+        _cannot_run(str(err))
+    try:
+        yield node
+    finally:
+        problems = node.stop()
+        assert not problems, f"the host was not put back: {problems}"
+
+
+@pytest.fixture(scope="session")
+def manager(cluster: TestCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The manager deployed as the README says: its image imported into the node, then
+    `kubectl apply --server-side -k config/default`, and the rollout waited for."""
+    archive = manager_image.build(tmp_path_factory.mktemp("image") / "manager.tar")
+    cluster.import_image(archive)
+    cluster.kubectl("apply", "--server-side", "-k", str(REPO / "config" / "default"),
+                    timeout=180)
+    out = cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/trainop-manager",
+                          "--timeout=180s", check=False, timeout=200)
+    assert out.returncode == 0, (out.stderr, manager_logs(cluster))
+    yield
+    cluster.kubectl("delete", "-k", str(REPO / "config" / "default"), "--wait=false",
+                    check=False)
+
+
+def manager_logs(cluster: TestCluster) -> str:
+    """What the manager's pods printed (for failure messages)."""
+    return cluster.kubectl("-n", NAMESPACE, "logs", "-l", "app.kubernetes.io/name=trainop",
+                           "--tail=100", "--prefix", check=False).stdout

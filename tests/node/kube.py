@@ -1,0 +1,110 @@
+"""Helpers for tests on the real node: a namespace per test, objects applied with kubectl,
+waits on what the kubelet reports, logs read back with `kubectl logs`."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Self, TypeVar
+
+import yaml
+
+from trainop.testing import images
+from trainop.testing.node import TestCluster
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 120,
+             interval: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def with_host_python(pod_spec: dict[str, Any], image: str = images.PYTHON) -> dict[str, Any]:
+    """The pod spec with every container on `image` and the host's Python mounted: the
+    only change the real-node tests make to an example."""
+    volumes, mounts = images.python_volumes()
+    pod_spec.setdefault("volumes", []).extend(volumes)
+    for c in pod_spec.get("initContainers", []) + pod_spec["containers"]:
+        c["image"] = image
+        c.setdefault("volumeMounts", []).extend(mounts)
+    return pod_spec
+
+
+def pod(name: str, command: list[str], labels: dict[str, str] | None = None,
+        restart: str = "Always") -> dict[str, Any]:
+    spec = with_host_python({
+        "restartPolicy": restart, "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "main", "image": images.PYTHON, "command": command}]})
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+class Namespace:
+    """A fresh namespace; deleted (pods at once) when the block ends."""
+
+    def __init__(self, cluster: TestCluster, prefix: str) -> None:
+        self.cluster = cluster
+        self.name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+    def __enter__(self) -> Self:
+        self.cluster.kubectl("create", "namespace", self.name)
+        wait_for("the namespace's default ServiceAccount",
+                 lambda: self.get("serviceaccount", "default"), 60)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kubectl("delete", "pods", "--all", "--grace-period=0", "--force", "--wait=false",
+                     check=False)
+        self.cluster.kubectl("delete", "namespace", self.name, "--wait=false", check=False)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> str:
+        return self.cluster.kubectl("-n", self.name, *args, input=input, check=check,
+                                    timeout=timeout).stdout
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(objects))
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        out = self.cluster.kubectl("-n", self.name, "get", kind, name, "-o", "json",
+                                   check=False)
+        return dict(json.loads(out.stdout)) if out.returncode == 0 else None
+
+    def items(self, kind: str, selector: str = "") -> list[dict[str, Any]]:
+        args = ["get", kind, "-o", "json", *(("-l", selector) if selector else ())]
+        return list(json.loads(self.kubectl(*args))["items"])
+
+    def wait_phase(self, pod_name: str, *phases: str, timeout: float = 120) -> str:
+        """Wait until the pod is in one of `phases` (or has ended); returns its phase."""
+        wanted = set(phases) | {"Succeeded", "Failed"}
+
+        def phase() -> str | None:
+            p = self.get("pod", pod_name)
+            got = p and p.get("status", {}).get("phase")
+            return got if got in wanted else None
+        return wait_for(f"pod {pod_name} to be {'/'.join(phases)}", phase, timeout)
+
+    def logs(self, pod_name: str, container: str = "", previous: bool = False) -> str:
+        args = ["logs", pod_name, *(("-c", container) if container else ()),
+                *(("--previous",) if previous else ())]
+        return self.kubectl(*args, check=False)
+
+    def condition(self, kind: str, name: str, *types: str, timeout: float = 300
+                  ) -> dict[str, Any]:
+        """Wait until the job has one of the condition `types` True; returns the job."""
+        def ended() -> dict[str, Any] | None:
+            job = self.get(kind, name)
+            conds = (job or {}).get("status", {}).get("conditions", [])
+            hit = any(c["type"] in types and c["status"] == "True" for c in conds)
+            return job if hit else None
+        return wait_for(f"{kind} {name} to be {'/'.join(types)}", ended, timeout, 1)

@@ -1,0 +1,66 @@
+"""Every example of examples/, changed only in image and volumes, submitted with
+`kubectl apply`, trains in real pods on the real node and ends Succeeded; the training's own
+output is read back with `kubectl logs`."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.conftest import EXAMPLES, losses, ranks_joined
+from tests.node.kube import Namespace, with_host_python
+from trainop.api.kinds import KINDS
+from trainop.engine.labels import JOB_NAME
+from trainop.testing.node import TestCluster
+
+pytestmark = pytest.mark.node
+
+
+def on_this_node(example: Path) -> dict[str, Any]:
+    """The example's job with each pod template on the python image and the host's Python."""
+    job = yaml.safe_load(example.read_text())
+    kind = KINDS[job["kind"]]
+    for spec in job["spec"][kind.replica_specs_field].values():
+        with_host_python(spec["template"]["spec"])
+    return dict(job)
+
+
+def job_logs(ns: Namespace, job: str) -> str:
+    """What every pod of the job printed, each line prefixed with its pod's name."""
+    out = []
+    for pod in ns.items("pods", f"{JOB_NAME}={job}"):
+        name = pod["metadata"]["name"]
+        out += [f"[{name}] {line}" for line in ns.logs(name).splitlines()]
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize(("example", "world"), [
+    ("pytorch-ddp.yaml", 3), ("pytorch-elastic.yaml", 2), ("tensorflow.yaml", 2),
+    ("xgboost.yaml", 3), ("jax.yaml", 2), ("mpi.yaml", 2), ("mpi-ssh.yaml", 2),
+    ("mxnet.yaml", 0), ("paddle.yaml", 0)])
+def test_example_trains_in_real_pods(cluster: TestCluster, manager: None, example: str,
+                                     world: int) -> None:
+    if example == "paddle.yaml" and importlib.util.find_spec("paddle") is None:
+        pytest.skip("PaddlePaddle is not installed here (it has no build for this Python "
+                    "beside the other frameworks' pins)")
+    job = on_this_node(EXAMPLES / example)
+    name, kind = job["metadata"]["name"], job["kind"]
+    with Namespace(cluster, example.removesuffix(".yaml")) as ns:
+        ns.apply(job)
+        done = ns.condition(kind, name, "Succeeded", "Failed", timeout=300)
+        logs = job_logs(ns, name)
+        conditions = {c["type"]: c for c in done["status"]["conditions"]}
+        assert conditions["Succeeded"]["status"] == "True", (conditions, logs)
+        if world:
+            assert ranks_joined(logs) == {(r, world) for r in range(world)}, logs
+        if example.startswith("mpi"):
+            assert logs.count("allreduce sum 3") == 2, logs
+        elif example == "mxnet.yaml":
+            assert "scheduler: registered ['server', 'worker', 'worker']" in logs, logs
+        elif world:
+            curve = losses(logs)
+            assert len(curve) >= 5 and curve[-1] < curve[0] * 0.8, (curve, logs)

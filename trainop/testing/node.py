@@ -1,0 +1,516 @@
+"""A real single-node Kubernetes cluster for tests: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, kubelet and kube-proxy (v1.20, from
+hack/test-assets.sh), containerd and runc, CNI bridge networking and cluster DNS (dnsmasq and
+`clusterdns`), with the images of `images` imported.
+
+It needs root, cgroups and Debian's packages (hack/node-deps.sh); `unavailable()` says why it
+cannot run here. `stop()` leaves the host as `start()` found it: the processes it started and
+the containers they ran are stopped by pid, and the sysctls, iptables rules, mounts, network
+links and folders the cluster changed are put back, also after a failed start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainop.cluster.certs import CertPair, issue, new_ca
+from trainop.testing import images
+from trainop.testing.apiserver import TestAPIServer, find_assets, free_port
+from trainop.testing.clusterdns import DNSWatcher, api_getter
+from trainop.testing.processes import Daemons
+
+NODE_NAME = "trainop-node"
+POD_CIDR = "10.244.0.0/24"
+SERVICE_CIDR = "10.96.0.0/24"
+API_SERVICE_IP = "10.96.0.1"
+DNS_IP = "10.96.0.10"
+DOMAIN = "cluster.local"
+BRIDGE = "cni0"
+BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables-save",
+            "iptables-restore", "dnsmasq", "gcc", "busybox", "kubectl", "ip", "ssh-keygen",
+            "debootstrap")
+CGROUPS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
+# Set by kubelet, kube-proxy and the bridge; put back when the cluster stops.
+SYSCTLS = ("net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables",
+           "net.bridge.bridge-nf-call-ip6tables", "net.ipv4.conf.all.route_localnet",
+           "vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
+           "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
+# Folders the components make outside the cluster's own; removed if they were not there.
+HOST_DIRS = ("/var/log/pods", "/var/log/containers", "/run/netns", "/run/containerd",
+             "/var/lib/cni", "/run/flannel", "/var/lib/kubelet")
+COMPONENT_USERS = {
+    "kube-controller-manager": ("system:kube-controller-manager", []),
+    "kube-scheduler": ("system:kube-scheduler", []),
+    "kubelet": (f"system:node:{NODE_NAME}", ["system:nodes"]),
+    "kube-proxy": ("system:kube-proxy", []),
+}
+
+
+class Unavailable(RuntimeError):
+    """The real-node cluster cannot run on this machine; the message says why."""
+
+
+def unavailable() -> str | None:
+    """Why a real node cannot run here, or None where it can."""
+    if os.geteuid() != 0:
+        return "needs root (kubelet, containerd and CNI change the host's network and mounts)"
+    missing_cgroups = [c for c in CGROUPS if not Path("/sys/fs/cgroup", c).is_dir()]
+    if missing_cgroups and not Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        return f"needs cgroups mounted under /sys/fs/cgroup (missing: {missing_cgroups})"
+    if not Path("/proc/sys/net/bridge").is_dir():
+        return "needs the kernel's bridge netfilter (/proc/sys/net/bridge)"
+    missing = [c for c in COMMANDS if shutil.which(c) is None]
+    if missing or not Path("/usr/lib/cni/bridge").exists():
+        return f"needs Debian's packages from hack/node-deps.sh (missing: {missing or 'cni'})"
+    return None
+
+
+def node_ip() -> str:
+    """The host's address on its default route (loopback if it has none)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.254", 9))  # no packet is sent for a UDP connect
+            return str(s.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+def run(*args: str, check: bool = True, input: str | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, check=check, capture_output=True, text=True, input=input,
+                          timeout=120)
+
+
+def mountpoints() -> list[str]:
+    """Mount points in the order they were mounted."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        points.append(line.split()[4].encode().decode("unicode_escape"))
+    return points
+
+
+def links() -> set[str]:
+    out = run("ip", "-o", "link", "show").stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+
+
+def read_sysctl(name: str) -> str | None:
+    path = Path("/proc/sys", *name.split("."))
+    return path.read_text().strip() if path.exists() else None
+
+
+def write_sysctl(name: str, value: str) -> None:
+    Path("/proc/sys", *name.split(".")).write_text(value)
+
+
+@dataclass
+class HostState:
+    """What the cluster changes on the host, as it was before, to put back."""
+
+    sysctls: dict[str, str] = field(default_factory=dict)
+    iptables: dict[str, str] = field(default_factory=dict)
+    mounts: set[str] = field(default_factory=set)
+    links: set[str] = field(default_factory=set)
+    dirs: set[str] = field(default_factory=set)
+
+    @classmethod
+    def capture(cls) -> HostState:
+        return cls(
+            sysctls={n: v for n in SYSCTLS if (v := read_sysctl(n)) is not None},
+            iptables={cmd: run(f"{cmd}-save").stdout for cmd in ("iptables", "ip6tables")
+                      if shutil.which(f"{cmd}-save")},
+            mounts=set(mountpoints()), links=links(),
+            dirs={d for d in HOST_DIRS if Path(d).exists()},
+        )
+
+    def restore(self, roots: list[Path]) -> list[str]:
+        """Put everything back; returns what could not be (empty when all went well)."""
+        problems: list[str] = []
+        for point in reversed(mountpoints()):
+            ours = point not in self.mounts or any(Path(point).is_relative_to(r) for r in roots)
+            if ours and run("umount", "-l", point, check=False).returncode != 0 and (
+                    point in mountpoints()):
+                problems.append(f"mount {point}")
+        for name in links() - self.links:
+            if run("ip", "link", "delete", name, check=False).returncode != 0 and (
+                    name in links()):
+                problems.append(f"link {name}")
+        run("ip", "addr", "del", f"{DNS_IP}/32", "dev", "lo", check=False)
+        for cmd, saved in self.iptables.items():
+            restored = run(f"{cmd}-restore", input=saved, check=False)
+            for table in ("filter", "nat", "mangle", "raw"):
+                if f"*{table}\n" not in saved:  # tables the cluster made: empty them
+                    run(cmd, "-t", table, "-F", check=False)
+                    run(cmd, "-t", table, "-X", check=False)
+            if restored.returncode != 0:
+                problems.append(f"{cmd}: {restored.stderr.strip()}")
+        for name, value in self.sysctls.items():
+            try:
+                write_sysctl(name, value)
+            except OSError as err:
+                problems.append(f"sysctl {name}: {err}")
+        for d in HOST_DIRS:
+            if d not in self.dirs:
+                shutil.rmtree(d, ignore_errors=True)
+        for controller in Path("/sys/fs/cgroup").iterdir():
+            remove_cgroups(controller / "kubepods")
+        return problems
+
+
+def remove_cgroups(root: Path) -> None:
+    """rmdir a cgroup tree, deepest first (a cgroup is removed with rmdir, not its files)."""
+    if not root.is_dir():
+        return
+    for path in sorted((p for p in root.rglob("*") if p.is_dir()),
+                       key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    with contextlib.suppress(OSError):
+        root.rmdir()
+
+
+def cgroup_pids(root_name: str = "kubepods") -> set[int]:
+    pids: set[int] = set()
+    for controller in ("pids", "memory", "cpu"):
+        root = Path("/sys/fs/cgroup", controller, root_name)
+        if root.is_dir():
+            for procs in root.rglob("cgroup.procs"):
+                pids |= {int(p) for p in procs.read_text().split()}
+    return pids
+
+
+def processes_using(marker: str) -> set[int]:
+    """Pids whose command line mentions `marker` (containerd's shims name its socket)."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    pids.add(int(entry.name))
+            except OSError:
+                continue
+    return pids - {os.getpid()}
+
+
+@dataclass
+class TestCluster:
+    """A running single-node cluster; `kubectl` runs as cluster admin."""
+
+    __test__ = False
+
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="trainop-node-")))
+    api: TestAPIServer | None = None
+    daemons: Daemons | None = None
+    host: HostState | None = None
+    dns: DNSWatcher | None = None
+    ca: CertPair | None = None
+    node_ip: str = ""
+    started_at: float = 0.0
+
+    @property
+    def socket(self) -> Path:
+        return self.workdir / "containerd.sock"
+
+    @property
+    def kubeconfig(self) -> Path:
+        assert self.api is not None
+        return self.api.kubeconfig
+
+    def start(self, timeout: float = 180) -> TestCluster:
+        reason = unavailable()
+        if reason:
+            raise Unavailable(reason)
+        assets = find_assets()
+        if missing := [b for b in BINARIES if not (assets / b).is_file()]:
+            raise Unavailable(f"no {', '.join(missing)} in {assets} (hack/test-assets.sh "
+                              "builds them with TRAINOP_REAL_NODE unset)")
+        self.host = HostState.capture()
+        self.daemons = Daemons(self.workdir)
+        self.node_ip = node_ip()
+        self.started_at = time.time()
+        try:
+            self._start(assets, timeout)
+        except BaseException:
+            self.stop(keep_workdir=True)
+            raise
+        return self
+
+    def _start(self, assets: Path, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        write_sysctl("net.ipv4.ip_forward", "1")
+        write_sysctl("net.bridge.bridge-nf-call-iptables", "1")
+        self._start_containerd(deadline)
+        self._import_images()
+        self.ca = new_ca("trainop-node-ca")
+        tokens = {f"{name}-token": user for name, user in COMPONENT_USERS.items()}
+        self.api = TestAPIServer(
+            workdir=self.workdir / "api", address=self.node_ip, listen_all=True,
+            service_cidr=SERVICE_CIDR, authorization_modes="Node,RBAC", disabled_admission="",
+            sans=["kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                  f"kubernetes.default.svc.{DOMAIN}", API_SERVICE_IP],
+            ca=self.ca, users=tokens,
+            extra_args=["--kubelet-client-certificate", str(self._client_cert()[0]),
+                        "--kubelet-client-key", str(self._client_cert()[1]),
+                        "--kubelet-preferred-address-types", "InternalIP"])
+        (self.workdir / "api").mkdir()
+        self.api.start()
+        for name in COMPONENT_USERS:
+            self.api.kubeconfig_for(f"{name}-token", self.workdir / f"{name}.kubeconfig")
+        self._start_components(assets)
+        self._start_dns()
+        self._wait_node_ready(deadline)
+
+    # -- containerd and images ---------------------------------------------------------
+
+    def _start_containerd(self, deadline: float) -> None:
+        assert self.daemons
+        w = self.workdir
+        (w / "cni/net.d").mkdir(parents=True)
+        (w / "cni/net.d/10-trainop.conflist").write_text(json.dumps({
+            "cniVersion": "0.4.0", "name": "trainop",
+            "plugins": [
+                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": True,
+                 "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
+                          "routes": [{"dst": "0.0.0.0/0"}],
+                          "dataDir": str(w / "cni/ipam")}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ]}))
+        cri = 'plugins."io.containerd.grpc.v1.cri"'
+        (w / "containerd.toml").write_text(f"""version = 2
+root = "{w}/containerd/root"
+state = "{w}/containerd/state"
+[grpc]
+  address = "{self.socket}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{w}/containerd/opt"
+[{cri}]
+  sandbox_image = "{images.PAUSE}"
+  # this machine withholds CAP_SYS_RESOURCE: no process may lower its oom_score_adj
+  restrict_oom_score_adj = true
+  enable_cdi = false
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[{cri}.cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "{w}/cni/net.d"
+""")
+        self.daemons.spawn("containerd", ["containerd", "--config", str(w / "containerd.toml")])
+        while not self.socket.exists():
+            self._check(deadline, "containerd's socket")
+            time.sleep(0.1)
+
+    def _import_images(self) -> None:
+        # the kubelet never removes them (its image GC is off): nothing could pull them again
+        for archive in images.test_images(self.workdir / "images").values():
+            self.ctr("images", "import", str(archive))
+
+    def import_image(self, archive: Path) -> None:
+        """Load one more image archive into the node's containerd."""
+        self.ctr("images", "import", str(archive))
+
+    def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run("ctr", "--address", str(self.socket), "-n", "k8s.io", *args, check=check)
+
+    # -- the control plane and the node -------------------------------------------------
+
+    def _client_cert(self) -> tuple[Path, Path]:
+        """The API server's client certificate for the kubelet (exec, logs)."""
+        assert self.ca
+        crt, key = self.workdir / "apiserver-kubelet-client.crt", \
+            self.workdir / "apiserver-kubelet-client.key"
+        if not crt.exists():
+            pair = issue(self.ca, "kube-apiserver-kubelet-client",
+                         organizations=["system:masters"])
+            crt.write_bytes(pair.cert_pem)
+            key.write_bytes(pair.key_pem)
+        return crt, key
+
+    def _start_components(self, assets: Path) -> None:
+        assert self.daemons and self.api and self.ca
+        w = self.workdir
+        api_dir = self.api.workdir
+        self.daemons.spawn("kube-controller-manager", [
+            str(assets / "kube-controller-manager"),
+            "--kubeconfig", str(w / "kube-controller-manager.kubeconfig"),
+            # without it the controllers lack RBAC rights on 1.20 (the not-ready taint
+            # would never be lifted); kubeadm sets it too
+            "--use-service-account-credentials=true",
+            "--service-account-private-key-file", str(api_dir / "sa.key"),
+            "--root-ca-file", str(self.api.ca_file),
+            "--leader-elect=false", "--port=0", "--secure-port=0",
+            "--node-monitor-period=2s", "--concurrent-gc-syncs=5",
+        ])
+        self.daemons.spawn("kube-scheduler", [
+            str(assets / "kube-scheduler"),
+            "--kubeconfig", str(w / "kube-scheduler.kubeconfig"),
+            "--leader-elect=false", "--port=0", "--secure-port=0",
+        ])
+        proxy_conf = w / "kube-proxy.yaml"
+        proxy_conf.write_text(yaml.safe_dump({
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(w / "kube-proxy.kubeconfig")},
+            "mode": "iptables", "clusterCIDR": POD_CIDR, "hostnameOverride": NODE_NAME,
+            "healthzBindAddress": f"127.0.0.1:{free_port()}",
+            "metricsBindAddress": f"127.0.0.1:{free_port()}",
+            # leave the host's conntrack table alone
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
+                          "tcpCloseWaitTimeout": "0s"},
+        }))
+        self.daemons.spawn("kube-proxy", [str(assets / "kube-proxy"),
+                                          "--config", str(proxy_conf)])
+        serving = issue(self.ca, NODE_NAME, dns_names=[NODE_NAME], ips=[self.node_ip])
+        (w / "kubelet.crt").write_bytes(serving.cert_pem)
+        (w / "kubelet.key").write_bytes(serving.key_pem)
+        (w / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+        kubelet_conf = w / "kubelet.yaml"
+        kubelet_conf.write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                               "x509": {"clientCAFile": str(self.api.ca_file)}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "tlsCertFile": str(w / "kubelet.crt"), "tlsPrivateKeyFile": str(w / "kubelet.key"),
+            "port": free_port(), "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": free_port(),
+            "cgroupDriver": "cgroupfs", "failSwapOn": False,
+            "clusterDNS": [DNS_IP], "clusterDomain": DOMAIN,
+            "resolvConf": str(w / "resolv.conf"),
+            # 10 pods took 6 s to run and 27 s to delete at the defaults (5/10)
+            "kubeAPIQPS": 50, "kubeAPIBurst": 100,
+            # images cannot be pulled again: never collect them, never evict for disk
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                             "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+            "serializeImagePulls": False,
+            "nodeStatusUpdateFrequency": "4s",
+        }))
+        self.daemons.spawn("kubelet", [
+            str(assets / "kubelet"), "--config", str(kubelet_conf),
+            "--kubeconfig", str(w / "kubelet.kubeconfig"),
+            "--container-runtime=remote",
+            "--container-runtime-endpoint", f"unix://{self.socket}",
+            "--root-dir", str(w / "kubelet"), "--cert-dir", str(w / "kubelet-pki"),
+            "--hostname-override", NODE_NAME, "--node-ip", self.node_ip,
+        ])
+
+    def _start_dns(self) -> None:
+        assert self.daemons and self.api
+        run("ip", "addr", "add", f"{DNS_IP}/32", "dev", "lo")
+        hosts = self.workdir / "dns-hosts"
+        hosts.write_text("")
+        pidfile = self.workdir / "dnsmasq.pid"
+        self.daemons.spawn("dnsmasq", [
+            "dnsmasq", "--keep-in-foreground", "--user=root", "--no-resolv", "--no-hosts",
+            f"--listen-address={DNS_IP}", "--bind-interfaces", f"--pid-file={pidfile}",
+            f"--addn-hosts={hosts}", f"--local=/{DOMAIN}/", "--no-negcache",
+            "--log-facility=-",
+        ])
+
+        def pid() -> int | None:
+            proc = next((p for n, p in self.daemons.procs if n == "dnsmasq"), None)  # type: ignore[union-attr]
+            return proc.pid if proc and proc.poll() is None else None
+
+        self.dns = DNSWatcher(api_getter(self.api.url, self.api.admin_token, self.api.ca_file),
+                              hosts, pid)
+        self.dns.start()
+
+    def _check(self, deadline: float, waiting_for: str) -> None:
+        assert self.daemons
+        exited = self.daemons.exited()
+        if exited:
+            raise RuntimeError(exited)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"test cluster: timed out waiting for {waiting_for}")
+
+    def _wait_node_ready(self, deadline: float) -> None:
+        """A Ready heartbeat newer than this start (etcd may keep an old Node), no taints."""
+        while True:
+            self._check(deadline, "the node to be Ready")
+            node = self.get("node", NODE_NAME)
+            if node:
+                ready = next((c for c in node["status"].get("conditions", [])
+                              if c["type"] == "Ready"), None)
+                fresh = ready and ready["status"] == "True" and time.mktime(time.strptime(
+                    ready["lastHeartbeatTime"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone >= \
+                    int(self.started_at)
+                if fresh and not node["spec"].get("taints"):
+                    break
+            time.sleep(0.5)
+        while not self.get("serviceaccount", "default", namespace="default"):
+            self._check(deadline, "the default ServiceAccount")
+            time.sleep(0.5)
+
+    # -- use -----------------------------------------------------------------------------
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+                             input=input, capture_output=True, text=True, timeout=timeout)
+        if check and out.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+        return out
+
+    def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        args = ["get", kind, name, "-o", "json", *(("-n", namespace) if namespace else ())]
+        out = self.kubectl(*args, check=False)
+        return dict(json.loads(out.stdout)) if out.returncode == 0 else None
+
+    # -- stop ----------------------------------------------------------------------------
+
+    def stop(self, keep_workdir: bool = False) -> list[str]:
+        """Stop everything and put the host back; returns what could not be put back."""
+        if self.dns:
+            self.dns.stop()
+        if self.daemons:
+            for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager",
+                         "dnsmasq"):
+                self.daemons.kill(name)
+        self._kill_containers()
+        if self.api:
+            self.api.stop(keep_workdir=True)
+        if self.daemons:
+            self.daemons.stop()
+        # shims outlive containerd; they name its socket on their command line
+        for pid in processes_using(str(self.socket)):
+            _kill(pid)
+        problems = self.host.restore([self.workdir]) if self.host else []
+        if not keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return problems
+
+    def _kill_containers(self) -> None:
+        """SIGKILL every process of every pod, then let containerd forget them."""
+        for _ in range(3):
+            pids = cgroup_pids()
+            if not pids:
+                break
+            for pid in pids:
+                _kill(pid)
+            time.sleep(0.5)
+        if self.socket.exists():
+            for task in self.ctr("tasks", "ls", "-q", check=False).stdout.split():
+                self.ctr("tasks", "delete", "-f", task, check=False)
+            for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
+                self.ctr("containers", "delete", container, check=False)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
