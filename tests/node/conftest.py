@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainop.testing import manager_image
-from trainop.testing.node import TestCluster, Unavailable, unavailable
+from trainop.testing.node import HostState, TestCluster, Unavailable, unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "trainop-system"
@@ -34,11 +34,24 @@ def cluster() -> Iterator[TestCluster]:
         node.start()
     except Unavailable as err:
         _cannot_run(str(err))
+    before = node.host
     try:
         yield node
     finally:
         problems = node.stop()
         assert not problems, f"the host was not put back: {problems}"
+        after = HostState.capture()
+        assert before is not None
+        assert (after.sysctls, after.links, after.mounts, after.dirs) == (
+            before.sysctls, before.links, before.mounts, before.dirs)
+        assert rules(after) == rules(before), "iptables rules left behind"
+
+
+def rules(state: HostState) -> dict[str, list[str]]:
+    """The iptables rules and chains of a saved state (not its counters or comments)."""
+    return {cmd: [line for line in text.splitlines() if line.startswith(("-", ":KUBE",
+                                                                          ":CNI"))]
+            for cmd, text in state.iptables.items()}
 
 
 @pytest.fixture(scope="session")

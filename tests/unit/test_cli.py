@@ -145,6 +145,7 @@ def test_the_manager_takes_upstreams_flags() -> None:
     assert str(defaults["pytorch_init_container_template_file"]) == \
         "/etc/config/initContainer.yaml"
     assert defaults["mpi_kubectl_delivery_image"] == "kubeflow/kubectl-delivery:latest"
+    assert defaults["wait_for_dns"] is False  # trainop's own, off: pods as upstream's
 
 
 @pytest.mark.parametrize(("template", "message"), [

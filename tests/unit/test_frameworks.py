@@ -222,6 +222,29 @@ def test_xgboost_env() -> None:
                     "RANK": "0", "PYTHONUNBUFFERED": "1"}
 
 
+def wait_command(*names: str) -> list[str]:
+    return ["sh", "-c", f"for name in {' '.join(names)}; do err=1; for i in $(seq 100); do "
+            'if nslookup "$name"; then err=0 && break; fi; echo "waiting for $name"; '
+            "sleep 2; done; if [ $err != 0 ]; then exit $err; fi; done"]
+
+
+def test_xgboost_workers_wait_for_the_masters_name_only_when_asked() -> None:
+    from trainop.engine import EngineConfig
+
+    # as upstream by default: no init container at all
+    upstream = started("XGBoostJob", {"Master": 1, "Worker": 2})
+    assert not any("initContainers" in upstream.pod(name)["spec"] for name in upstream.pods)
+    c = Cluster(job("XGBoostJob", {"Master": 1, "Worker": 2}), EngineConfig(wait_for_dns=True))
+    c.step()
+    (init,) = c.pod("job-worker-1")["spec"]["initContainers"]
+    assert init == {"name": "wait-for-dns", "image": "alpine:3.10",
+                    "imagePullPolicy": "IfNotPresent",
+                    "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                                  "requests": {"cpu": "50m", "memory": "10Mi"}},
+                    "command": wait_command("job-master-0")}
+    assert "initContainers" not in c.pod("job-master-0")["spec"]
+
+
 @pytest.mark.parametrize("kind", ["XGBoostJob", "JAXJob"], ids=["xgboost", "jax"])
 def test_the_environment_goes_to_every_container(kind: str) -> None:
     # upstream sets it on every container of the pod
@@ -334,6 +357,11 @@ def test_mpi_pods_secret_and_service() -> None:
                                        "training.kubeflow.org/operator-name": "mpijob-controller"}
     assert "kubectl" not in json.dumps(launcher)
     assert not [k for k in c.created if k.split("/")[0] in ("Role", "ServiceAccount")]
+    # ssh looks each worker up once: the launcher starts when their names resolve
+    (init,) = launcher["spec"]["initContainers"]
+    assert init["name"] == "wait-for-dns" and init["command"] == wait_command(
+        "job-worker-0.job.ns.svc", "job-worker-1.job.ns.svc")
+    assert "initContainers" not in worker["spec"]
 
 
 def test_mpi_hostfile_follows_worker_scaling() -> None:

@@ -97,6 +97,18 @@ def _rendered(template: str | None, image: str, tries: int, master: str) -> str:
     return json.dumps(containers)
 
 
+def wait_for_dns_container(names: list[str], image: str, tries: int) -> dict[str, Any]:
+    """`wait-for-dns`: an init container that ends once every name resolves, as upstream's
+    init-pytorch waits for its master (the same image, tries and 2 s between them)."""
+    loop = (f"for name in {' '.join(names)}; do err=1; for i in $(seq {tries}); do "
+            'if nslookup "$name"; then err=0 && break; fi; echo "waiting for $name"; '
+            'sleep 2; done; if [ $err != 0 ]; then exit $err; fi; done')
+    return {"name": "wait-for-dns", "image": image, "imagePullPolicy": "IfNotPresent",
+            "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                          "requests": {"cpu": "50m", "memory": "10Mi"}},
+            "command": ["sh", "-c", loop]}
+
+
 def render_init_containers(template: str | None, image: str, tries: int, master: str
                            ) -> list[dict[str, Any]]:
     """The init containers of `template` (upstream's default when None) for one master

@@ -48,6 +48,38 @@ int main(void) {
 }
 """
 
+# alpine:3.10's nslookup (busybox's small one) resolves through the C library, search path
+# included, and exits 0 when the name resolves; Debian's busybox has the other nslookup,
+# which fails a short name when any search domain does not hold it. This one behaves as
+# alpine's, so that upstream's `until nslookup <master>` init loop works as it does there.
+# (The image's shell is dash: busybox's own sh would run its applet in its place.)
+NSLOOKUP_C = r"""
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+  struct addrinfo hints, *res, *p;
+  char ip[INET6_ADDRSTRLEN];
+  int n = 0;
+  if (argc < 2) { fprintf(stderr, "usage: nslookup NAME\n"); return 2; }
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(argv[1], NULL, &hints, &res) != 0) {
+    fprintf(stderr, "nslookup: can't resolve '%s'\n", argv[1]);
+    return 1;
+  }
+  printf("Name:      %s\n", argv[1]);
+  for (p = res; p; p = p->ai_next) {
+    inet_ntop(AF_INET, &((struct sockaddr_in *)p->ai_addr)->sin_addr, ip, sizeof ip);
+    printf("Address %d: %s\n", ++n, ip);
+  }
+  freeaddrinfo(res);
+  return 0;
+}
+"""
+
 # Upstream's kubectl-delivery copies kubectl into TARGET_DIR, then waits until every worker
 # named in the hostfile runs, so that mpirun's first `kubectl exec` finds them.
 DELIVER_SH = r"""#!/bin/sh
@@ -72,6 +104,12 @@ PermitRootLogin prohibit-password
 StrictModes no
 UsePAM no
 PrintMotd no
+"""
+# As mpi-operator's base image: the workers' host keys are not known in advance.
+SSH_CONFIG = """Host *
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    LogLevel ERROR
 """
 
 
@@ -146,7 +184,11 @@ def merged_usr_layer() -> Layer:
     layer.file("etc/group", GROUP.encode())
     layer.file("etc/nsswitch.conf", NSSWITCH.encode())
     layer.dir("etc/ssh")
-    layer.file("etc/ssh/sshd_config", SSHD_CONFIG.encode())
+    # ssh sessions (MPI's ranks) get the image's PATH too, as a user's image with Python in
+    # /usr/bin would give them
+    sshd_config = SSHD_CONFIG + f"SetEnv {python_env()[0]}\n"
+    layer.file("etc/ssh/sshd_config", sshd_config.encode())
+    layer.file("etc/ssh/ssh_config", SSH_CONFIG.encode())
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "key"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
@@ -170,8 +212,9 @@ def python_env() -> list[str]:
 
 
 def python_volumes() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """Volumes and mounts that give a pod of the python image the host's interpreter."""
-    paths = ["/usr", *python_prefixes()]
+    """Volumes and mounts that give a pod of the python image the host's interpreter (and
+    the programs of /usr, /etc/alternatives naming which of them is mpirun)."""
+    paths = ["/usr", "/etc/alternatives", *python_prefixes()]
     volumes: list[dict[str, object]] = []
     mounts: list[dict[str, object]] = []
     for n, path in enumerate(paths):
@@ -181,18 +224,27 @@ def python_volumes() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     return volumes, mounts
 
 
-def build_pause(workdir: Path) -> bytes:
-    """The pause layer: /pause, compiled statically."""
-    src = workdir / "pause.c"
-    src.write_text(PAUSE_C)
-    subprocess.run(["gcc", "-static", "-O2", "-o", str(workdir / "pause"), str(src)],
+def compile_static(workdir: Path, name: str, source: str) -> bytes:
+    """A C program built with `gcc -static`, to run in an image without a C library."""
+    src = workdir / f"{name}.c"
+    src.write_text(source)
+    subprocess.run(["gcc", "-static", "-O2", "-o", str(workdir / name), str(src)],
                    check=True, capture_output=True)
-    layer = Layer()
-    layer.file("pause", (workdir / "pause").read_bytes(), 0o755)
-    return layer.tar()
+    return (workdir / name).read_bytes()
 
 
-def tools_layer() -> bytes:
+def shared_libraries(binary: Path) -> list[Path]:
+    """The shared libraries `binary` loads (as ldd lists them), at their paths."""
+    out = subprocess.run(["ldd", str(binary)], check=True, capture_output=True, text=True)
+    libs = []
+    for line in out.stdout.splitlines():
+        path = line.split("=>")[-1].split("(")[0].strip()
+        if path.startswith("/"):
+            libs.append(Path(path))
+    return libs
+
+
+def tools_layer(workdir: Path) -> bytes:
     busybox = shutil.which("busybox")
     kubectl = shutil.which("kubectl")
     if not busybox or not kubectl:
@@ -201,8 +253,14 @@ def tools_layer() -> bytes:
     for d in ("bin", "etc", "tmp", "opt"):
         layer.dir(d)
     layer.file("bin/busybox", Path(busybox).read_bytes(), 0o755)
-    for applet in ("sh", "cp", "chmod", "cut", "sleep", "cat", "seq", "nslookup"):
+    for applet in ("cp", "chmod", "cut", "sleep", "cat", "seq"):
         layer.link(f"bin/{applet}", "busybox")
+    dash = Path("/usr/bin/dash")
+    layer.file("bin/sh", dash.read_bytes(), 0o755)
+    for lib in shared_libraries(dash):
+        layer.file(str(lib), lib.read_bytes(), 0o755)
+    layer.file("bin/nslookup", compile_static(workdir, "nslookup", NSLOOKUP_C), 0o755)
+    layer.file("etc/nsswitch.conf", NSSWITCH.encode())
     layer.file("kubectl", Path(kubectl).resolve().read_bytes(), 0o755)
     layer.file("deliver.sh", DELIVER_SH.encode(), 0o755)
     layer.file("etc/passwd", PASSWD.encode())
@@ -213,11 +271,14 @@ def test_images(outdir: Path) -> dict[str, Path]:
     """Write every image the real-node tests use; returns ref -> archive."""
     outdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        pause = build_pause(Path(tmp))
+        pause = Layer()
+        pause.file("pause", compile_static(Path(tmp), "pause", PAUSE_C), 0o755)
+        tools = tools_layer(Path(tmp))
     return {
-        PAUSE: write_archive(outdir / "pause.tar", [PAUSE], [pause], entrypoint=["/pause"]),
+        PAUSE: write_archive(outdir / "pause.tar", [PAUSE], [pause.tar()],
+                             entrypoint=["/pause"]),
         PYTHON: write_archive(outdir / "python.tar", [PYTHON], [merged_usr_layer().tar()],
                               env=python_env(), cmd=["python3"]),
-        TOOLS[0]: write_archive(outdir / "tools.tar", TOOLS, [tools_layer()],
+        TOOLS[0]: write_archive(outdir / "tools.tar", TOOLS, [tools],
                                 env=["PATH=/bin"], entrypoint=["/bin/sh", "/deliver.sh"]),
     }

@@ -16,6 +16,7 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import tomllib
@@ -58,34 +59,23 @@ def base_layer() -> Path:
         root = Path(tmp) / "rootfs"
         subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
                         "bookworm", str(root), MIRROR], check=True, capture_output=True)
-        # pip inside reaches PyPI as this host does: its resolver, its CA bundle
-        shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
-        host_ca = Path(os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt"))
-        shutil.copy(host_ca, root / "tmp/host-ca.crt")
-        mounts = [root / "proc", root / "dev"]
-        subprocess.run(["mount", "-t", "proc", "proc", str(mounts[0])], check=True)
-        subprocess.run(["mount", "--bind", "/dev", str(mounts[1])], check=True)
-        try:
-            chroot = ["chroot", str(root)]
-            subprocess.run([*chroot, "python3", "-m", "venv", VENV], check=True)
-            pip = subprocess.run(
-                [*chroot, f"{VENV}/bin/pip", "install", "-q", "--no-cache-dir",
-                 "--disable-pip-version-check", "--cert", "/tmp/host-ca.crt", *requirements()],
-                capture_output=True, text=True)
-            if pip.returncode:
-                raise RuntimeError(f"pip install in the manager image: {pip.stderr[-2000:]}")
-            subprocess.run([*chroot, "useradd", "--uid", "65532", "--user-group",
-                            "--no-create-home", "--shell", "/usr/sbin/nologin", "trainop"],
-                           check=True)
-        finally:
-            for m in reversed(mounts):
-                subprocess.run(["umount", "-l", str(m)], check=False)
-        (root / "etc/resolv.conf").write_text("")  # the kubelet mounts the pod's own
-        (root / "tmp/host-ca.crt").unlink()
+        subprocess.run(["chroot", str(root), "python3", "-m", "venv", "--without-pip", VENV],
+                       check=True)
+        subprocess.run(["chroot", str(root), "useradd", "--uid", "65532", "--user-group",
+                        "--no-create-home", "--shell", "/usr/sbin/nologin", "trainop"],
+                       check=True)
+        # The requirements are installed by this host's pip (same CPython ABI and glibc as
+        # the image's), so that nothing inside the image needs the network.
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-compile",
+             "--disable-pip-version-check", "--target", str(root / SITE.lstrip("/")),
+             *requirements()], capture_output=True, text=True)
+        if pip.returncode:
+            raise RuntimeError(f"pip install for the manager image: {pip.stderr[-2000:]}")
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(root / junk, ignore_errors=True)
         partial = out.with_suffix(".partial")
-        subprocess.run(["tar", "-C", str(root), "--numeric-owners", "-cf", str(partial), "."],
+        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."],
                        check=True)
         partial.replace(out)
     return out

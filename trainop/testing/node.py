@@ -39,6 +39,7 @@ API_SERVICE_IP = "10.96.0.1"
 DNS_IP = "10.96.0.10"
 DOMAIN = "cluster.local"
 BRIDGE = "cni0"
+STATE_FILE = Path("/run/trainop-test-node.json")
 BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables-save",
             "iptables-restore", "dnsmasq", "gcc", "busybox", "kubectl", "ip", "ssh-keygen",
@@ -127,6 +128,20 @@ class HostState:
     links: set[str] = field(default_factory=set)
     dirs: set[str] = field(default_factory=set)
 
+    def save(self, workdir: Path) -> None:
+        """Write down what to put back, for `recover` after a run that never stopped."""
+        STATE_FILE.write_text(json.dumps({
+            "workdir": str(workdir), "sysctls": self.sysctls, "iptables": self.iptables,
+            "mounts": sorted(self.mounts), "links": sorted(self.links),
+            "dirs": sorted(self.dirs)}))
+
+    @classmethod
+    def load(cls) -> tuple[Path, HostState]:
+        saved = json.loads(STATE_FILE.read_text())
+        return Path(saved["workdir"]), cls(
+            sysctls=saved["sysctls"], iptables=saved["iptables"], mounts=set(saved["mounts"]),
+            links=set(saved["links"]), dirs=set(saved["dirs"]))
+
     @classmethod
     def capture(cls) -> HostState:
         return cls(
@@ -169,6 +184,34 @@ class HostState:
         for controller in Path("/sys/fs/cgroup").iterdir():
             remove_cgroups(controller / "kubepods")
         return problems
+
+
+def recover() -> list[str]:
+    """Tear down what a test cluster whose process was killed left running and changed
+    (from the state it wrote at its start); returns what could not be put back."""
+    if not STATE_FILE.exists():
+        return []
+    workdir, host = HostState.load()
+    return teardown(workdir, host)
+
+
+def teardown(workdir: Path, host: HostState, keep_workdir: bool = False) -> list[str]:
+    """Kill what is left of the cluster in `workdir` by pid, then put the host back (the
+    workdir's logs are kept where asked)."""
+    for _ in range(3):
+        # every pod's processes (kubepods cgroups); the daemons and containerd's shims,
+        # which name the workdir on their command line
+        pids = cgroup_pids() | processes_using(str(workdir))
+        if not pids:
+            break
+        for pid in pids:
+            _kill(pid)
+        time.sleep(0.5)
+    problems = host.restore([workdir])
+    if not keep_workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    STATE_FILE.unlink(missing_ok=True)
+    return problems
 
 
 def remove_cgroups(root: Path) -> None:
@@ -238,7 +281,10 @@ class TestCluster:
         if missing := [b for b in BINARIES if not (assets / b).is_file()]:
             raise Unavailable(f"no {', '.join(missing)} in {assets} (hack/test-assets.sh "
                               "builds them with TRAINOP_REAL_NODE unset)")
+        if problems := recover():
+            raise RuntimeError(f"a previous test cluster left the host changed: {problems}")
         self.host = HostState.capture()
+        self.host.save(self.workdir)
         self.daemons = Daemons(self.workdir)
         self.node_ip = node_ip()
         self.started_at = time.time()
@@ -482,33 +528,13 @@ state = "{w}/containerd/state"
             for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager",
                          "dnsmasq"):
                 self.daemons.kill(name)
-        self._kill_containers()
+        for pid in cgroup_pids():  # every pod's processes, before containerd goes
+            _kill(pid)
         if self.api:
             self.api.stop(keep_workdir=True)
         if self.daemons:
             self.daemons.stop()
-        # shims outlive containerd; they name its socket on their command line
-        for pid in processes_using(str(self.socket)):
-            _kill(pid)
-        problems = self.host.restore([self.workdir]) if self.host else []
-        if not keep_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        return problems
-
-    def _kill_containers(self) -> None:
-        """SIGKILL every process of every pod, then let containerd forget them."""
-        for _ in range(3):
-            pids = cgroup_pids()
-            if not pids:
-                break
-            for pid in pids:
-                _kill(pid)
-            time.sleep(0.5)
-        if self.socket.exists():
-            for task in self.ctr("tasks", "ls", "-q", check=False).stdout.split():
-                self.ctr("tasks", "delete", "-f", task, check=False)
-            for container in self.ctr("containers", "ls", "-q", check=False).stdout.split():
-                self.ctr("containers", "delete", container, check=False)
+        return teardown(self.workdir, self.host, keep_workdir) if self.host else []
 
 
 def _kill(pid: int) -> None:
