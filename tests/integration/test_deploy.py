@@ -162,6 +162,24 @@ def test_webhook_rejects_an_invalid_job_with_the_validation_message(
     assert kube.get("pytorchjobs.kubeflow.org", "bad") is None
 
 
+def test_webhook_serves_again_after_its_process_is_killed(
+        kube: Kube, webhook: Manager, tmp_path: Path,
+        start_manager: Callable[..., Manager]) -> None:
+    # A container restarted in its pod finds its emptyDir as the killed process left it:
+    # the certificates written and marked as trainop's. The new process must serve them
+    # (it once took them for already loaded and served TLS without a certificate).
+    webhook.proc.kill()
+    webhook.proc.wait()
+    start_manager("--webhook-port", str(webhook.webhook_port), "--webhook-cert-dir",
+                  str(tmp_path / "certs"), "--webhook-config-name", webhook.webhook_config,
+                  "--webhook-service-namespace", kube.ns)
+    doc = manifest("PyTorchJob", {"Master": 2, "Worker": 1}, name="bad")
+    doc["metadata"].pop("uid")
+    doc["metadata"]["namespace"] = kube.ns
+    out = kube.api.kubectl("apply", "-f", "-", input=yaml.safe_dump(doc), check=False)
+    assert "spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in out.stderr, out
+
+
 def test_webhook_stores_the_job_as_applied_and_guards_immutable_fields(
         kube: Kube, webhook: Manager) -> None:
     # No defaults are written into the stored job (upstream v1.9 defaults in memory only:

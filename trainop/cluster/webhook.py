@@ -140,6 +140,8 @@ class WebhookServer:
         self.self_managed = False
         self.shared = False
         """Serving the certificates of the Secret every replica shares."""
+        self.serving: bytes | None = None
+        """The certificate loaded into the TLS context (None: none yet)."""
         self._listener: listener.Listener | None = None
         self._judging = asyncio.Semaphore(JUDGES)
 
@@ -170,9 +172,9 @@ class WebhookServer:
         return {"ca.crt": bundle, "tls.crt": serving.cert_pem, "tls.key": serving.key_pem}
 
     def _install(self, pems: dict[str, bytes]) -> bool:
-        """Serve `pems` from now on; False when they are what is served already."""
-        if self.cert.exists() and self.cert.read_bytes() == pems["tls.crt"] and \
-                self.marker.exists():
+        """Serve `pems` from now on; False when they are what is served already. (Files
+        alike on disk do not count: a container restarted in its pod finds them there.)"""
+        if self.serving == pems["tls.crt"]:
             return False
         self.options.cert_dir.mkdir(parents=True, exist_ok=True)
         self.key.touch(mode=0o600)
@@ -181,6 +183,7 @@ class WebhookServer:
         (self.options.cert_dir / "ca.crt").write_bytes(pems["ca.crt"])
         self.marker.write_text("made by trainop; renewed by trainop\n")
         self.ctx.load_cert_chain(self.cert, self.key)
+        self.serving = pems["tls.crt"]
         return True
 
     async def _patch_ca_bundle(self, ca_pem: bytes) -> None:
