@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.node.kube import python_job, wait_for
 from trainop.testing import manager_image
 from trainop.testing.node import HostState, TestCluster, Unavailable, unavailable
 
@@ -65,9 +67,22 @@ def manager(cluster: TestCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     out = cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/trainop-manager",
                           "--timeout=180s", check=False, timeout=200)
     assert out.returncode == 0, (out.stderr, manager_logs(cluster))
+    wait_for_webhook(cluster)
     yield
     cluster.kubectl("delete", "-k", str(REPO / "config" / "default"), "--wait=false",
                     check=False)
+
+
+def wait_for_webhook(cluster: TestCluster, timeout: float = 60) -> None:
+    """Until the webhook answers through its Service (a Ready pod is in its endpoints a
+    moment later, and kube-proxy routes to it a moment after that)."""
+    job = yaml.safe_dump(python_job("JAXJob", "probe", {"Worker": 1}, "pass"))
+
+    def answered() -> bool:
+        out = cluster.kubectl("apply", "--dry-run=server", "-n", "default", "-f", "-",
+                              input=job, check=False)
+        return out.returncode == 0
+    wait_for("the webhook through its Service", answered, timeout)
 
 
 def manager_logs(cluster: TestCluster) -> str:

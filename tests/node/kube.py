@@ -11,6 +11,7 @@ from typing import Any, Self, TypeVar
 
 import yaml
 
+from trainop.api.kinds import KINDS
 from trainop.testing import images
 from trainop.testing.node import TestCluster
 
@@ -108,3 +109,20 @@ class Namespace:
             hit = any(c["type"] in types and c["status"] == "True" for c in conds)
             return job if hit else None
         return wait_for(f"{kind} {name} to be {'/'.join(types)}", ended, timeout, 1)
+
+
+def python_job(kind: str, name: str, replicas: dict[str, int], script: str,
+               restart: str = "Never", spec: dict[str, Any] | None = None,
+               ) -> dict[str, Any]:
+    """A job of `kind` whose every replica runs `script` in the python image (1 s grace)."""
+    info = KINDS[kind]
+    specs = {}
+    for rtype, count in replicas.items():
+        pod_spec = with_host_python({
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": info.default_container, "image": images.PYTHON,
+                            "command": ["python3", "-c", script]}]})
+        specs[rtype] = {"replicas": count, "restartPolicy": restart,
+                        "template": {"spec": pod_spec}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": name},
+            "spec": {info.replica_specs_field: specs, **(spec or {})}}

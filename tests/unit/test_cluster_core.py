@@ -251,3 +251,9 @@ def test_a_container_restarted_in_place_keeps_its_last_run() -> None:
     rec = pod_record({**POD, "status": {"phase": "Running", "containerStatuses": [running]}})
     assert rec is not None and rec.exit_code("pytorch") is None  # not ended
     assert rec.last_run("pytorch") == (137, "OOMKilled") and rec.restarts == 2
+    # between a run's end and the restart (seen on a real kubelet): the run that just
+    # ended is in state.terminated, the one before it in lastState; the last is the former
+    ended = {**running, "state": {"terminated": {"exitCode": 1, "reason": "Error"}},
+             "ready": False}
+    rec = pod_record({**POD, "status": {"phase": "Running", "containerStatuses": [ended]}})
+    assert rec is not None and rec.last_run("pytorch") == (1, "Error")

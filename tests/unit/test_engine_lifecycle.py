@@ -304,6 +304,26 @@ def test_a_backoff_failure_in_place_names_the_pod_and_its_last_exit() -> None:
         "job-worker-1", "Worker", 1, 137, "OOMKilled")
 
 
+@pytest.mark.parametrize("policy", ["Running", "None"])
+def test_a_failed_jobs_pods_once_gone_are_not_counted_active(policy: str) -> None:
+    # Seen on a real node: the job failed with its pods running, cleanup deleted them,
+    # and replicaStatuses said `active: 1` for ever after (upstream leaves that count too).
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}, spec={
+        "runPolicy": {"backoffLimit": 1, "cleanPodPolicy": policy}}))
+    c.step()
+    c.all("Running")
+    c.set("job-worker-0", restarts=1, last_run=(1, "Error"))
+    c.step()
+    assert c.last_condition() == "Failed"
+    c.step()  # the round after: the pods cleanup deleted are gone from what is observed
+    statuses = c.job.status.replica_statuses
+    if policy == "Running":
+        assert not c.pods
+        assert {r: s.active for r, s in statuses.items()} == {"Master": 0, "Worker": 0}
+    else:  # kept running (cleanPodPolicy None): still active
+        assert {r: s.active for r, s in statuses.items()} == {"Master": 1, "Worker": 1}
+
+
 def test_backoff_limit_zero_fails_on_the_first_restart() -> None:
     c = Cluster(job("PyTorchJob", spec={"runPolicy": {"backoffLimit": 0}}))
     c.step()

@@ -108,8 +108,11 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         if term and term.get("exitCode") is not None:
             codes[cs.get("name", "")] = int(term["exitCode"])
             reason = reason or term.get("reason")
-        elif before and before.get("exitCode") is not None:
-            last[cs.get("name", "")] = (int(before["exitCode"]), before.get("reason"))
+        # the latest run that ended: the current one where it has just ended (a kubelet
+        # restarting in place reports that a moment before the restart), else the last
+        latest = term if term and term.get("exitCode") is not None else before
+        if latest and latest.get("exitCode") is not None:
+            last[cs.get("name", "")] = (int(latest["exitCode"]), latest.get("reason"))
     return PodRecord(
         meta=meta, replica_type=rtype, index=int(index),
         phase=status.get("phase") or "Pending",

@@ -106,8 +106,14 @@ class _Run:
 
     def finished(self) -> None:
         """A finished job: clean up as its policy says, then wait for the TTL."""
-        self.clean_up(deadline=False)
-        if cond.is_true(self.status, cond.SUCCEEDED):
+        doomed = self.clean_up(deadline=False)
+        if cond.is_true(self.status, cond.FAILED):
+            # pods cleanup deletes, or that are gone, are no longer active (upstream leaves
+            # the count of the moment the job failed, however long ago its pods went)
+            remaining = self.count([p for p in self.live_pods() if p not in doomed])
+            for rtype, rs in (self.status.replica_statuses or {}).items():
+                rs.active = remaining[rtype].active if rtype in remaining else 0
+        elif cond.is_true(self.status, cond.SUCCEEDED):
             # replicas still active when the job succeeded count as succeeded, as upstream
             # counts them (pkg/controller.v1/common/job.go:131-135)
             for rs in (self.status.replica_statuses or {}).values():
@@ -124,7 +130,8 @@ class _Run:
             else:
                 self.plan.requeue(left)
 
-    def clean_up(self, deadline: bool) -> None:
+    def clean_up(self, deadline: bool) -> list[PodState]:
+        """Delete what the job's cleanPodPolicy (or a deadline) says; returns the pods."""
         policy = self.job.spec.run_policy.clean_pod_policy or "None"
         live = self.live_pods()
         if deadline or policy == "All":
@@ -143,6 +150,7 @@ class _Run:
             self.delete_services_of(doomed)
         if self.config.gang_scheduler:
             self.delete_kind("PodGroup", gang.api_version(self.config))
+        return doomed
 
     def suspend(self) -> None:
         live = self.live_pods()

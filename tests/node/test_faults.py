@@ -1,0 +1,157 @@
+"""Faults on the real node, with the manager deployed in the cluster: the kubelet's own
+restarts, exit codes, the garbage collector, a manager killed mid-creation, suspension."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from tests.node.conftest import wait_for_webhook
+from tests.node.kube import Namespace, python_job, wait_for
+from trainop.engine.labels import JOB_NAME
+from trainop.testing.node import TestCluster
+
+pytestmark = pytest.mark.node
+
+
+def test_on_failure_restarts_in_place_until_the_backoff_limit(
+        cluster: TestCluster, manager: None) -> None:
+    # the kubelet restarts the container in place: the pod never turns Failed, its
+    # restartCount grows, and upstream counts those restarts against backoffLimit
+    # (pkg/controller.v1/common/job.go:PastBackoffLimit, restartPolicy OnFailure)
+    job = python_job("PyTorchJob", "backoff", {"Master": 1},
+                     "import sys; print('failing', flush=True); sys.exit(1)",
+                     restart="OnFailure",
+                     spec={"runPolicy": {"backoffLimit": 2, "cleanPodPolicy": "Running"}})
+    with Namespace(cluster, "backoff") as ns:
+        ns.apply(job)
+        done = ns.condition("PyTorchJob", "backoff", "Failed", "Succeeded", timeout=240)
+        failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")
+        assert failed["reason"] == "PyTorchJobFailed"
+        # pkg/controller.v1/common/job.go:210 (release-1.9)
+        assert failed["message"].startswith(
+            "Job backoff has failed because it has reached the specified backoff limit"), failed
+        # trainop's facts after upstream's words: the pod and the kubelet's last exit
+        assert "backoff-master-0 exited with code 1 (Error)" in failed["message"], failed
+        last = done["status"]["lastFailure"]
+        assert last["pod"] == "backoff-master-0" and last["exitCode"] == 1, last
+        # the job's pods go (cleanPodPolicy Running): then none is counted active
+        wait_for("the failed job's pods to go", lambda: not ns.items(
+            "pods", f"{JOB_NAME}=backoff"), 60)
+        status = wait_for("replica statuses without active pods", lambda: (
+            j := ns.get("pytorchjob", "backoff")) and not any(
+            s.get("active") for s in j["status"]["replicaStatuses"].values()) and j, 30)
+        assert status["status"]["replicaStatuses"]["Master"].get("failed", 0) <= 1
+
+
+def test_exit_code_137_recreates_the_pod_and_the_job_succeeds(
+        cluster: TestCluster, manager: None) -> None:
+    # ExitCode: 128+ (a signal) is retryable and the pod is made again. The first run goes
+    # past its memory limit and the kernel kills it (137, OOMKilled); the second succeeds.
+    # (A container's PID 1 cannot SIGKILL itself: the kernel ignores that.)
+    script = ("from pathlib import Path\n"
+              "marker = Path('/state/killed-once')\n"
+              "if not marker.exists():\n"
+              "    marker.touch(); print('growing', flush=True)\n"
+              "    hog = [bytearray(16 << 20) for _ in range(64)]\n"
+              "print('second run done', flush=True)\n")
+    job = python_job("TFJob", "retry", {"Worker": 1}, script, restart="ExitCode")
+    pod_spec = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod_spec["containers"][0]["resources"] = {"limits": {"memory": "128Mi"}}
+    with Namespace(cluster, "exitcode") as ns:
+        state = cluster.workdir / "state" / ns.name
+        state.mkdir(parents=True)
+        pod_spec["volumes"].append({"name": "state", "hostPath": {"path": str(state)}})
+        pod_spec["containers"][0]["volumeMounts"].append({"name": "state",
+                                                          "mountPath": "/state"})
+        ns.apply(job)
+        done = ns.condition("TFJob", "retry", "Succeeded", "Failed", timeout=180)
+        types = {c["type"]: c["status"] for c in done["status"]["conditions"]}
+        assert types.get("Succeeded") == "True", done["status"]
+        assert "second run done" in ns.logs("retry-worker-0")
+        # Restarting was True between the two pods (Running replaced it, as upstream's
+        # filterOutCondition, pkg/util/status.go:130-135); its event and the exit stay
+        reasons = [e["reason"] for e in ns.items("events")
+                   if e["involvedObject"]["name"] == "retry"]
+        assert "TFJobRestarting" in reasons and "ExitedWithCode" in reasons, reasons
+        restarting = next(e for e in ns.items("events") if e["reason"] == "TFJobRestarting")
+        assert "retry-worker-0 exited with code 137 (OOMKilled)" in restarting["message"]
+        created = [e for e in ns.items("events") if e["reason"] == "SuccessfulCreatePod"]
+        # the pod was made again, not restarted in place (alike events are counted in one)
+        assert sum(e.get("count", 1) for e in created) == 2, created
+
+
+def test_deleting_a_job_removes_its_objects_through_the_garbage_collector(
+        cluster: TestCluster, manager: None) -> None:
+    job = python_job("MPIJob", "gc", {"Launcher": 1, "Worker": 2},
+                     "import time; time.sleep(600)")
+    with Namespace(cluster, "gc") as ns:
+        ns.apply(job)
+        wait_for("3 running pods", lambda: len([
+            p for p in ns.items("pods") if p["status"].get("phase") == "Running"]) == 3, 120)
+        owned = {"configmap": "gc-config", "serviceaccount": "gc-launcher",
+                 "role": "gc-launcher", "rolebinding": "gc-launcher"}
+        assert all(ns.get(kind, name) for kind, name in owned.items())
+        ns.kubectl("delete", "mpijob", "gc", "--wait=false")
+        wait_for("the garbage collector", lambda: not ns.items("pods") and not any(
+            ns.get(kind, name) for kind, name in owned.items()), 120)
+
+
+def test_manager_killed_while_creating_a_job_makes_one_pod_per_replica(
+        cluster: TestCluster, manager: None) -> None:
+    workers = 24
+    job = python_job("JAXJob", "many", {"Worker": workers},
+                     "import time; time.sleep(3); print('done', flush=True)",
+                     restart="Never")
+    with Namespace(cluster, "kill") as ns:
+        ns.apply(job)
+        # kill -9 the manager's process as soon as its first pods exist: the kubelet
+        # restarts the container, the new process takes the lease and goes on
+        wait_for("the first pods", lambda: ns.items("pods"), 60, interval=0.05)
+        created = len(ns.items("pods"))
+        pids = manager_pids()
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        done = ns.condition("JAXJob", "many", "Succeeded", "Failed", timeout=300)
+        pods = ns.items("pods", f"{JOB_NAME}=many")
+        names = sorted(p["metadata"]["name"] for p in pods)
+        assert names == sorted(f"many-worker-{i}" for i in range(workers)), names
+        assert {c["type"]: c["status"] for c in done["status"]["conditions"]}[
+            "Succeeded"] == "True"
+        assert created < workers, "the kill came after every pod was made: no test"
+        restarts = cluster.kubectl("-n", "trainop-system", "get", "pods", "-o",
+                                   "jsonpath={.items[*].status.containerStatuses[0]"
+                                   ".restartCount}").stdout.split()
+        assert sum(map(int, restarts)) >= 1
+    cluster.kubectl("-n", "trainop-system", "rollout", "status", "deployment/trainop-manager",
+                    "--timeout=120s", timeout=150)
+    wait_for_webhook(cluster)
+
+
+def manager_pids() -> list[int]:
+    """The host pids of the manager's processes (its container's)."""
+    out = subprocess.run(["pgrep", "-f", "trainop manager"], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def test_suspend_then_resume(cluster: TestCluster, manager: None) -> None:
+    job = python_job("PyTorchJob", "pause", {"Master": 1, "Worker": 1},
+                     "import time; time.sleep(5); print('trained', flush=True)")
+    with Namespace(cluster, "suspend") as ns:
+        ns.apply(job)
+        wait_for("2 running pods", lambda: len([
+            p for p in ns.items("pods") if p["status"].get("phase") == "Running"]) == 2, 120)
+        ns.kubectl("patch", "pytorchjob", "pause", "--type=merge",
+                   "-p", '{"spec":{"runPolicy":{"suspend":true}}}')
+        ns.condition("PyTorchJob", "pause", "Suspended", timeout=60)
+        wait_for("the suspended job's pods to go", lambda: not ns.items("pods"), 60)
+        ns.kubectl("patch", "pytorchjob", "pause", "--type=merge",
+                   "-p", '{"spec":{"runPolicy":{"suspend":false}}}')
+        done = ns.condition("PyTorchJob", "pause", "Succeeded", "Failed", timeout=180)
+        assert {c["type"]: c["status"] for c in done["status"]["conditions"]}[
+            "Succeeded"] == "True"
+        assert "trained" in ns.logs("pause-master-0")
