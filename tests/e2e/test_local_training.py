@@ -48,6 +48,14 @@ def test_dmlc_layout_runs(tmp_path: Path) -> None:
     assert "scheduler: registered ['server', 'worker', 'worker']" in out.stdout
 
 
+def test_paddle_collective_runs(tmp_path: Path) -> None:
+    out = trainop_run(str(EXAMPLES / "paddle.yaml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # paddle.distributed.launch's own check, on each of the two workers
+    assert "[worker-0] Distributed training completed" in out.stdout
+    assert "[worker-1] Distributed training completed" in out.stdout
+
+
 @pytest.mark.parametrize("example", ["mpi.yaml", "mpi-ssh.yaml"])
 def test_mpi_allreduce_under_mpirun(tmp_path: Path, example: str) -> None:
     # both transports: mpirun starts the ranks on this machine (the kubectl-exec agent is
