@@ -16,9 +16,11 @@ run: venv
 	$(BIN)/pip install -q -e '.[train]'
 	$(BIN)/trainop run
 
-## test: lint, type-check, then unit, integration (real kube-apiserver + etcd) and e2e tests
+## test: lint, type-check, then unit, integration (real kube-apiserver + etcd), e2e and
+## real-node tests (a single-node cluster the tests start: see README, Testing)
 test: venv
 	bash hack/system-deps.sh
+	bash hack/node-deps.sh
 	$(BIN)/pip install -q -e '.[train,e2e,bench,dev]'
 	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
 	$(BIN)/ruff check . && \

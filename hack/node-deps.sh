@@ -5,6 +5,12 @@
 # image, debootstrap for the manager image and sshd for the SSH example. Nothing is started
 # here: the tests start and stop every process themselves.
 set -euo pipefail
+# TRAINOP_REAL_NODE=0: no real-node tests here (they skip and say so); nothing to install.
+[[ "${TRAINOP_REAL_NODE:-1}" != 0 ]] || exit 0
+if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null; then
+  echo "node-deps: not root and no sudo: the real-node tests will skip" >&2
+  exit 0
+fi
 need=()
 for cmd in containerd runc iptables conntrack dnsmasq gcc busybox debootstrap ssh-keygen; do
   command -v "$cmd" >/dev/null || need+=("$cmd")
