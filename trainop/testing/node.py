@@ -12,6 +12,7 @@ links and folders the cluster changed are put back, also after a failed start.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import shutil
@@ -303,14 +304,15 @@ class TestCluster:
         self._import_images()
         self.ca = new_ca("trainop-node-ca")
         tokens = {f"{name}-token": user for name, user in COMPONENT_USERS.items()}
+        client_crt, client_key = self._client_cert()
         self.api = TestAPIServer(
             workdir=self.workdir / "api", address=self.node_ip, listen_all=True,
             service_cidr=SERVICE_CIDR, authorization_modes="Node,RBAC", disabled_admission="",
             sans=["kubernetes", "kubernetes.default", "kubernetes.default.svc",
                   f"kubernetes.default.svc.{DOMAIN}", API_SERVICE_IP],
             ca=self.ca, users=tokens,
-            extra_args=["--kubelet-client-certificate", str(self._client_cert()[0]),
-                        "--kubelet-client-key", str(self._client_cert()[1]),
+            extra_args=["--kubelet-client-certificate", str(client_crt),
+                        "--kubelet-client-key", str(client_key),
                         "--kubelet-preferred-address-types", "InternalIP"])
         (self.workdir / "api").mkdir()
         self.api.start()
@@ -382,11 +384,9 @@ state = "{w}/containerd/state"
         assert self.ca
         crt, key = self.workdir / "apiserver-kubelet-client.crt", \
             self.workdir / "apiserver-kubelet-client.key"
-        if not crt.exists():
-            pair = issue(self.ca, "kube-apiserver-kubelet-client",
-                         organizations=["system:masters"])
-            crt.write_bytes(pair.cert_pem)
-            key.write_bytes(pair.key_pem)
+        pair = issue(self.ca, "kube-apiserver-kubelet-client", organizations=["system:masters"])
+        crt.write_bytes(pair.cert_pem)
+        key.write_bytes(pair.key_pem)
         return crt, key
 
     def _start_components(self, assets: Path) -> None:
@@ -469,8 +469,10 @@ state = "{w}/containerd/state"
             "--log-facility=-",
         ])
 
+        daemons = self.daemons
+
         def pid() -> int | None:
-            proc = next((p for n, p in self.daemons.procs if n == "dnsmasq"), None)  # type: ignore[union-attr]
+            proc = next((p for n, p in daemons.procs if n == "dnsmasq"), None)
             return proc.pid if proc and proc.poll() is None else None
 
         self.dns = DNSWatcher(api_getter(self.api.url, self.api.admin_token, self.api.ca_file),
@@ -493,8 +495,8 @@ state = "{w}/containerd/state"
             if node:
                 ready = next((c for c in node["status"].get("conditions", [])
                               if c["type"] == "Ready"), None)
-                fresh = ready and ready["status"] == "True" and time.mktime(time.strptime(
-                    ready["lastHeartbeatTime"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone >= \
+                fresh = ready and ready["status"] == "True" and dt.datetime.fromisoformat(
+                    ready["lastHeartbeatTime"].replace("Z", "+00:00")).timestamp() >= \
                     int(self.started_at)
                 if fresh and not node["spec"].get("taints"):
                     break
