@@ -100,6 +100,19 @@ class Namespace:
                 *(("--previous",) if previous else ())]
         return self.kubectl(*args, check=False)
 
+    def wait_running(self, count: int, timeout: float = 120) -> None:
+        """Until `count` pods of the namespace run."""
+        wait_for(f"{count} running pods", lambda: len([
+            p for p in self.items("pods") if p["status"].get("phase") == "Running"]) == count,
+            timeout)
+
+    def succeeds(self, kind: str, name: str, timeout: float = 300) -> dict[str, Any]:
+        """Wait until the job ends; assert that it succeeded; returns the job."""
+        job = self.condition(kind, name, "Succeeded", "Failed", timeout=timeout)
+        conditions = {c["type"]: c for c in job["status"]["conditions"]}
+        assert conditions.get("Succeeded", {}).get("status") == "True", job["status"]
+        return job
+
     def condition(self, kind: str, name: str, *types: str, timeout: float = 300
                   ) -> dict[str, Any]:
         """Wait until the job has one of the condition `types` True; returns the job."""

@@ -35,9 +35,7 @@ def test_the_webhook_judges_jobs_through_its_service(cluster: TestCluster,
         stored = ns.get("pytorchjob", "ok")
         assert stored is not None
         assert "replicas" not in stored["spec"]["pytorchReplicaSpecs"]["Master"]
-        done = ns.condition("PyTorchJob", "ok", "Succeeded", "Failed", timeout=120)
-        assert {c["type"]: c["status"] for c in done["status"]["conditions"]}[
-            "Succeeded"] == "True"
+        ns.succeeds("PyTorchJob", "ok", timeout=120)
         pod = ns.get("pod", "ok-master-0")
         assert pod is not None and pod["spec"]["restartPolicy"] == "OnFailure"
 
@@ -67,17 +65,13 @@ def test_two_replicas_the_standby_takes_over_when_the_leaders_pod_goes(
         with Namespace(cluster, "failover") as ns:
             ns.apply(python_job("JAXJob", "longer", {"Worker": 2},
                                 "import time; time.sleep(20); print('done', flush=True)"))
-            wait_for("2 running pods", lambda: len([
-                p for p in ns.items("pods") if p["status"].get("phase") == "Running"]) == 2,
-                120)
+            ns.wait_running(2, 120)
             leader = holder(cluster)
             cluster.kubectl(*deploy, "delete", "pod", leader, "--wait=false")
             new = wait_for("another leader", lambda: (h := holder(cluster)) != leader and h,
                            90)
             assert new.startswith("trainop-manager-"), new
-            done = ns.condition("JAXJob", "longer", "Succeeded", "Failed", timeout=180)
-            assert {c["type"]: c["status"] for c in done["status"]["conditions"]}[
-                "Succeeded"] == "True"
+            ns.succeeds("JAXJob", "longer", timeout=180)
     finally:
         cluster.kubectl(*deploy, "scale", "deployment/trainop-manager", "--replicas=1")
 
