@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,32 @@ def on_this_node(example: Path) -> dict[str, Any]:
     return dict(job)
 
 
-def job_logs(ns: Namespace, job: str) -> str:
-    """What every pod of the job printed, each line prefixed with its pod's name."""
-    out = []
-    for pod in ns.items("pods", f"{JOB_NAME}={job}"):
+def run_to_the_end(ns: Namespace, kind: str, job: str, timeout: float = 300
+                   ) -> tuple[dict[str, Any], str]:
+    """Wait for the job to end, reading its pods' logs meanwhile (cleanPodPolicy Running
+    deletes the workers still finishing when the master succeeds); returns the job and
+    what every pod printed, each line prefixed with its pod's name."""
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        for pod in ns.items("pods", f"{JOB_NAME}={job}"):
+            name = pod["metadata"]["name"]
+            text = ns.logs(name)
+            if len(text) >= len(seen.get(name, "")):
+                seen[name] = text
+        done = ns.get(kind, job)
+        conditions = (done or {}).get("status", {}).get("conditions", [])
+        if done and any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+                        for c in conditions):
+            break
+        assert time.monotonic() < deadline, f"{kind} {job} did not end in {timeout}s"
+        time.sleep(1)
+    for pod in ns.items("pods", f"{JOB_NAME}={job}"):  # the last lines of those left
         name = pod["metadata"]["name"]
-        out += [f"[{name}] {line}" for line in ns.logs(name).splitlines()]
-    return "\n".join(out)
+        seen[name] = max(seen.get(name, ""), ns.logs(name), key=len)
+    logs = "\n".join(f"[{name}] {line}" for name in sorted(seen)
+                     for line in seen[name].splitlines())
+    return done, logs
 
 
 @pytest.mark.parametrize(("example", "world"), [
@@ -53,8 +73,7 @@ def test_example_trains_in_real_pods(cluster: TestCluster, manager: None, exampl
     name, kind = job["metadata"]["name"], job["kind"]
     with Namespace(cluster, example.removesuffix(".yaml")) as ns:
         ns.apply(job)
-        done = ns.condition(kind, name, "Succeeded", "Failed", timeout=300)
-        logs = job_logs(ns, name)
+        done, logs = run_to_the_end(ns, kind, name)
         conditions = {c["type"]: c for c in done["status"]["conditions"]}
         assert conditions.get("Succeeded", {}).get("status") == "True", (conditions, logs)
         if world:

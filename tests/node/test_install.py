@@ -68,8 +68,8 @@ def test_two_replicas_the_standby_takes_over_when_the_leaders_pod_goes(
             ns.wait_running(2, 120)
             leader = holder(cluster)
             cluster.kubectl(*deploy, "delete", "pod", leader, "--wait=false")
-            new = wait_for("another leader", lambda: (h := holder(cluster)) != leader and h,
-                           90)
+            new = wait_for("another leader",
+                           lambda: h if (h := holder(cluster)) != leader else None, 90)
             assert new.startswith("trainop-manager-"), new
             ns.succeeds("JAXJob", "longer", timeout=180)
     finally:

@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -95,6 +96,20 @@ def run(*args: str, check: bool = True, input: str | None = None
         ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, check=check, capture_output=True, text=True, input=input,
                           timeout=120)
+
+
+def dns_answers(server: str, name: str) -> bool:
+    """Whether the DNS server at `server` answers a query for `name` (A, any answer)."""
+    query = struct.pack(">HHHHHH", 0x7472, 0x0100, 1, 0, 0, 0) + b"".join(
+        bytes([len(label)]) + label.encode() for label in name.split(".")) + \
+        b"\0" + struct.pack(">HH", 1, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.5)
+        try:
+            s.sendto(query, (server, 53))
+            return s.recv(512)[:2] == query[:2]
+        except OSError:
+            return False
 
 
 def mountpoints() -> list[str]:
@@ -319,7 +334,7 @@ class TestCluster:
         for name in COMPONENT_USERS:
             self.api.kubeconfig_for(f"{name}-token", self.workdir / f"{name}.kubeconfig")
         self._start_components(assets)
-        self._start_dns()
+        self._start_dns(deadline)
         self._wait_node_ready(deadline)
 
     # -- containerd and images ---------------------------------------------------------
@@ -456,19 +471,10 @@ state = "{w}/containerd/state"
             "--hostname-override", NODE_NAME, "--node-ip", self.node_ip,
         ])
 
-    def _start_dns(self) -> None:
+    def _start_dns(self, deadline: float) -> None:
         assert self.daemons and self.api
         run("ip", "addr", "add", f"{DNS_IP}/32", "dev", "lo")
         hosts = self.workdir / "dns-hosts"
-        hosts.write_text("")
-        pidfile = self.workdir / "dnsmasq.pid"
-        self.daemons.spawn("dnsmasq", [
-            "dnsmasq", "--keep-in-foreground", "--user=root", "--no-resolv", "--no-hosts",
-            f"--listen-address={DNS_IP}", "--bind-interfaces", f"--pid-file={pidfile}",
-            f"--addn-hosts={hosts}", f"--local=/{DOMAIN}/", "--no-negcache",
-            "--log-facility=-",
-        ])
-
         daemons = self.daemons
 
         def pid() -> int | None:
@@ -477,6 +483,19 @@ state = "{w}/containerd/state"
 
         self.dns = DNSWatcher(api_getter(self.api.url, self.api.admin_token, self.api.ca_file),
                               hosts, pid)
+        self.dns.sync()  # the first records, read at dnsmasq's start (no SIGHUP yet)
+        pidfile = self.workdir / "dnsmasq.pid"
+        self.daemons.spawn("dnsmasq", [
+            "dnsmasq", "--keep-in-foreground", "--user=root", "--no-resolv", "--no-hosts",
+            f"--listen-address={DNS_IP}", "--bind-interfaces", f"--pid-file={pidfile}",
+            f"--addn-hosts={hosts}", f"--local=/{DOMAIN}/", "--no-negcache",
+            "--log-facility=-",
+        ])
+        # a SIGHUP before dnsmasq has set its handler would end it: start telling it of
+        # changes once it answers
+        while not dns_answers(DNS_IP, f"kubernetes.default.svc.{DOMAIN}"):
+            self._check(deadline, "cluster DNS")
+            time.sleep(0.1)
         self.dns.start()
 
     def _check(self, deadline: float, waiting_for: str) -> None:
@@ -524,19 +543,22 @@ state = "{w}/containerd/state"
 
     def stop(self, keep_workdir: bool = False) -> list[str]:
         """Stop everything and put the host back; returns what could not be put back."""
-        if self.dns:
-            self.dns.stop()
-        if self.daemons:
-            for name in ("kubelet", "kube-proxy", "kube-scheduler", "kube-controller-manager",
-                         "dnsmasq"):
-                self.daemons.kill(name)
-        for pid in cgroup_pids():  # every pod's processes, before containerd goes
-            _kill(pid)
-        if self.api:
-            self.api.stop(keep_workdir=True)
-        if self.daemons:
-            self.daemons.stop()
-        return teardown(self.workdir, self.host, keep_workdir) if self.host else []
+        try:
+            if self.dns:
+                self.dns.stop()
+            if self.daemons:
+                for name in ("kubelet", "kube-proxy", "kube-scheduler",
+                             "kube-controller-manager", "dnsmasq"):
+                    self.daemons.kill(name)
+            for pid in cgroup_pids():  # every pod's processes, before containerd goes
+                _kill(pid)
+            if self.api:
+                self.api.stop(keep_workdir=True)
+            if self.daemons:
+                self.daemons.stop()
+        finally:  # whatever failed above, what is left is killed by pid and undone
+            problems = teardown(self.workdir, self.host, keep_workdir) if self.host else []
+        return problems
 
 
 def _kill(pid: int) -> None:

@@ -3,6 +3,7 @@ checked while waited for, and stopped by pid (SIGTERM, then SIGKILL) in reverse 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -38,18 +39,24 @@ class Daemons:
         """SIGKILL one daemon (its whole session), as a crash would."""
         for entry in list(self.procs):
             if entry[0] == name:
-                os.killpg(entry[1].pid, signal.SIGKILL)
+                _signal(entry[1], signal.SIGKILL)
                 entry[1].wait(30)
                 self.procs.remove(entry)
 
     def stop(self, timeout: float = 15) -> None:
         for _, proc in reversed(self.procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+            _signal(proc, signal.SIGTERM)
         for _, proc in reversed(self.procs):
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                _signal(proc, signal.SIGKILL)
                 proc.wait()
         self.procs.clear()
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Signal the daemon's session, unless it has ended (its leader may be gone already)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
