@@ -4,8 +4,10 @@ output is read back with `kubectl logs`."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -35,29 +37,40 @@ def on_this_node(example: Path) -> dict[str, Any]:
 
 def run_to_the_end(ns: Namespace, kind: str, job: str, timeout: float = 300
                    ) -> tuple[dict[str, Any], str]:
-    """Wait for the job to end, reading its pods' logs meanwhile (cleanPodPolicy Running
-    deletes the workers still finishing when the master succeeds); returns the job and
-    what every pod printed, each line prefixed with its pod's name."""
-    seen: dict[str, str] = {}
+    """Wait for the job to end while following each pod's log from its start (cleanPodPolicy
+    Running deletes the workers still finishing when the master succeeds, and their logs
+    with them); returns the job and what every pod printed, each line prefixed with its
+    pod's name."""
+    follow: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     deadline = time.monotonic() + timeout
-    while True:
-        for pod in ns.items("pods", f"{JOB_NAME}={job}"):
-            name = pod["metadata"]["name"]
-            text = ns.logs(name)
-            if len(text) >= len(seen.get(name, "")):
-                seen[name] = text
-        done = ns.get(kind, job)
-        conditions = (done or {}).get("status", {}).get("conditions", [])
-        if done and any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
-                        for c in conditions):
-            break
-        assert time.monotonic() < deadline, f"{kind} {job} did not end in {timeout}s"
-        time.sleep(1)
-    for pod in ns.items("pods", f"{JOB_NAME}={job}"):  # the last lines of those left
-        name = pod["metadata"]["name"]
-        seen[name] = max(seen.get(name, ""), ns.logs(name), key=len)
-    logs = "\n".join(f"[{name}] {line}" for name in sorted(seen)
-                     for line in seen[name].splitlines())
+    try:
+        while True:
+            for pod in ns.items("pods", f"{JOB_NAME}={job}"):
+                name = pod["metadata"]["name"]
+                started = pod["status"].get("phase") in ("Running", "Succeeded", "Failed")
+                proc, out = follow.get(name, (None, ns.cluster.workdir / f"{ns.name}-{name}"))
+                # (again where it gave up before the container ran: nothing to show yet)
+                if started and (proc is None or (proc.poll() and not out.stat().st_size)):
+                    follow[name] = (subprocess.Popen(
+                        ["kubectl", "--kubeconfig", str(ns.cluster.kubeconfig), "-n", ns.name,
+                         "logs", "-f", name], stdout=out.open("wb"),
+                        stderr=subprocess.DEVNULL), out)
+            done = ns.get(kind, job)
+            conditions = (done or {}).get("status", {}).get("conditions", [])
+            if done and any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+                            for c in conditions):
+                break
+            assert time.monotonic() < deadline, f"{kind} {job} did not end in {timeout}s"
+            time.sleep(0.5)
+        for proc, _ in follow.values():  # the last lines of pods still there
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+    finally:
+        for proc, _ in follow.values():
+            proc.kill()
+            proc.wait()
+    logs = "\n".join(f"[{name}] {line}" for name in sorted(follow)
+                     for line in follow[name][1].read_text(errors="replace").splitlines())
     return done, logs
 
 
