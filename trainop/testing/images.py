@@ -245,6 +245,7 @@ def shared_libraries(binary: Path) -> list[Path]:
 
 
 def tools_layer(workdir: Path) -> bytes:
+    """The tools image's one layer (see the module's docstring)."""
     busybox = shutil.which("busybox")
     kubectl = shutil.which("kubectl")
     if not busybox or not kubectl:
@@ -267,7 +268,7 @@ def tools_layer(workdir: Path) -> bytes:
     return layer.tar()
 
 
-def test_images(outdir: Path) -> dict[str, Path]:
+def all_images(outdir: Path) -> dict[str, Path]:
     """Write every image the real-node tests use; returns ref -> archive."""
     outdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -382,7 +382,7 @@ state = "{w}/containerd/state"
 
     def _import_images(self) -> None:
         # the kubelet never removes them (its image GC is off): nothing could pull them again
-        for archive in images.test_images(self.workdir / "images").values():
+        for archive in images.all_images(self.workdir / "images").values():
             self.ctr("images", "import", str(archive))
 
     def import_image(self, archive: Path) -> None:
