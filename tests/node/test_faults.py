@@ -99,7 +99,9 @@ def test_deleting_a_job_removes_its_objects_through_the_garbage_collector(
 
 def test_manager_killed_while_creating_a_job_makes_one_pod_per_replica(
         cluster: TestCluster, manager: None) -> None:
-    workers = 24
+    # more writes (a pod and a Service each) than the client's burst of 30: the creation
+    # spreads over a second or more, and the kill lands in it
+    workers = 32
     job = python_job("JAXJob", "many", {"Worker": workers},
                      "import time; time.sleep(3); print('done', flush=True)",
                      restart="Never")
