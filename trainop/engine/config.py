@@ -18,9 +18,9 @@ class EngineConfig:
     pytorch_init_template: str | None = None
     """The text of --pytorch-init-container-template-file, where that file exists."""
     wait_for_dns: bool = False
-    """--wait-for-dns (trainop's own; off as upstream): pods that dial a peer by name as they
-    start, and whose framework does not retry the lookup (XGBoost's workers), first wait in an
-    init container until that name resolves."""
+    """--wait-for-dns (trainop's own; off as upstream): pods that look a peer's name up once
+    as they start (Framework.names_looked_up_once: XGBoost's workers) first wait in an init
+    container until it resolves."""
     mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
     """--mpi-kubectl-delivery-image: the MPI launcher's init container that brings kubectl
     (upstream's default, pkg/config/config.go:35)."""

@@ -131,6 +131,12 @@ class Framework(ABC, Generic[S]):
         containers whose images the runtime's flags name)."""
         return None
 
+    def names_looked_up_once(self, job: Job, rtype: str, index: int, addr: Addressing
+                             ) -> list[str]:
+        """Peer names the replica looks up once as it starts, failing if cluster DNS does
+        not have them yet; with --wait-for-dns the pod waits for them first."""
+        return []
+
     @abstractmethod
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         """The kind's success rule over the counts of each replica type."""

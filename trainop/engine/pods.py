@@ -13,6 +13,25 @@ from trainop.engine.framework import Addressing, Env, FieldRef, Framework
 from trainop.engine.labels import JOB_ROLE, object_meta, replica_labels, replica_name
 
 
+def init_container(name: str, image: str, command: list[str]) -> dict[str, Any]:
+    """An init container in the shape of upstream's init-pytorch (initcontainer.go:35-46):
+    small fixed resources, the image pulled only if missing."""
+    return {"name": name, "image": image, "imagePullPolicy": "IfNotPresent",
+            "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                          "requests": {"cpu": "50m", "memory": "10Mi"}},
+            "command": command}
+
+
+def wait_for_dns_container(names: list[str], config: EngineConfig) -> dict[str, Any]:
+    """`wait-for-dns`: ends once every name resolves, as init-pytorch waits for its master
+    (the same image, tries and 2 s between them)."""
+    loop = (f"for name in {' '.join(names)}; do err=1; "
+            f"for i in $(seq {config.pytorch_init_max_tries}); do "
+            'if nslookup "$name"; then err=0 && break; fi; echo "waiting for $name"; '
+            'sleep 2; done; if [ $err != 0 ]; then exit $err; fi; done')
+    return init_container("wait-for-dns", config.pytorch_init_image, ["sh", "-c", loop])
+
+
 def pod_restart_policy(job: Job, rtype: str) -> str:
     """The pod's restartPolicy: ExitCode and job-wide restarts leave restarts to trainop."""
     policy = job.spec.replica_specs[rtype].restart_policy or job.info.default_restart_policy
@@ -41,6 +60,9 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], add
             _add_env(c, env)
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     framework.decorate_pod(job, rtype, index, pod, addr, config)
+    if config.wait_for_dns and (names := framework.names_looked_up_once(job, rtype, index,
+                                                                       addr)):
+        spec.setdefault("initContainers", []).append(wait_for_dns_container(names, config))
     if config.gang_scheduler:
         gang.decorate_pod(job, rtype, pod, config)
     return pod

@@ -14,6 +14,7 @@ import yaml
 
 from trainop.api import Job
 from trainop.engine import Addressing, Counts
+from trainop.engine.pods import init_container
 
 T = TypeVar("T")
 _MEMO: OrderedDict[tuple[int, int, str], tuple[Job, Addressing, Any]] = OrderedDict()
@@ -79,13 +80,9 @@ def host_slots(hosts: list[str], slots: int) -> dict[str, int]:
 def _rendered(template: str | None, image: str, tries: int, master: str) -> str:
     if template is None:
         # upstream's default template (pkg/controller.v1/pytorch/initcontainer.go:35-46)
-        return json.dumps([{
-            "name": "init-pytorch", "image": image, "imagePullPolicy": "IfNotPresent",
-            "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
-                          "requests": {"cpu": "50m", "memory": "10Mi"}},
-            "command": ["sh", "-c", f"err=1;for i in $(seq {tries}); do if nslookup {master}; "
-                        "then err=0 && break; fi;echo waiting for master; sleep 2; done; "
-                        "exit $err"]}])
+        return json.dumps([init_container("init-pytorch", image, [
+            "sh", "-c", f"err=1;for i in $(seq {tries}); do if nslookup {master}; "
+            "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err"])])
     values = {"MasterAddr": master, "InitContainerImage": image, "MaxTries": str(tries)}
     text = re.sub(r"\{\{\s*\.(\w+)\s*\}\}", lambda m: values.get(m.group(1), m.group(0)),
                   template)
@@ -95,18 +92,6 @@ def _rendered(template: str | None, image: str, tries: int, master: str) -> str:
         raise ValueError("the init container template must be a YAML list of containers, "
                          "each with a name")
     return json.dumps(containers)
-
-
-def wait_for_dns_container(names: list[str], image: str, tries: int) -> dict[str, Any]:
-    """`wait-for-dns`: an init container that ends once every name resolves, as upstream's
-    init-pytorch waits for its master (the same image, tries and 2 s between them)."""
-    loop = (f"for name in {' '.join(names)}; do err=1; for i in $(seq {tries}); do "
-            'if nslookup "$name"; then err=0 && break; fi; echo "waiting for $name"; '
-            'sleep 2; done; if [ $err != 0 ]; then exit $err; fi; done')
-    return {"name": "wait-for-dns", "image": image, "imagePullPolicy": "IfNotPresent",
-            "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
-                          "requests": {"cpu": "50m", "memory": "10Mi"}},
-            "command": ["sh", "-c", loop]}
 
 
 def render_init_containers(template: str | None, image: str, tries: int, master: str

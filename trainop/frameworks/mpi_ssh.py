@@ -17,8 +17,9 @@ from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import job_labels, object_meta
+from trainop.engine.pods import wait_for_dns_container
 from trainop.frameworks import mpi_exec
-from trainop.frameworks.common import host_slots, replicas, wait_for_dns_container
+from trainop.frameworks.common import host_slots, replicas
 from trainop.frameworks.mpi_exec import config_map_name
 
 CONFIG_MOUNT = mpi_exec.CONFIG_MOUNT
@@ -103,10 +104,11 @@ class SSH:
             c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
         if rtype == "Launcher" and replicas(job, "Worker"):
             # ssh looks each worker up once: cluster DNS may hold the names a second or two
-            # after the workers run, so the launcher starts once they all resolve
+            # after the workers run, so the launcher starts once they all resolve (always:
+            # this pod shape is trainop's own, not upstream's, so no flag is asked)
             workers = [addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))]
-            spec.setdefault("initContainers", []).append(wait_for_dns_container(
-                workers, config.pytorch_init_image, config.pytorch_init_max_tries))
+            spec.setdefault("initContainers", []).append(
+                wait_for_dns_container(workers, config))
 
     def extra_objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:

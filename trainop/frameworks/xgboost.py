@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainop.api import KINDS, Job
 from trainop.api.types import XGBoostJobSpec
-from trainop.engine import Addressing, Counts, EngineConfig, Framework
-from trainop.frameworks.common import (
-    all_succeeded,
-    per_job,
-    replicas,
-    total_replicas,
-    wait_for_dns_container,
-)
+from trainop.engine import Addressing, Counts, Framework
+from trainop.frameworks.common import all_succeeded, per_job, replicas, total_replicas
 
 
 class XGBoost(Framework[XGBoostJobSpec]):
@@ -46,14 +38,13 @@ class XGBoost(Framework[XGBoostJobSpec]):
     def env_containers(self, job: Job) -> str | None:
         return None  # every container, as upstream (xgboost.go:73)
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
-                     addr: Addressing, config: EngineConfig) -> None:
+    def names_looked_up_once(self, job: Job, rtype: str, index: int, addr: Addressing
+                             ) -> list[str]:
         # XGBoost's tracker client looks MASTER_ADDR up once and exits 1 when cluster DNS
-        # does not have it yet; upstream starts the workers as they are
-        if config.wait_for_dns and rtype == "Worker" and "Master" in job.spec.replica_specs:
-            master = addr.host(job, "Master", 0, qualified=False)
-            pod["spec"].setdefault("initContainers", []).append(wait_for_dns_container(
-                [master], config.pytorch_init_image, config.pytorch_init_max_tries))
+        # does not have it yet (upstream starts the workers as they are)
+        if rtype == "Worker" and "Master" in job.spec.replica_specs:
+            return [addr.host(job, "Master", 0, qualified=False)]
+        return []
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Master")
