@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Debian packages the real-node tests need: the container runtime (containerd, runc), CNI
 # plugins (bridge, host-local, loopback, portmap), iptables and conntrack for kube-proxy,
-# dnsmasq for cluster DNS, gcc to build the pause program, busybox for the kubectl-delivery
-# image, debootstrap for the manager image and sshd for the SSH example. Nothing is started
-# here: the tests start and stop every process themselves.
+# dnsmasq for cluster DNS, gcc to build the pause and nslookup programs, busybox for the
+# tools image, debootstrap for the manager image and sshd for the SSH example. Nothing is
+# started here: the tests start and stop every process themselves.
 set -euo pipefail
 # TRAINOP_REAL_NODE=0: no real-node tests here (they skip and say so); nothing to install.
 [[ "${TRAINOP_REAL_NODE:-1}" != 0 ]] || exit 0

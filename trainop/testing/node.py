@@ -54,7 +54,7 @@ SYSCTLS = ("net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables",
            "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
 # Folders the components make outside the cluster's own; removed if they were not there.
 HOST_DIRS = ("/var/log/pods", "/var/log/containers", "/run/netns", "/run/containerd",
-             "/var/lib/cni", "/run/flannel", "/var/lib/kubelet")
+             "/var/lib/cni", "/var/lib/kubelet")
 COMPONENT_USERS = {
     "kube-controller-manager": ("system:kube-controller-manager", []),
     "kube-scheduler": ("system:kube-scheduler", []),
@@ -168,11 +168,11 @@ class HostState:
             dirs={d for d in HOST_DIRS if Path(d).exists()},
         )
 
-    def restore(self, roots: list[Path]) -> list[str]:
+    def restore(self, workdir: Path) -> list[str]:
         """Put everything back; returns what could not be (empty when all went well)."""
         problems: list[str] = []
         for point in reversed(mountpoints()):
-            ours = point not in self.mounts or any(Path(point).is_relative_to(r) for r in roots)
+            ours = point not in self.mounts or Path(point).is_relative_to(workdir)
             if ours and run("umount", "-l", point, check=False).returncode != 0 and (
                     point in mountpoints()):
                 problems.append(f"mount {point}")
@@ -223,7 +223,7 @@ def teardown(workdir: Path, host: HostState, keep_workdir: bool = False) -> list
         for pid in pids:
             _kill(pid)
         time.sleep(0.5)
-    problems = host.restore([workdir])
+    problems = host.restore(workdir)
     if not keep_workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     STATE_FILE.unlink(missing_ok=True)
@@ -242,10 +242,11 @@ def remove_cgroups(root: Path) -> None:
         root.rmdir()
 
 
-def cgroup_pids(root_name: str = "kubepods") -> set[int]:
+def cgroup_pids() -> set[int]:
+    """The processes of every pod (the kubelet's kubepods cgroups)."""
     pids: set[int] = set()
     for controller in ("pids", "memory", "cpu"):
-        root = Path("/sys/fs/cgroup", controller, root_name)
+        root = Path("/sys/fs/cgroup", controller, "kubepods")
         if root.is_dir():
             for procs in root.rglob("cgroup.procs"):
                 pids |= {int(p) for p in procs.read_text().split()}
