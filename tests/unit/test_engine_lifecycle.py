@@ -304,6 +304,19 @@ def test_a_backoff_failure_in_place_names_the_pod_and_its_last_exit() -> None:
         "job-worker-1", "Worker", 1, 137, "OOMKilled")
 
 
+def test_a_backoff_failure_names_a_pod_still_restarting_not_one_that_ended() -> None:
+    # an ended pod's last run is its final one (the kubelet's state.terminated), not a
+    # failure: the pod restarting in place is the one to name
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"backoffLimit": 2}}))
+    c.step()
+    c.all("Running")
+    c.set("job-worker-0", phase="Succeeded", restarts=3, last_run=(0, "Completed"))
+    c.set("job-worker-1", restarts=2, last_run=(1, "Error"))
+    c.step()
+    assert c.condition("Failed").message.endswith(
+        "; last: pod job-worker-1 exited with code 1 (Error).")
+
+
 @pytest.mark.parametrize("policy", ["Running", "None"])
 def test_a_failed_jobs_pods_once_gone_are_not_counted_active(policy: str) -> None:
     # Seen on a real node: the job failed with its pods running, cleanup deleted them,

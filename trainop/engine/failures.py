@@ -107,7 +107,10 @@ def container_restarts(job: Job, pods: list[PodState], rtype: str | None = None)
 def _last_in_place(live: list[PodState]) -> Failure | None:
     """The pod restarted in place most often, as the failure its last run was (what a
     kubelet under OnFailure reports: the pod Running, the exit in lastState)."""
-    restarted = [p for p in live if p.restarts and p.last_run is not None]
+    # pods still restarting in place, as container_restarts counts them (an ended pod's
+    # last run is its final one, not a failure)
+    restarted = [p for p in live if p.restarts and p.last_run is not None
+                 and p.phase in (Phase.RUNNING, Phase.PENDING)]
     if not restarted:
         return None
     pod = max(restarted, key=lambda p: (p.restarts, -p.index))
