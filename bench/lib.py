@@ -23,7 +23,7 @@ from trainop.cluster.config import from_kubeconfig
 from trainop.cluster.resources import JOBS, PODS, SERVICES
 from trainop.engine import ClusterAddressing, Observed, reconcile
 from trainop.frameworks import framework_for
-from trainop.testing.apiserver import TestAPIServer
+from trainop.testing.apiserver import TestAPIServer, release
 from trainop.testing.manager import ManagerProcess, terminate
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,7 +38,8 @@ def machine() -> str:
                platform.processor())
     mem = psutil.virtual_memory().total / 2**30
     return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB, Python "
-            f"{platform.python_version()}, kube-apiserver 1.20 + etcd 3.4 on loopback")
+            f"{platform.python_version()}, kube-apiserver {release('kube')} + etcd "
+            f"{release('etcd')} on loopback")
 
 
 class Cluster:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Debian packages the real-node tests need: the container runtime (containerd, runc), CNI
-# plugins (bridge, host-local, loopback, portmap), iptables and conntrack for kube-proxy,
+# Debian packages the real-node tests need: runc (containerd 2 is built by
+# hack/test-assets.sh: Debian's 1.6 is too old for current kubelets), CNI plugins (bridge,
+# host-local, loopback, portmap), iptables and conntrack for kube-proxy,
 # dnsmasq for cluster DNS, gcc to build the pause and nslookup programs, busybox for the
 # tools image, debootstrap for the manager image and sshd for the SSH example. Nothing is
 # started here: the tests start and stop every process themselves.
@@ -12,7 +13,7 @@ if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null; then
   exit 0
 fi
 need=()
-for cmd in containerd runc iptables conntrack dnsmasq gcc busybox debootstrap ssh-keygen; do
+for cmd in runc iptables conntrack dnsmasq gcc busybox debootstrap ssh-keygen; do
   command -v "$cmd" >/dev/null || need+=("$cmd")
 done
 [[ -x /usr/lib/cni/bridge ]] || need+=(cni)
@@ -20,7 +21,7 @@ done
 (( ${#need[@]} )) || exit 0
 source "$(dirname "$0")/apt.sh"
 apt_get update -qq >&2
-# A policy-rc.d that refuses keeps the packages from starting containerd or sshd on the host
+# A policy-rc.d that refuses keeps the packages from starting sshd on the host
 # (pods run sshd from the host's /usr for MPI's SSH design; nothing else needs it).
 policy=/usr/sbin/policy-rc.d
 own_policy=""
@@ -30,7 +31,7 @@ if [[ ! -e $policy ]]; then
   own_policy=1
 fi
 status=0
-apt_get install -y -qq --no-install-recommends containerd runc containernetworking-plugins \
+apt_get install -y -qq --no-install-recommends runc containernetworking-plugins \
   iptables conntrack dnsmasq-base gcc libc6-dev busybox-static debootstrap \
   openssh-server openssh-client >&2 || status=$?
 [[ -z $own_policy ]] || $apt_sudo rm -f "$policy"

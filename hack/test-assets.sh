@@ -1,94 +1,137 @@
 #!/usr/bin/env bash
 # Provide etcd and the Kubernetes binaries for the integration and real-node tests.
 #
-# Prints the folder that holds them (use it as KUBEBUILDER_ASSETS).
+# Prints the folder that holds them (use it as KUBEBUILDER_ASSETS, envtest's convention).
 # Where KUBEBUILDER_ASSETS is already set and holds them all, that folder is used as is.
-# Otherwise, on a Debian bookworm machine: etcd comes from the etcd-server package and
-# kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy are built
-# once from Debian's kubernetes source package (1.20), then cached in
-# ${TRAINOP_CACHE:-~/.cache/trainop}/assets so later runs take seconds (the first build
-# takes about 15 minutes on two cores).
-#   TRAINOP_REAL_NODE=0  build kube-apiserver only (no real-node tests will run)
+# Otherwise each is built once from the Go module proxy, cached by module and version in
+# ${TRAINOP_CACHE:-~/.cache/trainop}/go/MODULE@VERSION, and linked into one folder per
+# combination of versions (${TRAINOP_CACHE}/assets/...), so later runs take a second:
+#   from k8s.io/kubernetes: kube-apiserver and kubectl (every suite) and, for the real node,
+#     kube-controller-manager, kube-scheduler, kubelet and kube-proxy;
+#   from go.etcd.io/etcd/server/v3: etcd;
+#   from github.com/containerd/containerd/v2, for the real node: containerd,
+#     containerd-shim-runc-v2 and ctr (kubelets from 1.36 need containerd 2).
+# k8s.io/kubernetes is not meant to be required by another module: a small go.mod made here
+# requires it and replaces each k8s.io/* staging module with its v0.X.Y release (the way
+# projects that embed Kubernetes build it). A cold build of everything takes about 25
+# minutes on two cores (kube-apiserver and kubectl alone about 15).
+#   TRAINOP_KUBE_VERSION        the Kubernetes release (default below)
+#   TRAINOP_ETCD_VERSION        the etcd release (default below)
+#   TRAINOP_CONTAINERD_VERSION  the containerd release (default below)
+#   TRAINOP_REAL_NODE=0         no real-node binaries (the real-node tests will skip)
 set -euo pipefail
+
+kube_version=${TRAINOP_KUBE_VERSION:-v1.37.2}
+etcd_version=${TRAINOP_ETCD_VERSION:-v3.7.3}
+containerd_version=${TRAINOP_CONTAINERD_VERSION:-v2.4.2}
+real_node=${TRAINOP_REAL_NODE:-1}
 
 log() { echo "test-assets: $*" >&2; }
 
-binaries=(kube-apiserver)
-if [[ "${TRAINOP_REAL_NODE:-1}" != 0 ]]; then
-  binaries+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
+kube=(kube-apiserver kubectl)
+containerd=()
+if [[ $real_node != 0 ]]; then
+  kube+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
+  containerd=(containerd containerd-shim-runc-v2 ctr)
 fi
 
-# The binaries missing from folder $1 (etcd included), one per line.
+# The names of $2... that are not executables in folder $1, one per line.
 missing() {
-  local b
-  for b in etcd "${binaries[@]}"; do
-    [[ -x "$1/$b" ]] || echo "$b"
+  local dir=$1 b
+  shift
+  for b in "$@"; do
+    [[ -x "$dir/$b" ]] || echo "$b"
   done
 }
 
-if [[ -n "${KUBEBUILDER_ASSETS:-}" && -z "$(missing "$KUBEBUILDER_ASSETS")" ]]; then
+if [[ -n "${KUBEBUILDER_ASSETS:-}" && \
+      -z "$(missing "$KUBEBUILDER_ASSETS" etcd "${kube[@]}" "${containerd[@]}")" ]]; then
   echo "$KUBEBUILDER_ASSETS"
   exit 0
 fi
 
 cache="${TRAINOP_CACHE:-$HOME/.cache/trainop}"
-assets="$cache/assets"
+assets="$cache/assets/kubernetes-$kube_version-etcd-$etcd_version"
+[[ $real_node == 0 ]] || assets+="-containerd-$containerd_version"
 mkdir -p "$assets"
-if [[ -z "$(missing "$assets")" ]]; then
+if [[ -z "$(missing "$assets" etcd "${kube[@]}" "${containerd[@]}")" ]]; then
   echo "$assets"
   exit 0
 fi
 
-source "$(dirname "$0")/apt.sh"
-sudo=$apt_sudo
+command -v go >/dev/null || { log "go is not installed: it builds the Kubernetes binaries"; exit 1; }
+# Module zips have no VCS data to stamp; the toolchain is the machine's own.
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false" GOTOOLCHAIN=local
 
-# Debian's source entries: same archive and key as the binary entries of bookworm main.
-src=/etc/apt/sources.list.d/trainop-debian-src.sources
-if [[ ! -f $src ]]; then
-  log "adding a deb-src entry for bookworm main"
-  $sudo tee "$src" >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-fi
-log "installing build tools and etcd (apt)"
-apt_get update -qq >&2
-apt_get install -y -qq --no-install-recommends golang-go rsync etcd-server dpkg-dev make \
-  golang-github-modern-go-reflect2-dev golang-github-json-iterator-go-dev >&2
-
-if [[ ! -x "$assets/etcd" ]]; then
-  cp "$(command -v etcd || echo /usr/bin/etcd)" "$assets/etcd"
-fi
-
-mapfile -t build_these < <(missing "$assets" | grep -v '^etcd$' || true)
-if (( ${#build_these[@]} )); then
-  build="$cache/build"
-  rm -rf "$build"
-  mkdir -p "$build"
-  log "fetching Debian's kubernetes source package"
-  (cd "$build" && apt-get source -qq kubernetes >&2)
-  tree=$(find "$build" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -1)
-  [[ -n "$tree" ]] || { log "kubernetes source tree not found in $build"; exit 1; }
-  # Kubernetes 1.20 vendors reflect2 1.0.1, whose map iteration crashes the API server
-  # (SIGSEGV in aeshashbody) when built with Go >= 1.18. Debian ships the fixed releases
-  # (reflect2 1.0.2, json-iterator 1.1.12): put them in place of the vendored copies.
-  gocode=/usr/share/gocode/src/github.com
-  for dep in modern-go/reflect2 json-iterator/go; do
-    rm -rf "$tree/vendor/github.com/$dep"
-    cp -r "$gocode/$dep" "$tree/vendor/github.com/$dep"
-    find "$tree/vendor/github.com/$dep" -name '*_test.go' -delete
+# Build module MODULE at VERSION into $cache/go/MODULE@VERSION, then link its binaries into
+# $assets. Arguments: MODULE VERSION LDFLAGS TAGS PACKAGE=BINARY...; extra go.mod lines (the
+# replaces) on stdin. The go.mod is made in a fresh folder; one `go build` makes every binary
+# (both cores share the work), and each is moved under its cached name only once all are
+# built, so an interrupted build leaves nothing half-written there.
+build_module() {
+  local module=$1 version=$2 ldflags=$3 tags=$4
+  shift 4
+  local out="$cache/go/${module//\//_}@$version" dir pair todo=()
+  mkdir -p "$out"
+  for pair in "$@"; do
+    [[ -x "$out/${pair#*=}" ]] || todo+=("$pair")
   done
-  what=$(printf 'cmd/%s ' "${build_these[@]}")
-  log "building ${build_these[*]} in $tree (takes minutes: about 15 for all five)"
-  # The Makefile generates files a plain `go build` would miss.
-  (cd "$tree" && GOFLAGS=-mod=vendor GO111MODULE=on make WHAT="${what% }" >&2)
-  for b in "${build_these[@]}"; do
-    cp "$tree/_output/bin/$b" "$assets/$b"
+  if (( ${#todo[@]} )); then
+    dir=$(mktemp -d "$cache/build.XXXXXX")
+    {
+      printf 'module trainop.local/testassets\n\ngo %s\n\nrequire %s %s\n' \
+        "$(go env GOVERSION | sed 's/^go//')" "$module" "$version"
+      cat
+    } >"$dir/go.mod"
+    (
+      cd "$dir"
+      local pkgs=("${todo[@]%%=*}")
+      # go.sum entries for every package the binaries import, then the build itself
+      go get "${pkgs[@]/%/@$version}" >&2
+      log "building ${pkgs[*]} at $version (cached in $out)"
+      mkdir bin
+      go build -trimpath -tags "$tags" -ldflags "$ldflags" -o bin/ "${pkgs[@]}" >&2
+      for pair in "${todo[@]}"; do
+        mv "bin/$(basename "${pair%%=*}")" "$out/${pair#*=}"
+      done
+    )
+    rm -rf "$dir"
+  fi
+  for pair in "$@"; do
+    ln -sfn "$out/${pair#*=}" "$assets/${pair#*=}"
   done
-  rm -rf "$build"
+}
+
+if [[ -n "$(missing "$assets" etcd)" ]]; then
+  build_module go.etcd.io/etcd/server/v3 "$etcd_version" "-s -w" "" \
+    go.etcd.io/etcd/server/v3=etcd </dev/null
+fi
+
+if [[ -n "$(missing "$assets" "${containerd[@]}")" ]]; then
+  # no btrfs snapshotter: it needs C headers, and the node uses overlayfs
+  build_module github.com/containerd/containerd/v2 "$containerd_version" \
+    "-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version" \
+    "no_btrfs urfave_cli_no_docs" \
+    $(for b in "${containerd[@]}"; do echo "github.com/containerd/containerd/v2/cmd/$b=$b"; done) \
+    </dev/null
+fi
+
+if [[ -n "$(missing "$assets" "${kube[@]}")" ]]; then
+  # The staging modules that k8s.io/kubernetes replaces with its own folders, each mapped to
+  # its published release: v1.X.Y of Kubernetes is v0.X.Y of each of them.
+  gomod=$(cd "$cache" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$kube_version" \
+    | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+  staging_version="v0.${kube_version#v1.}"
+  IFS=. read -r major minor _ <<<"${kube_version#v}"
+  # what the release's own build stamps in, so that --version and /version tell the release
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  sed -n 's#^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*#replace \1 => \1 '"$staging_version"'#p' \
+    "$gomod" | build_module k8s.io/kubernetes "$kube_version" "$ldflags" "" \
+    $(for b in "${kube[@]}"; do echo "k8s.io/kubernetes/cmd/$b=$b"; done)
 fi
 
 echo "$assets"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from trainop.testing.apiserver import TestAPIServer
+from trainop.testing.apiserver import TestAPIServer, release
 
 CRDS = Path(__file__).resolve().parents[1] / "config" / "crd"
 SA_TOKEN = "trainop-manager-sa-token"
@@ -16,6 +18,19 @@ SA_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:trainop-system",
              "system:authenticated"]
 """The manager's ServiceAccount, as the API server sees it (the test server runs no token
 controller, so the token is a static one)."""
+
+
+def pytest_report_header() -> list[str]:
+    """The releases the suites run on, as the binaries themselves tell them."""
+    lines = [f"kubernetes {release()}, etcd {release('etcd')}"]
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    for binary in ("kube-apiserver", "kubelet", "etcd", "containerd"):
+        path = Path(assets or "", binary)
+        if assets and path.is_file():
+            out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                                 timeout=30)
+            lines.append(f"{path}: {(out.stdout or out.stderr).strip().splitlines()[0]}")
+    return lines
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,9 @@ def kube(apiserver: TestAPIServer) -> Kube:
 @pytest.fixture
 def start_manager(apiserver: TestAPIServer, kube: Kube, tmp_path: Path
                   ) -> Iterator[Callable[..., Manager]]:
-    """Start `trainop manager --namespace <the test's namespace> ARGS`; stopped after."""
+    """Start `trainop manager --namespace <the test's namespace> ARGS`; stopped after, and
+    the test fails if the API server sent any of them a warning (a deprecated API or field:
+    what the manager asks for must be current on the release the suites run on)."""
     started: list[Manager] = []
 
     def start(*args: str, namespace: bool = True, ready: bool = True) -> Manager:
@@ -31,6 +33,7 @@ def start_manager(apiserver: TestAPIServer, kube: Kube, tmp_path: Path
     yield start
     for m in started:
         m.stop()
+    assert [w for m in started for w in m.api_warnings()] == []
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from trainop.cluster.client import throttle_delay
+from trainop.cluster.client import throttle_delay, warning_texts
 from trainop.cluster.expectations import Expectations
 from trainop.cluster.records import job_record, object_record, owner_key, pod_record
 from trainop.cluster.workqueue import WorkQueue
@@ -257,3 +257,9 @@ def test_a_container_restarted_in_place_keeps_its_last_run() -> None:
              "ready": False}
     rec = pod_record({**POD, "status": {"phase": "Running", "containerStatuses": [ended]}})
     assert rec is not None and rec.last_run("pytorch") == (1, "Error")
+
+
+def test_warning_headers_are_read_as_rfc_7234_says() -> None:
+    assert warning_texts(['299 - "v1 Endpoints is deprecated in v1.33+"',
+                          '299 - "a \\"quoted\\" name"', "not a warning value"]) == [
+        "v1 Endpoints is deprecated in v1.33+", 'a "quoted" name', "not a warning value"]

@@ -89,3 +89,13 @@ def test_extensions_are_in_the_schema() -> None:
     assert replica["restartLimit"]["type"] == "integer"
     status = schema["properties"]["status"]["properties"]
     assert set(status["lastFailure"]["properties"]) >= {"replicaType", "index", "pod", "exitCode"}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_queue_carries_upstreams_immutability_rule(kind: str) -> None:
+    run_policy = _crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"]["properties"]["runPolicy"]
+    queue = run_policy["properties"]["schedulingPolicy"]["properties"]["queue"]
+    assert queue["x-kubernetes-validations"] == [
+        {"message": "spec.runPolicy.schedulingPolicy.queue is immutable",
+         "rule": "self == oldSelf"}]

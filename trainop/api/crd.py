@@ -57,6 +57,10 @@ def _schema_of(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
 
 def _field_schema(field: FieldInfo) -> dict[str, Any]:
     schema = _schema_of(field.annotation, list(field.metadata))
+    hint = _hints(list(field.metadata))
+    if hint and hint.validations:
+        schema["x-kubernetes-validations"] = [
+            {"message": message, "rule": rule} for rule, message in hint.validations]
     if field.description:
         schema = {"description": field.description, **schema}
     return schema

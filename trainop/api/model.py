@@ -17,6 +17,8 @@ class SchemaHint:
     """An object of any shape (a pod template, an HPA metric): kept as written."""
     int_or_string: bool = False
     """A Kubernetes quantity or port: an integer or a string."""
+    validations: tuple[tuple[str, str], ...] = ()
+    """CEL rules the API server checks, as (rule, message): `x-kubernetes-validations`."""
 
 
 RawObject = Annotated[dict[str, Any], SchemaHint(preserve_unknown=True)]

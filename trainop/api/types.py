@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from trainop.api.kinds import API_VERSION, KINDS, KindInfo
-from trainop.api.model import Model, Quantity, RawObject
+from trainop.api.model import Model, Quantity, RawObject, SchemaHint
 from trainop.api.problems import (
     NPROC,
     Problem,
@@ -56,7 +56,9 @@ class SchedulingPolicy(Model):
     """Gang scheduling settings, used when the manager runs with --gang-scheduler-name."""
 
     min_available: int | None = None
-    queue: str | None = None
+    # upstream's CRD rule: the API server itself refuses a change of queue
+    queue: Annotated[str | None, SchemaHint(validations=(
+        ("self == oldSelf", "spec.runPolicy.schedulingPolicy.queue is immutable"),))] = None
     min_resources: dict[str, Quantity] | None = None
     priority_class: str | None = None
     schedule_timeout_seconds: int | None = None

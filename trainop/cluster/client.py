@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +16,8 @@ import orjson
 from prometheus_client import Counter
 
 from trainop.cluster.config import ClusterConfig
+
+log = logging.getLogger("trainop.client")
 
 API_REQUESTS = Counter("trainop_api_requests_total", "Requests sent to the Kubernetes API",
                        ["verb", "resource", "code"])
@@ -82,6 +86,19 @@ def throttle_delay(retry_after: str, attempt: int) -> float:
     return min(max(delay, 0.0), 10.0) * (1 + attempt / 4) * random.uniform(1.0, 1.5)
 
 
+_WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+
+
+def warning_texts(values: list[str]) -> list[str]:
+    """The texts of `Warning` headers (RFC 7234: `299 - "text"`), as the API server sends
+    them for deprecated APIs and fields; a value of another shape is kept whole."""
+    texts = []
+    for value in values:
+        found = _WARNING.findall(value)
+        texts += [re.sub(r"\\(.)", r"\1", t) for t in found] if found else [value]
+    return texts
+
+
 def _resource_of(path: str) -> str:
     parts = [p for p in path.split("?")[0].split("/") if p]
     if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
@@ -98,6 +115,16 @@ class Client:
         # Requests in flight are bounded here; watches hold a connection each on top.
         self._in_flight = asyncio.Semaphore(max_connections)
         self._session: aiohttp.ClientSession | None = None
+        self.warnings: set[str] = set()
+        """Every distinct warning the API server has sent (each is logged once)."""
+
+    def _note_warnings(self, headers: Any, method: str, path: str) -> None:
+        # client-go prints each warning it is sent; once per text is enough to act on
+        for text in warning_texts(headers.getall("Warning", [])):
+            if text not in self.warnings:
+                self.warnings.add(text)
+                log.warning("API server warning on %s %s: %s", method, path.split("?")[0],
+                            text)
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -133,6 +160,7 @@ class Client:
                 API_REQUESTS.labels(verb, _resource_of(path), str(resp.status)).inc()
                 status, raw = resp.status, await resp.read()
                 retry_after = resp.headers.get("Retry-After", "")
+                self._note_warnings(resp.headers, method, path)
             if status == 429 and attempt < MAX_429_RETRIES:
                 # The server asks us to slow down: wait as long as it says (outside the
                 # in-flight slot), longer each time, with jitter so that the requests
@@ -178,6 +206,7 @@ class Client:
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout),
         ) as resp:
             API_REQUESTS.labels("watch", _resource_of(path), str(resp.status)).inc()
+            self._note_warnings(resp.headers, "WATCH", path)
             if resp.status >= 400:
                 raw = await resp.read()
                 try:

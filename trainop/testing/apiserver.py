@@ -1,7 +1,7 @@
 """Start etcd and kube-apiserver on free loopback ports, envtest style.
 
-The binaries come from $KUBEBUILDER_ASSETS, else from ~/.cache/trainop/assets, else
-hack/test-assets.sh provides them (building kube-apiserver once). Token auth and RBAC
+The binaries come from $KUBEBUILDER_ASSETS, else hack/test-assets.sh provides them (built
+once per Kubernetes release from the Go module proxy, then cached). Token auth and RBAC
 are on; `admin_token` belongs to system:masters. Everything lives in one temporary
 folder and every process is stopped by `stop()`.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -28,6 +29,7 @@ from trainop.cluster.certs import CertPair, issue, new_ca, rsa_key_pem
 from trainop.testing.processes import Daemons
 
 REPO = Path(__file__).resolve().parents[2]
+ASSETS = ("etcd", "kube-apiserver", "kubectl")
 
 
 def free_port() -> int:
@@ -44,17 +46,32 @@ def _is_ip(text: str) -> bool:
     return True
 
 
+def release(component: str = "kube") -> str:
+    """The release of `component` (kube, etcd or containerd) the suites run on:
+    $TRAINOP_<COMPONENT>_VERSION, else the default that hack/test-assets.sh builds."""
+    variable = f"TRAINOP_{component.upper()}_VERSION"
+    script = (REPO / "hack" / "test-assets.sh").read_text()
+    default = re.search(rf"{variable}:-(v[0-9.]+)", script)
+    assert default, f"hack/test-assets.sh names no default for {variable}"
+    return os.environ.get(variable) or default.group(1)
+
+
 def find_assets() -> Path:
-    """The folder holding kube-apiserver and etcd, provided on first use."""
-    for candidate in (
-        os.environ.get("KUBEBUILDER_ASSETS"),
-        str(Path(os.environ.get("TRAINOP_CACHE", Path.home() / ".cache/trainop")) / "assets"),
-    ):
-        if candidate and all((Path(candidate) / b).is_file() for b in ("etcd", "kube-apiserver")):
-            return Path(candidate)
-    script = REPO / "hack" / "test-assets.sh"
-    out = subprocess.run(["bash", str(script)], check=True, capture_output=True, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
+    """The folder holding etcd, kube-apiserver and kubectl (and the real node's binaries
+    where they were built), provided by hack/test-assets.sh on first use; kubectl from it
+    comes first on PATH, so the tests' kubectl is the release the API server is."""
+    env = os.environ.get("KUBEBUILDER_ASSETS")
+    if env and all((Path(env) / b).is_file() for b in ASSETS):
+        assets = Path(env)
+    else:
+        script = REPO / "hack" / "test-assets.sh"
+        out = subprocess.run(["bash", str(script)], check=True, stdout=subprocess.PIPE,
+                             text=True)
+        assets = Path(out.stdout.strip().splitlines()[-1])
+    path = os.environ.get("PATH", "")
+    if not path.startswith(f"{assets}{os.pathsep}"):
+        os.environ["PATH"] = f"{assets}{os.pathsep}{path}"
+    return assets
 
 
 @dataclass
@@ -132,7 +149,7 @@ class TestAPIServer:
             "--etcd-servers", self.etcd_url,
             "--bind-address", "0.0.0.0" if self.listen_all else self.address,
             "--advertise-address", self.address,
-            "--secure-port", str(port), "--insecure-port", "0",
+            "--secure-port", str(port),
             "--tls-cert-file", str(w / "apiserver.crt"),
             "--tls-private-key-file", str(w / "apiserver.key"),
             "--cert-dir", str(w / "certs"),

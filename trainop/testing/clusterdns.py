@@ -1,9 +1,10 @@
 """Cluster DNS for the test cluster: dnsmasq answering from a hosts file that a watcher keeps
-current from the API server's Services and Endpoints, as CoreDNS's kubernetes plugin would.
+current from the API server's Services and EndpointSlices, as CoreDNS's kubernetes plugin
+would (v1 Endpoints are deprecated from Kubernetes 1.33: reading them draws a warning).
 
 Records, in zone `cluster.local`:
 - `<svc>.<ns>.svc` -> the Service's cluster IP, or for a headless Service its ready endpoint
-  addresses;
+  addresses (an endpoint whose readiness is not told counts as ready, as the API says);
 - `<hostname>.<svc>.<ns>.svc` -> the endpoint address of a pod whose spec names `hostname`
   and the Service as its `subdomain`.
 Other names in the zone get NXDOMAIN; pods reach short names through their search path.
@@ -27,9 +28,13 @@ log = logging.getLogger(__name__)
 Getter = Callable[[str], dict[str, Any]]
 
 
-def records(services: list[dict[str, Any]], endpoints: list[dict[str, Any]],
+SERVICE_NAME = "kubernetes.io/service-name"
+"""The label that ties an EndpointSlice to its Service."""
+
+
+def records(services: list[dict[str, Any]], slices: list[dict[str, Any]],
             domain: str = "cluster.local") -> dict[str, list[str]]:
-    """Name -> addresses, from Service and Endpoints objects."""
+    """Name -> addresses, from Service and EndpointSlice objects."""
     out: dict[str, list[str]] = {}
     headless: set[tuple[str, str]] = set()
     for svc in services:
@@ -40,16 +45,19 @@ def records(services: list[dict[str, Any]], endpoints: list[dict[str, Any]],
             out[name] = [ip]
         else:
             headless.add((meta["namespace"], meta["name"]))
-    for ep in endpoints:
-        meta = ep["metadata"]
-        if (meta["namespace"], meta["name"]) not in headless:
+    for eps in slices:
+        meta = eps["metadata"]
+        service = (meta.get("labels") or {}).get(SERVICE_NAME)
+        if (meta["namespace"], service) not in headless:
             continue
-        base = f"{meta['name']}.{meta['namespace']}.svc.{domain}"
-        for subset in ep.get("subsets") or []:
-            for addr in subset.get("addresses") or []:
-                out.setdefault(base, []).append(addr["ip"])
-                if addr.get("hostname"):
-                    out.setdefault(f"{addr['hostname']}.{base}", []).append(addr["ip"])
+        base = f"{service}.{meta['namespace']}.svc.{domain}"
+        for endpoint in eps.get("endpoints") or []:
+            if (endpoint.get("conditions") or {}).get("ready") is False:
+                continue
+            for ip in endpoint.get("addresses") or []:
+                out.setdefault(base, []).append(ip)
+                if endpoint.get("hostname"):
+                    out.setdefault(f"{endpoint['hostname']}.{base}", []).append(ip)
     return out
 
 
@@ -81,8 +89,8 @@ class DNSWatcher(threading.Thread):
     def sync(self) -> bool:
         """One pass; True when the hosts file changed."""
         services = self.get("/api/v1/services")["items"]
-        endpoints = self.get("/api/v1/endpoints")["items"]
-        text = hosts_file(records(services, endpoints))
+        slices = self.get("/apis/discovery.k8s.io/v1/endpointslices")["items"]
+        text = hosts_file(records(services, slices))
         if self.hosts.exists() and self.hosts.read_text() == text:
             return False
         tmp = self.hosts.with_suffix(".tmp")

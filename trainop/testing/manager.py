@@ -54,6 +54,12 @@ class ManagerProcess:
         """The end of what the manager printed."""
         return self.log_path.read_text()[-4000:]
 
+    def api_warnings(self) -> list[str]:
+        """The warnings the API server sent the manager (deprecated APIs or fields), as its
+        client logged them."""
+        return [line for line in self.log_path.read_text(errors="replace").splitlines()
+                if "API server warning" in line]
+
     def samples(self) -> list[Sample]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics",
                                     timeout=10) as r:

@@ -1,7 +1,8 @@
 """A real single-node Kubernetes cluster for tests: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler, kubelet and kube-proxy (v1.20, from
-hack/test-assets.sh), containerd and runc, CNI bridge networking and cluster DNS (dnsmasq and
-`clusterdns`), with the images of `images` imported.
+kube-controller-manager, kube-scheduler, kubelet and kube-proxy of one release, and
+containerd 2 (all built by hack/test-assets.sh from the Go module proxy), Debian's runc, CNI
+bridge networking and cluster DNS (dnsmasq and `clusterdns`), with the images of `images`
+imported.
 
 It needs root, cgroups and Debian's packages (hack/node-deps.sh); `unavailable()` says why it
 cannot run here. `stop()` leaves the host as `start()` found it: the processes it started and
@@ -42,10 +43,10 @@ DNS_IP = "10.96.0.10"
 DOMAIN = "cluster.local"
 BRIDGE = "cni0"
 STATE_FILE = Path("/run/trainop-test-node.json")
-BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
-COMMANDS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables-save",
-            "iptables-restore", "dnsmasq", "gcc", "busybox", "kubectl", "ip", "ssh-keygen",
-            "debootstrap")
+BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
+            "containerd", "containerd-shim-runc-v2", "ctr")
+COMMANDS = ("runc", "iptables-save", "iptables-restore", "dnsmasq", "gcc", "busybox", "ip",
+            "ssh-keygen", "debootstrap")
 CGROUPS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
 # Set by kubelet, kube-proxy and the bridge; put back when the cluster stops.
 SYSCTLS = ("net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables",
@@ -316,7 +317,7 @@ class TestCluster:
         deadline = time.monotonic() + timeout
         write_sysctl("net.ipv4.ip_forward", "1")
         write_sysctl("net.bridge.bridge-nf-call-iptables", "1")
-        self._start_containerd(deadline)
+        self._start_containerd(assets, deadline)
         self._import_images()
         self.ca = new_ca("trainop-node-ca")
         tokens = {f"{name}-token": user for name, user in COMPONENT_USERS.items()}
@@ -340,7 +341,7 @@ class TestCluster:
 
     # -- containerd and images ---------------------------------------------------------
 
-    def _start_containerd(self, deadline: float) -> None:
+    def _start_containerd(self, assets: Path, deadline: float) -> None:
         assert self.daemons
         w = self.workdir
         (w / "cni/net.d").mkdir(parents=True)
@@ -354,29 +355,31 @@ class TestCluster:
                           "dataDir": str(w / "cni/ipam")}},
                 {"type": "portmap", "capabilities": {"portMappings": True}},
             ]}))
-        cri = 'plugins."io.containerd.grpc.v1.cri"'
-        (w / "containerd.toml").write_text(f"""version = 2
+        (w / "containerd.toml").write_text(f"""version = 3
 root = "{w}/containerd/root"
 state = "{w}/containerd/state"
 [grpc]
   address = "{self.socket}"
 [plugins."io.containerd.internal.v1.opt"]
   path = "{w}/containerd/opt"
-[{cri}]
-  sandbox_image = "{images.PAUSE}"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+[plugins."io.containerd.cri.v1.images".pinned_images]
+  sandbox = "{images.PAUSE}"
+[plugins."io.containerd.cri.v1.runtime"]
   # this machine withholds CAP_SYS_RESOURCE: no process may lower its oom_score_adj
   restrict_oom_score_adj = true
-  enable_cdi = false
-[{cri}.containerd]
-  snapshotter = "overlayfs"
+[plugins."io.containerd.cri.v1.runtime".containerd]
   default_runtime_name = "runc"
-[{cri}.containerd.runtimes.runc]
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
-[{cri}.cni]
-  bin_dir = "/usr/lib/cni"
+[plugins."io.containerd.cri.v1.runtime".cni]
+  bin_dirs = ["/usr/lib/cni"]
   conf_dir = "{w}/cni/net.d"
 """)
-        self.daemons.spawn("containerd", ["containerd", "--config", str(w / "containerd.toml")])
+        # containerd finds its shim (and ctr is run) from the assets folder, first on PATH
+        self.daemons.spawn("containerd", [str(assets / "containerd"),
+                                          "--config", str(w / "containerd.toml")])
         while not self.socket.exists():
             self._check(deadline, "containerd's socket")
             time.sleep(0.1)
@@ -412,18 +415,17 @@ state = "{w}/containerd/state"
         self.daemons.spawn("kube-controller-manager", [
             str(assets / "kube-controller-manager"),
             "--kubeconfig", str(w / "kube-controller-manager.kubeconfig"),
-            # without it the controllers lack RBAC rights on 1.20 (the not-ready taint
-            # would never be lifted); kubeadm sets it too
+            # each controller under its own ServiceAccount's RBAC rights, as kubeadm runs it
             "--use-service-account-credentials=true",
             "--service-account-private-key-file", str(api_dir / "sa.key"),
             "--root-ca-file", str(self.api.ca_file),
-            "--leader-elect=false", "--port=0", "--secure-port=0",
+            "--leader-elect=false", "--secure-port=0",
             "--node-monitor-period=2s", "--concurrent-gc-syncs=5",
         ])
         self.daemons.spawn("kube-scheduler", [
             str(assets / "kube-scheduler"),
             "--kubeconfig", str(w / "kube-scheduler.kubeconfig"),
-            "--leader-elect=false", "--port=0", "--secure-port=0",
+            "--leader-elect=false", "--secure-port=0",
         ])
         proxy_conf = w / "kube-proxy.yaml"
         proxy_conf.write_text(yaml.safe_dump({
@@ -462,12 +464,13 @@ state = "{w}/containerd/state"
                              "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
             "serializeImagePulls": False,
             "nodeStatusUpdateFrequency": "4s",
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            # this machine mounts cgroup v1, which kubelets from 1.35 refuse by default
+            "failCgroupV1": False,
         }))
         self.daemons.spawn("kubelet", [
             str(assets / "kubelet"), "--config", str(kubelet_conf),
             "--kubeconfig", str(w / "kubelet.kubeconfig"),
-            "--container-runtime=remote",
-            "--container-runtime-endpoint", f"unix://{self.socket}",
             "--root-dir", str(w / "kubelet"), "--cert-dir", str(w / "kubelet-pki"),
             "--hostname-override", NODE_NAME, "--node-ip", self.node_ip,
         ])
