@@ -11,18 +11,21 @@ $(BIN)/python:
 
 venv: $(BIN)/python
 
-## run: install trainop and PyTorch (CPU), then run the embedded PyTorch DDP job locally
+## run: install trainop and PyTorch (PyPI's wheel, about 3 GB with its CUDA libraries), then
+## run the embedded PyTorch DDP job locally (on the CPU)
 run: venv
 	$(BIN)/pip install -q -e '.[train]'
 	$(BIN)/trainop run
 
 ## test: lint, type-check, then unit, integration (real kube-apiserver + etcd), e2e and
-## real-node tests (a single-node cluster the tests start: see README, Testing)
+## real-node tests (a single-node cluster the tests start: see README, Testing), with the
+## Kubernetes binaries hack/test-assets.sh builds (their kubectl first on PATH)
 test: venv
 	bash hack/system-deps.sh
 	bash hack/node-deps.sh
 	$(BIN)/pip install -q -e '.[train,e2e,bench,dev]'
 	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
+	export PATH="$$KUBEBUILDER_ASSETS:$$PATH" && \
 	$(BIN)/ruff check . && \
 	$(BIN)/mypy && \
 	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)

@@ -34,6 +34,13 @@ def test_default_job_is_the_pytorch_ddp_example(tmp_path: Path) -> None:
     assert {p.name for p in (tmp_path / "run").glob("*.log")} == {
         "pytorch-ddp-master-0.log", "pytorch-ddp-worker-0.log", "pytorch-ddp-worker-1.log"}
     assert "[master-0] epoch 7 loss" in out.stdout
+    # what a newcomer's first run shows: every replica ends once, cleanly, and nothing
+    # warns of a missing package (torch imports numpy where it is there)
+    assert "exited with code" not in out.stdout
+    assert "terminate called" not in out.stdout
+    assert "Failed to initialize NumPy" not in out.stdout
+    done = [line.split("] ", 1)[1] for line in out.stdout.splitlines() if line.endswith(" done")]
+    assert sorted(done) == ["rank 0 done", "rank 1 done", "rank 2 done"]
 
 
 def test_replicas_override(tmp_path: Path) -> None:

@@ -162,6 +162,10 @@ class TestAPIServer:
             "--service-cluster-ip-range", self.service_cidr,
             "--disable-admission-plugins", self.disabled_admission,
             "--allow-privileged=true",
+            # the `kubernetes` Service's endpoint may not be a loopback address (envtest
+            # turns its reconciler off the same way)
+            *(("--endpoint-reconciler-type", "none")
+              if ipaddress.ip_address(self.address).is_loopback else ()),
             *self.extra_args,
         ]
         self._spawn("kube-apiserver", self._apiserver_args)
