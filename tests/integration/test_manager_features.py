@@ -67,7 +67,8 @@ def test_elastic_pytorch_hpa(kube: Kube, start_manager: Callable[..., Manager]) 
         "type": "Utilization", "averageUtilization": 80}}}]
     kube.apply(manifest("PyTorchJob", {"Worker": 2}, name="el", spec={"elasticPolicy": {
         "minReplicas": 1, "maxReplicas": 4, "metrics": metrics}}))
-    hpa = wait_for("hpa", lambda: kube.get("hpa.v2beta2.autoscaling", "el"))
+    hpa = wait_for("hpa", lambda: kube.get("hpa.v2.autoscaling", "el"))
+    assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "kubeflow.org/v1",
                                              "kind": "PyTorchJob", "name": "el"}
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 4)

@@ -93,14 +93,13 @@ METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {
     "type": "Utilization", "averageUtilization": 80}}}]
 
 
-@pytest.mark.parametrize("version", ["autoscaling/v2", "autoscaling/v2beta2"])
-def test_elastic_hpa_targets_the_scale_subresource(version: str) -> None:
+def test_elastic_hpa_targets_the_scale_subresource() -> None:
     j = job("PyTorchJob", {"Worker": 2}, spec={"elasticPolicy": {
         "minReplicas": 1, "maxReplicas": 5, "metrics": METRICS}})
-    c = Cluster(j, EngineConfig(hpa_api_version=version))
+    c = Cluster(j)
     c.step()
     hpa = c.created["HorizontalPodAutoscaler/job"]
-    assert hpa["apiVersion"] == version
+    assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"] == {
         "scaleTargetRef": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job"},
         "minReplicas": 1, "maxReplicas": 5, "metrics": METRICS}

@@ -27,11 +27,11 @@ from trainop.cluster.events import EventRecorder
 from trainop.cluster.informer import wait_synced
 from trainop.cluster.leader import LeaderElector, LeaseTimes
 from trainop.cluster.resources import (
+    HPAS,
     JOBS,
     PLUGINS_PODGROUPS,
     VOLCANO_PODGROUPS,
     Resource,
-    hpa,
 )
 from trainop.cluster.webhook import WebhookOptions, WebhookServer
 from trainop.engine import EngineConfig
@@ -69,8 +69,8 @@ class ManagerOptions:
     """None: no admission webhook served."""
 
 
-async def _discover(client: Client, opts: ManagerOptions) -> tuple[str, dict[str, Resource]]:
-    """Check the cluster has what the options need; the HPA version and extra informers."""
+async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]:
+    """Check the cluster has what the options need; the extra informers they call for."""
     try:
         await client.get("/version")
     except (aiohttp.ClientError, OSError, TimeoutError) as err:
@@ -100,17 +100,9 @@ async def _discover(client: Client, opts: ManagerOptions) -> tuple[str, dict[str
                                f"CRD {group.plural}.{group.group} ({group.api_version}), "
                                "which is not installed") from None
         extra["PodGroup"] = group
-    hpa_version = "autoscaling/v2"
-    try:
-        groups = await client.get("/apis/autoscaling")
-        served = {v["groupVersion"] for v in groups.get("versions") or []}
-        if "autoscaling/v2" not in served and "autoscaling/v2beta2" in served:
-            hpa_version = "autoscaling/v2beta2"
-    except APIError:
-        pass
     if "HorizontalPodAutoscaler" in caches_mod.owned_kinds(opts.kinds):
-        extra["HorizontalPodAutoscaler"] = hpa(hpa_version)
-    return hpa_version, extra
+        extra["HorizontalPodAutoscaler"] = HPAS
+    return extra
 
 
 async def run_manager(opts: ManagerOptions) -> int:
@@ -127,9 +119,9 @@ async def run_manager(opts: ManagerOptions) -> int:
     recorder = EventRecorder(client)
     side_clients: list[Client] = []
     try:
-        hpa_version, extra = await _discover(client, opts)
+        extra = await _discover(client, opts)
         caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
-        engine = EngineConfig(gang_scheduler=opts.gang_scheduler, hpa_api_version=hpa_version,
+        engine = EngineConfig(gang_scheduler=opts.gang_scheduler,
                               mpi_kubectl_delivery_image=opts.mpi_kubectl_delivery_image,
                               pytorch_init_image=opts.pytorch_init_image,
                               pytorch_init_max_tries=opts.pytorch_init_max_tries,

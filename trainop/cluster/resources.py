@@ -48,16 +48,10 @@ PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "Po
 JOBS = {kind: Resource(GROUP, VERSION, info.plural, kind) for kind, info in KINDS.items()}
 
 
-def hpa(version: str) -> Resource:
-    """HorizontalPodAutoscaler in autoscaling/v2 or autoscaling/v2beta2."""
-    return Resource("autoscaling", version.split("/")[-1], "horizontalpodautoscalers",
-                    "HorizontalPodAutoscaler")
-
-
+HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 OWNED = {(r.api_version, r.kind): r for r in (
     PODS, SERVICES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS,
-    VOLCANO_PODGROUPS, PLUGINS_PODGROUPS,
-    hpa("autoscaling/v2"), hpa("autoscaling/v2beta2"))}
+    VOLCANO_PODGROUPS, PLUGINS_PODGROUPS, HPAS)}
 """(apiVersion, kind) -> resource, for every object a job owns: the one table the
 runtime looks them up in."""
 

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 class EngineConfig:
     gang_scheduler: str | None = None
     """--gang-scheduler-name: "volcano" for Volcano, any other name for scheduler-plugins."""
-    hpa_api_version: str = "autoscaling/v2"
-    """The HorizontalPodAutoscaler version the cluster serves (v2 or v2beta2)."""
     pytorch_init_image: str = "alpine:3.10"
     """--pytorch-init-container-image (upstream's default, pkg/config/config.go:29)."""
     pytorch_init_max_tries: int = 100

@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.api import Job
-from trainop.engine.config import EngineConfig
 from trainop.engine.labels import job_labels, object_meta
 
+HPA_API_VERSION = "autoscaling/v2"
+"""As upstream v1.9.4; served from Kubernetes 1.23 (v2beta2, removed in 1.26, is not used)."""
 
-def desired_hpa(job: Job, config: EngineConfig) -> dict[str, Any] | None:
+
+def desired_hpa(job: Job) -> dict[str, Any] | None:
     policy = job.spec.elastic()
     if policy is None or not policy.metrics:
         return None
     return {
-        "apiVersion": config.hpa_api_version,
+        "apiVersion": HPA_API_VERSION,
         "kind": "HorizontalPodAutoscaler",
         "metadata": object_meta(job, job.name, job_labels(job)),
         "spec": hpa_spec(job),

@@ -35,7 +35,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
             config: EngineConfig) -> Missing:
     out = Missing()
     desired = list(fw.extra_objects(job, observed, addr))
-    hpa = elastic.desired_hpa(job, config)
+    hpa = elastic.desired_hpa(job)
     if hpa is not None:
         desired.append(hpa)
     if config.gang_scheduler:

@@ -9,6 +9,7 @@ from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
 from trainop.engine import clock, failures, gang, objects
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
+from trainop.engine.elastic import HPA_API_VERSION
 from trainop.engine.framework import Addressing, Counts, Framework
 from trainop.engine.labels import replica_labels, selector_string
 from trainop.engine.observed import LIVE_PHASES, Observed, OwnedObject, Phase, PodState
@@ -161,7 +162,7 @@ class _Run:
         hpa = self.observed.object("HorizontalPodAutoscaler", self.job.name)
         if hpa is not None:
             self.plan.remove(
-                ObjectRef("HorizontalPodAutoscaler", hpa.name, self.config.hpa_api_version)
+                ObjectRef("HorizontalPodAutoscaler", hpa.name, HPA_API_VERSION)
             )
         # As upstream: Running turns False, then Suspended True (the last condition, which
         # the State column shows); startTime stays until the job resumes.
