@@ -69,25 +69,6 @@ def test_managed_by_takes_upstreams_two_values(kind: str, value: str, allowed: b
             f'"{OURS}", "{MQ}"')
 
 
-@pytest.mark.parametrize(("old", "new", "allowed"), [
-    ("a", "b", False), (None, "b", True), ("a", None, True)], ids=["changed", "set", "unset"])
-def test_a_queue_once_set_is_immutable(old: str | None, new: str | None,
-                                       allowed: bool) -> None:
-    # the CRDs' x-kubernetes-validations `self == oldSelf` on the queue: a transition rule,
-    # checked only where the old and the new job both have one
-    def job(queue: str | None, suspend: bool = False) -> dict[str, Any]:
-        policy = {"queue": queue} if queue else {"minAvailable": 1}
-        return manifest("JAXJob", {"Worker": 1}, spec={"runPolicy": {
-            "suspend": suspend, "schedulingPolicy": policy}})
-    out = validate_review(review(job(new), "UPDATE", job(old)))["response"]
-    assert out["allowed"] is allowed
-    if not allowed:
-        assert "spec.runPolicy.schedulingPolicy.queue: is immutable" in out["status"]["message"]
-        # suspended or not (upstream's rule has no exception)
-        assert not validate_review(review(job(new, True), "UPDATE", job(old, True)))[
-            "response"]["allowed"]
-
-
 def test_defaulting_patch_replaces_the_spec_with_the_defaulted_one() -> None:
     out = default_review(review(manifest("PyTorchJob", {"worker": None})))["response"]
     assert out["allowed"] and out["patchType"] == "JSONPatch"

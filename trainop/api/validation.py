@@ -283,7 +283,9 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     InvalidJob. A spec left as it was is always allowed (labels, finalizers, status): a job
     stored before today's rules must stay updatable, or it can never finish being deleted.
     A changed spec meets today's rules, and keeps `runPolicy.managedBy` (where the kind's
-    upstream webhook keeps it) and a `schedulingPolicy.queue` it had."""
+    upstream webhook keeps it). A `schedulingPolicy.queue` once set is the CRD's rule to keep
+    (`x-kubernetes-validations`, as upstream): the API server refuses its change before any
+    webhook is asked."""
     if old.get("spec") == new.get("spec"):
         try:
             return load_job(new)
@@ -298,12 +300,6 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     if job.spec.checks_managed_by and \
             before.spec.run_policy.managed_by != job.spec.run_policy.managed_by:
         problems.append(Problem("spec.runPolicy.managedBy", "is immutable"))
-    old_sp, new_sp = before.spec.run_policy.scheduling_policy, \
-        job.spec.run_policy.scheduling_policy
-    # the CRD's rule `self == oldSelf` on the queue: checked where both have one
-    # (manifests/base/crds/kubeflow.org_*.yaml at release-1.9)
-    if old_sp and new_sp and old_sp.queue and new_sp.queue and old_sp.queue != new_sp.queue:
-        problems.append(Problem("spec.runPolicy.schedulingPolicy.queue", "is immutable"))
     problems.extend(job.spec.update_problems(before.spec))
     if problems:
         raise InvalidJob(problems)
