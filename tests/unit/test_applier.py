@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -28,9 +29,11 @@ class MemoryAPI:
     name to the controller UID of an object already there."""
 
     def __init__(self, refuse: dict[str, int] | None = None,
-                 taken: dict[str, str] | None = None):
+                 taken: dict[str, str] | None = None, conflicts: int = 0):
         self.refuse = refuse or {}
         self.taken = taken or {}
+        self.conflicts = conflicts
+        """Status writes answered 409 (someone changed the job) before one goes through."""
         self.created: list[tuple[str, str]] = []
         self.status: dict[str, Any] | None = None
 
@@ -50,6 +53,10 @@ class MemoryAPI:
         return {"items": [{"metadata": {"name": name, "ownerReferences": owner}}]}
 
     async def replace(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        if self.conflicts:
+            self.conflicts -= 1
+            raise APIError(409, {"reason": "Conflict", "message": "the object has been "
+                                 "modified; please apply your changes to the latest version"})
         self.status = obj["status"]
         return {**obj, "metadata": {**obj["metadata"], "resourceVersion": "2"}}
 
@@ -115,6 +122,24 @@ def test_a_passing_refusal_shows_created_and_retries() -> None:
     assert [c["type"] for c in api.status["conditions"]] == [cond.CREATED]
     assert "startTime" not in api.status  # the rest of the status waits for the pods
     assert a.expectations.satisfied("default/job")
+
+
+def test_a_conflict_on_the_status_write_tells_each_event_once() -> None:
+    api, told = MemoryAPI(conflicts=1), Told()
+    plan, head = plan_for("JAXJob", {"Worker": 2})
+    a = applier(api, told, "JAXJob")
+    with pytest.raises(APIError):
+        asyncio.run(a.apply("default/job", head, plan))
+    # the pods were made, so that is told; the Created transition was not stored: not told
+    assert [e.reason for e in told.events] == ["SuccessfulCreatePod"]
+    assert api.status is None
+    # the retry decides again from the fresh job (no Created condition yet) and, the pods
+    # being there now, creates nothing: the transition is told once it is stored
+    again = replace(plan, prerequisites=[], create=[], on_created=[])
+    asyncio.run(a.apply("default/job", head, again))
+    assert [e.reason for e in told.events] == ["SuccessfulCreatePod", "JAXJobCreated"]
+    assert api.status is not None
+    assert cond.CREATED in [c["type"] for c in api.status["conditions"]]
 
 
 def test_an_object_someone_else_made_under_the_jobs_name_is_not_adopted() -> None:

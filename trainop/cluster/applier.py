@@ -68,11 +68,20 @@ class PlanApplier:
                     raise
 
     async def commit(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
-        """What follows a plan's writes: its status, its events, its metrics."""
+        """What follows a plan's writes: its status, its events, its metrics. Events that
+        announce a transition are told only once the status that holds it is stored: a
+        conflict on the status write raises, the job is decided again from the fresh
+        object, and the transition is told once, by the attempt that stores it. Those that
+        tell of the writes just made are told either way (the writes happened)."""
+        if plan.status_changed:
+            try:
+                await self._write_status(key, obj, plan.status)
+            except BaseException:
+                for event in plan.on_created:
+                    self.recorder.record(obj, event)
+                raise
         for event in plan.events + plan.on_created:
             self.recorder.record(obj, event)
-        if plan.status_changed:
-            await self._write_status(key, obj, plan.status)
         ns, framework = obj["metadata"]["namespace"], self.framework
         for name, n in plan.counted.items():
             if n:
