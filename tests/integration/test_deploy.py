@@ -52,6 +52,8 @@ def test_server_side_dry_run_of_the_install(apiserver: TestAPIServer) -> None:
                             str(REPO / "config" / "default"), check=False)
     assert out.returncode == 0, out.stderr
     assert "deployment.apps/trainop-manager serverside-applied (server dry run)" in out.stdout
+    # kubectl prints what the API server warns of (a deprecated API or field): nothing
+    assert "Warning" not in out.stderr, out.stderr
 
 
 @pytest.fixture(scope="module")

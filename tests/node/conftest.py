@@ -62,8 +62,9 @@ def manager(cluster: TestCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     `kubectl apply --server-side -k config/default`, and the rollout waited for."""
     archive = manager_image.build(tmp_path_factory.mktemp("image") / "manager.tar")
     cluster.import_image(archive)
-    cluster.kubectl("apply", "--server-side", "-k", str(REPO / "config" / "default"),
-                    timeout=180)
+    applied = cluster.kubectl("apply", "--server-side", "-k", str(REPO / "config" / "default"),
+                              timeout=180)
+    assert "Warning" not in applied.stderr, applied.stderr  # nothing deprecated is installed
     out = cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/trainop-manager",
                           "--timeout=180s", check=False, timeout=200)
     assert out.returncode == 0, (out.stderr, manager_logs(cluster))
