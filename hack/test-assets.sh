@@ -63,6 +63,14 @@ command -v go >/dev/null || { log "go is not installed: it builds the Kubernetes
 # Module zips have no VCS data to stamp; the toolchain is the machine's own.
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false" GOTOOLCHAIN=local
 
+# The name `go build` gives package $1's binary: its last path element, or the one before
+# a major version suffix (go.etcd.io/etcd/server/v3 makes `server`).
+go_binary_name() {
+  local pkg=$1
+  [[ ! ${pkg##*/} =~ ^v[0-9]+$ ]] || pkg=${pkg%/*}
+  echo "${pkg##*/}"
+}
+
 # Build module MODULE at VERSION into $cache/go/MODULE@VERSION, then link its binaries into
 # $assets. Arguments: MODULE VERSION LDFLAGS TAGS PACKAGE=BINARY...; extra go.mod lines (the
 # replaces) on stdin. The go.mod is made in a fresh folder; one `go build` makes every binary
@@ -92,7 +100,7 @@ build_module() {
       mkdir bin
       go build -trimpath -tags "$tags" -ldflags "$ldflags" -o bin/ "${pkgs[@]}" >&2
       for pair in "${todo[@]}"; do
-        mv "bin/$(basename "${pair%%=*}")" "$out/${pair#*=}"
+        mv "bin/$(go_binary_name "${pair%%=*}")" "$out/${pair#*=}"
       done
     )
     rm -rf "$dir"
