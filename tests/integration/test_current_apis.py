@@ -65,22 +65,28 @@ def test_the_elastic_path_meets_autoscaling_v2(apiserver: TestAPIServer) -> None
 def test_the_client_logs_each_warning_it_is_sent_once(apiserver: TestAPIServer,
                                                       caplog: pytest.LogCaptureFixture
                                                       ) -> None:
-    """v1 Endpoints are deprecated from 1.33: the API server says so on every read, and the
-    client tells it (the manager's tests fail on any such line in its log)."""
-    async def read_twice() -> set[str]:
+    """A pod with the seccomp annotation that fields replaced draws a warning from every
+    release since 1.22; the client tells each warning once (and the manager's tests fail on
+    any such line in its log)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "old-style", "annotations": {
+            "seccomp.security.alpha.kubernetes.io/pod": "runtime/default"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+    async def create_twice() -> set[str]:
         client = Client(from_kubeconfig(str(apiserver.kubeconfig)))
         try:
-            for _ in range(2):
-                await client.get("/api/v1/namespaces/default/endpoints")
+            for _ in range(2):  # a dry run: nothing is stored
+                await client.request("POST", "/api/v1/namespaces/default/pods", pod,
+                                     params={"dryRun": "All"})
             return client.warnings
         finally:
             await client.close()
 
     with caplog.at_level(logging.WARNING, logger="trainop.client"):
-        warnings = asyncio.run(read_twice())
+        warnings = asyncio.run(create_twice())
     assert len(warnings) == 1
-    assert "v1 Endpoints is deprecated" in next(iter(warnings))
+    assert "seccomp.security.alpha.kubernetes.io/pod" in next(iter(warnings))
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1
-    assert lines[0].startswith("API server warning on GET /api/v1/namespaces/default/endpoints")
-
+    assert lines[0].startswith("API server warning on POST /api/v1/namespaces/default/pods: ")
