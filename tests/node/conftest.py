@@ -70,8 +70,13 @@ def manager(cluster: TestCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     assert out.returncode == 0, (out.stderr, manager_logs(cluster))
     wait_for_webhook(cluster)
     yield
+    # what the API server warned the manager of (a deprecated API or field), from the logs of
+    # its pods still there: nothing
+    logs = cluster.kubectl("-n", NAMESPACE, "logs", "-l", "app.kubernetes.io/name=trainop",
+                           "--tail=-1", "--prefix", check=False).stdout
     cluster.kubectl("delete", "-k", str(REPO / "config" / "default"), "--wait=false",
                     check=False)
+    assert [line for line in logs.splitlines() if "API server warning" in line] == []
 
 
 def wait_for_webhook(cluster: TestCluster, timeout: float = 60) -> None:
