@@ -20,10 +20,10 @@ MAX_REPLICAS = 10_000
 
 
 MAX_PROBLEMS = 20
-MANAGERS = (OUR_MANAGER, "kueue.x-k8s.io/multikueue")
-"""The runPolicy.managedBy values upstream accepts (pkg/common/util/webhooks.go:11-13)."""
 """Problems told about one job; the rest are counted (a manifest with 100,000 bad entries
 gets an answer of a few lines, not megabytes)."""
+MANAGERS = (OUR_MANAGER, "kueue.x-k8s.io/multikueue")
+"""The runPolicy.managedBy values upstream accepts (pkg/common/util/webhooks.go:11-13)."""
 
 
 class InvalidJob(ValueError):
