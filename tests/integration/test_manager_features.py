@@ -230,3 +230,4 @@ def test_the_cluster_domain_comes_from_the_managers_environment(
             f"tf-worker-1.{kube.ns}.svc.cluster.local:2222"]
     finally:
         m.stop()
+    assert m.api_warnings() == []
