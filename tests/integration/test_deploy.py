@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import socket
 import ssl
 import subprocess
@@ -82,7 +83,8 @@ def test_the_cluster_role_is_enough_for_a_job_lifecycle(
         kube.wait_condition("XGBoostJob", "xgb", "Succeeded")
         wait_for("cleanup and TTL", lambda: not kube.names("pods") and
                  kube.get("mpijobs.kubeflow.org", "mpi") is None, 30)
-        assert "Forbidden" not in m.log() and "403" not in m.log(), m.log()
+        # a refusal reads "403 Forbidden"; random namespace names may hold the digits 403
+        assert "Forbidden" not in m.log() and not re.search(r"\b403\b", m.log()), m.log()
         assert any(e["reason"] == "XGBoostJobSucceeded" for e in kube.items("events"))
     finally:
         m.stop()
@@ -114,7 +116,8 @@ def test_the_cluster_role_is_enough_where_owner_references_are_enforced(
             kube.apply(manifest("JAXJob", {"Worker": 2}, name="jx"))
             kube.wait_pods(2)
             wait_for("services", lambda: len(kube.names("services")) == 2 or None)
-            assert "Forbidden" not in m.log() and "403" not in m.log(), m.log()
+            # a refusal reads "403 Forbidden"; random namespace names may hold the digits 403
+            assert "Forbidden" not in m.log() and not re.search(r"\b403\b", m.log()), m.log()
         finally:
             m.stop()
 
