@@ -34,6 +34,8 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-## crds: regenerate config/crd from the API models
-crds:
+## crds: remake the Kubernetes types' schemas (trainop/api/kubeschema.json, by controller-gen
+## from k8s.io/api of the suites' release), then config/crd from the API models
+crds: venv
+	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" $(BIN)/python -m trainop.testing.kubeschema
 	$(BIN)/trainop crds -o config/crd

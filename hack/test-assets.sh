@@ -10,7 +10,11 @@
 #     kube-controller-manager, kube-scheduler, kubelet and kube-proxy;
 #   from go.etcd.io/etcd/server/v3: etcd;
 #   from github.com/containerd/containerd/v2, for the real node: containerd,
-#     containerd-shim-runc-v2 and ctr (kubelets from 1.36 need containerd 2).
+#     containerd-shim-runc-v2 and ctr (kubelets from 1.36 need containerd 2);
+#   from github.com/kubeflow/training-operator: upstream's operator, as
+#     training-operator-VERSION (the differential suite and bench/ run it beside trainop);
+#   from sigs.k8s.io/controller-tools: controller-gen (upstream's CRD generator; `make crds`
+#     and a test make the pod template's schema with it from the Kubernetes API types).
 # k8s.io/kubernetes is not meant to be required by another module: a small go.mod made here
 # requires it and replaces each k8s.io/* staging module with its v0.X.Y release (the way
 # projects that embed Kubernetes build it). A cold build of everything (empty Go build and
@@ -18,17 +22,22 @@
 #   TRAINOP_KUBE_VERSION        the Kubernetes release (default below)
 #   TRAINOP_ETCD_VERSION        the etcd release (default below)
 #   TRAINOP_CONTAINERD_VERSION  the containerd release (default below)
+#   TRAINOP_UPSTREAM_VERSION    upstream's training-operator release (default below)
+#   TRAINOP_CONTROLLER_TOOLS_VERSION  the controller-gen release (default below)
 #   TRAINOP_REAL_NODE=0         no real-node binaries (the real-node tests will skip)
 set -euo pipefail
 
 kube_version=${TRAINOP_KUBE_VERSION:-v1.37.2}
 etcd_version=${TRAINOP_ETCD_VERSION:-v3.7.3}
 containerd_version=${TRAINOP_CONTAINERD_VERSION:-v2.4.2}
+upstream_version=${TRAINOP_UPSTREAM_VERSION:-v1.9.4}
+controller_tools_version=${TRAINOP_CONTROLLER_TOOLS_VERSION:-v0.23.0}
 real_node=${TRAINOP_REAL_NODE:-1}
 
 log() { echo "test-assets: $*" >&2; }
 
 kube=(kube-apiserver kubectl)
+upstream=("training-operator-$upstream_version" "controller-gen-$controller_tools_version")
 containerd=()
 if [[ $real_node != 0 ]]; then
   kube+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
@@ -45,7 +54,7 @@ missing() {
 }
 
 if [[ -n "${KUBEBUILDER_ASSETS:-}" && \
-      -z "$(missing "$KUBEBUILDER_ASSETS" etcd "${kube[@]}" "${containerd[@]}")" ]]; then
+      -z "$(missing "$KUBEBUILDER_ASSETS" etcd "${kube[@]}" "${upstream[@]}" "${containerd[@]}")" ]]; then
   echo "$KUBEBUILDER_ASSETS"
   exit 0
 fi
@@ -54,7 +63,7 @@ cache="${TRAINOP_CACHE:-$HOME/.cache/trainop}"
 assets="$cache/assets/kubernetes-$kube_version-etcd-$etcd_version"
 [[ $real_node == 0 ]] || assets+="-containerd-$containerd_version"
 mkdir -p "$assets"
-if [[ -z "$(missing "$assets" etcd "${kube[@]}" "${containerd[@]}")" ]]; then
+if [[ -z "$(missing "$assets" etcd "${kube[@]}" "${upstream[@]}" "${containerd[@]}")" ]]; then
   echo "$assets"
   exit 0
 fi
@@ -113,6 +122,14 @@ build_module() {
 if [[ -n "$(missing "$assets" etcd)" ]]; then
   build_module go.etcd.io/etcd/server/v3 "$etcd_version" "-s -w" "" \
     go.etcd.io/etcd/server/v3=etcd </dev/null
+fi
+
+if [[ -n "$(missing "$assets" "${upstream[@]}")" ]]; then
+  # its own go.mod pins every dependency; it replaces nothing
+  build_module github.com/kubeflow/training-operator "$upstream_version" "-s -w" "" \
+    "github.com/kubeflow/training-operator/cmd/training-operator.v1=${upstream[0]}" </dev/null
+  build_module sigs.k8s.io/controller-tools "$controller_tools_version" "-s -w" "" \
+    "sigs.k8s.io/controller-tools/cmd/controller-gen=${upstream[1]}" </dev/null
 fi
 
 if [[ -n "$(missing "$assets" "${containerd[@]}")" ]]; then

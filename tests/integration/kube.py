@@ -46,9 +46,9 @@ class Manager(ManagerProcess):
 class Kube:
     """One test's namespace on the test API server."""
 
-    def __init__(self, api: TestAPIServer):
+    def __init__(self, api: TestAPIServer, ns: str | None = None):
         self.api = api
-        self.ns = f"t-{uuid.uuid4().hex[:8]}"
+        self.ns = ns or f"t-{uuid.uuid4().hex[:8]}"
         api.kubectl("create", "namespace", self.ns)
 
     def kubectl(self, *args: str, input: str | None = None) -> str:

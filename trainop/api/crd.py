@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from trainop.api.kinds import GROUP, VERSION
+from trainop.api.kubeschema import kube_schema, quantity_pattern
 from trainop.api.model import SchemaHint
 from trainop.api.types import JOB_MODELS, Job
 
@@ -31,13 +32,14 @@ def _schema_of(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
             return _schema_of(args[0], metadata)
         if hint and hint.int_or_string:
             return {"anyOf": [{"type": "integer"}, {"type": "string"}],
-                    "x-kubernetes-int-or-string": True}
+                    "pattern": quantity_pattern(), "x-kubernetes-int-or-string": True}
         raise TypeError(f"no structural schema for union {tp}")
-    if hint and hint.preserve_unknown:
-        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    if hint and hint.kube:
+        return kube_schema(hint.kube)
     if origin is Literal:
-        values = list(typing.get_args(tp))
-        return {"type": "string", "enum": values}
+        # No enum, as upstream's CRDs: the API server stores any string and trainop's
+        # validation (webhook, or the job's Failed condition) says which values it takes.
+        return {"type": "string"}
     if origin is dict:
         _, value = typing.get_args(tp)
         return {"type": "object", "additionalProperties": _schema_of(value)}
@@ -46,13 +48,20 @@ def _schema_of(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
         return {"type": "array", "items": _schema_of(item)}
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return _model_schema(tp)
+    leaf: dict[str, Any]
     if tp is bool:
-        return {"type": "boolean"}
-    if tp is int:
-        return {"type": "integer", "format": "int32"}
-    if tp is str:
-        return {"type": "string"}
-    raise TypeError(f"no structural schema for {tp}")
+        leaf = {"type": "boolean"}
+    elif tp is int:
+        leaf = {"type": "integer", "format": "int32"}
+    elif tp is str:
+        leaf = {"type": "string"}
+    else:
+        raise TypeError(f"no structural schema for {tp}")
+    if hint and hint.format:
+        leaf["format"] = hint.format
+    if hint and hint.default is not None:
+        leaf["default"] = hint.default
+    return leaf
 
 
 def _field_schema(field: FieldInfo) -> dict[str, Any]:
@@ -87,6 +96,13 @@ def crd_for(model: type[Job]) -> dict[str, Any]:
     """The apiextensions.k8s.io/v1 CRD of one job kind."""
     info = model.info
     spec_schema = _schema_of(model.model_fields["spec"].annotation)
+    # the API server refuses a job without replica specs, as upstream's CRDs make it do
+    spec_schema["required"] = sorted({*spec_schema.get("required", ()),
+                                      info.replica_specs_field})
+    columns = [
+        {"jsonPath": ".status.conditions[-1:].type", "name": "State", "type": "string"},
+        {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
+    ]
     status_schema = _schema_of(model.model_fields["status"].annotation)
     subresources: dict[str, Any] = {"status": {}}
     if info.scale_replica_type:
@@ -113,11 +129,7 @@ def crd_for(model: type[Job]) -> dict[str, Any]:
                 "name": VERSION,
                 "served": True,
                 "storage": True,
-                "additionalPrinterColumns": [
-                    {"jsonPath": ".status.conditions[-1:].type", "name": "State",
-                     "type": "string"},
-                    {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
-                ],
+                "additionalPrinterColumns": columns[::-1] if info.age_column_first else columns,
                 "schema": {"openAPIV3Schema": {
                     "description": f"{info.kind} is a {info.framework} training job.",
                     "type": "object",

@@ -36,6 +36,8 @@ class KindInfo:
     free_container_names: bool = False
     """Containers may have any names (MPI: upstream's examples name them freely); for other
     kinds the operator finds its container by the default name."""
+    age_column_first: bool = False
+    """`kubectl get` shows Age before State (upstream's MPIJob CRD lists them so)."""
     pods_under_one_service: bool = False
     """Where pods are reached by DNS name, they are named through one headless service of
     the job's name (hostname and subdomain: `{pod}.{job}.{ns}.svc`) instead of a service
@@ -69,7 +71,7 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("MPIJob", "mpijobs", "mpiReplicaSpecs", ("Launcher", "Worker"),
                  "mpi", "mpi-port", 9999, "Never", "mpi", default_ports=False,
                  unset_replicas_zero=("Worker",), pods_under_one_service=True,
-                 free_container_names=True),
+                 free_container_names=True, age_column_first=True),
         KindInfo("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("Master", "Worker"),
                  "xgboost", "xgboostjob-port", 9999, "Never", "xgboost"),
         KindInfo("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("Master", "Worker"),

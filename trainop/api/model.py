@@ -13,16 +13,27 @@ from pydantic.alias_generators import to_camel
 class SchemaHint:
     """How a field appears in the generated CRD schema when its Python type cannot say."""
 
-    preserve_unknown: bool = False
-    """An object of any shape (a pod template, an HPA metric): kept as written."""
     int_or_string: bool = False
     """A Kubernetes quantity or port: an integer or a string."""
     validations: tuple[tuple[str, str], ...] = ()
     """CEL rules the API server checks, as (rule, message): `x-kubernetes-validations`."""
+    format: str | None = None
+    """The OpenAPI format of a string or integer (`date-time`, `int64`)."""
+    default: bool | int | str | None = None
+    """The value the API server stores where the field is left out."""
+    kube: str | None = None
+    """A Kubernetes type (its OpenAPI name): the schema is that type's, from the API server
+    (trainop.api.kubeschema), while the model keeps the object as a dict."""
 
 
-RawObject = Annotated[dict[str, Any], SchemaHint(preserve_unknown=True)]
+PodTemplate = Annotated[dict[str, Any], SchemaHint(kube="io.k8s.api.core.v1.PodTemplateSpec")]
+MetricSpec = Annotated[dict[str, Any], SchemaHint(kube="io.k8s.api.autoscaling.v2.MetricSpec")]
+LabelSelector = Annotated[dict[str, Any], SchemaHint(
+    kube="io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")]
 Quantity = Annotated[int | str, SchemaHint(int_or_string=True)]
+Time = Annotated[str, SchemaHint(format="date-time")]
+"""An RFC 3339 time, as metav1.Time is on the wire."""
+Int64 = Annotated[int, SchemaHint(format="int64")]
 
 
 class Model(BaseModel):

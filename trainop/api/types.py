@@ -7,7 +7,16 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from trainop.api.kinds import API_VERSION, KINDS, KindInfo
-from trainop.api.model import Model, Quantity, RawObject, SchemaHint
+from trainop.api.model import (
+    Int64,
+    LabelSelector,
+    MetricSpec,
+    Model,
+    PodTemplate,
+    Quantity,
+    SchemaHint,
+    Time,
+)
 from trainop.api.problems import (
     NPROC,
     Problem,
@@ -41,8 +50,8 @@ class ReplicaSpec(Model):
     """One replica type of a job: how many pods, from which template, restarted how."""
 
     replicas: int | None = None
-    template: RawObject | None = Field(
-        None, description="PodTemplateSpec of every replica of this type (kept as written)."
+    template: PodTemplate | None = Field(
+        None, description="PodTemplateSpec of every replica of this type."
     )
     restart_policy: RestartPolicy | None = None
     restart_limit: int | None = Field(
@@ -69,10 +78,10 @@ class RunPolicy(Model):
 
     clean_pod_policy: CleanPodPolicy | None = None
     ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: int | None = None
+    active_deadline_seconds: Int64 | None = None
     backoff_limit: int | None = None
     scheduling_policy: SchedulingPolicy | None = None
-    suspend: bool | None = None
+    suspend: Annotated[bool | None, SchemaHint(default=False)] = None
     managed_by: str | None = None
     restart_scope: RestartScope | None = Field(
         None,
@@ -99,14 +108,14 @@ class ElasticPolicy(Model):
     standalone: bool | None = None
     n_proc_per_node: int | None = None
     max_restarts: int | None = None
-    metrics: list[RawObject] | None = None
+    metrics: list[MetricSpec] | None = None
 
 
 class PaddleElasticPolicy(Model):
     min_replicas: int | None = None
     max_replicas: int | None = None
     max_restarts: int | None = None
-    metrics: list[RawObject] | None = None
+    metrics: list[MetricSpec] | None = None
 
 
 class JobSpec(Model):
@@ -338,15 +347,15 @@ class JobCondition(Model):
     status: Literal["True", "False", "Unknown"]
     reason: str | None = None
     message: str | None = None
-    last_update_time: str | None = None
-    last_transition_time: str | None = None
+    last_update_time: Time | None = None
+    last_transition_time: Time | None = None
 
 
 class ReplicaStatus(Model):
     active: int | None = None
     succeeded: int | None = None
     failed: int | None = None
-    label_selector: RawObject | None = None
+    label_selector: LabelSelector | None = None
     selector: str | None = None
     restarts: int | None = Field(
         None, description="trainop: how often pods of this type were recreated after failing."
@@ -361,15 +370,15 @@ class FailureInfo(Model):
     pod: str
     exit_code: int | None = None
     reason: str | None = None
-    time: str | None = None
+    time: Time | None = None
 
 
 class JobStatus(Model):
     conditions: list[JobCondition] | None = None
     replica_statuses: dict[str, ReplicaStatus] | None = None
-    start_time: str | None = None
-    completion_time: str | None = None
-    last_reconcile_time: str | None = None
+    start_time: Time | None = None
+    completion_time: Time | None = None
+    last_reconcile_time: Time | None = None
     last_failure: FailureInfo | None = None
 
 

@@ -50,8 +50,9 @@ def ca_and_serving_cert(
     return ca, issue(ca, common_name, dns_names=dns_names, ips=ips, days=days)
 
 
-def new_ca(common_name: str, days: int = 7) -> CertPair:
-    """A self-signed certificate authority."""
+def new_ca(common_name: str, days: int = 7, dns_names: tuple[str, ...] = ()) -> CertPair:
+    """A self-signed certificate authority (valid for `dns_names` too, where a peer checks
+    its CA's name as a host name)."""
     now = clock.now()
     key = _key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -63,9 +64,12 @@ def new_ca(common_name: str, days: int = 7) -> CertPair:
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
     )
-    return CertPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+    if dns_names:
+        cert = cert.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
+    signed = cert.sign(key, hashes.SHA256())
+    return CertPair(signed.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
 def issue(

@@ -1,0 +1,56 @@
+"""trainop's CRDs against upstream's, read from upstream's module: every schema path of
+upstream's has the same type, format, list and map types, defaults, required fields and
+rules in trainop's (trainop may have more: its own fields, pod fields of a newer
+release), with the same names, scope, printer columns and subresources."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainop.api import KINDS
+from trainop.api.crd import all_crds
+from trainop.api.kubeschema import SCHEMAS_FILE
+from trainop.testing import kubeschema, upstream
+from trainop.testing.apiserver import release
+
+pytestmark = pytest.mark.differential
+OURS = {crd["spec"]["names"]["kind"]: crd for crd in all_crds().values()}
+
+
+@pytest.fixture(scope="module")
+def theirs() -> dict[str, dict[str, object]]:
+    return upstream.crds()
+
+
+def test_upstream_has_the_kinds_trainop_serves_but_mxjob(theirs: dict[str, object]) -> None:
+    # v1.9 dropped MXJob's controller and CRD; trainop still serves it
+    assert set(theirs) == set(KINDS) - {"MXJob"}
+
+
+@pytest.mark.parametrize("kind", sorted(set(KINDS) - {"MXJob"}))
+def test_the_crd_says_what_upstreams_says(theirs: dict[str, dict[str, object]],
+                                          kind: str) -> None:
+    paths = upstream.schema_paths(theirs[kind]["spec"]["versions"][0][  # type: ignore[index]
+        "schema"]["openAPIV3Schema"])
+    assert len(paths) > 1300, "upstream's CRD carries the whole pod template"
+    assert upstream.crd_differences(OURS[kind], theirs[kind]) == []
+
+
+def test_the_comparison_finds_a_difference(theirs: dict[str, dict[str, object]]) -> None:
+    ours = json.loads(json.dumps(OURS["PyTorchJob"]))
+    spec = ours["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    template = spec["properties"]["pytorchReplicaSpecs"]["additionalProperties"][
+        "properties"]["template"]
+    del template["properties"]["spec"]["properties"]["containers"]["x-kubernetes-list-type"]
+    assert upstream.crd_differences(ours, theirs["PyTorchJob"]) == [
+        ".spec.pytorchReplicaSpecs{}.template.spec.containers: "
+        "x-kubernetes-list-type None != 'map'"]
+
+
+def test_the_stored_kubernetes_schemas_are_the_suites_release() -> None:
+    # what `make crds` would write now, from k8s.io/api of the release the suites run
+    stored = json.loads(SCHEMAS_FILE.read_text())
+    assert stored["release"] == release()
+    assert kubeschema.generate(release()) == stored, "run: make crds"

@@ -1,0 +1,197 @@
+"""Upstream's training operator (github.com/kubeflow/training-operator) as a peer in the tests.
+
+Its module comes from the Go module proxy: `go mod download` gives its source folder (its
+CRDs under manifests/base/crds), and hack/test-assets.sh builds its binary, as
+training-operator-VERSION beside the Kubernetes binaries. Nothing of it is in this project.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainop.testing.apiserver import TestAPIServer, find_assets, release
+
+MODULE = "github.com/kubeflow/training-operator"
+
+SCHEMA_KEYS = ("type", "format", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
+               "x-kubernetes-map-type", "x-kubernetes-int-or-string",
+               "x-kubernetes-preserve-unknown-fields", "x-kubernetes-validations",
+               "required", "default", "enum", "pattern")
+"""What a schema path must say as upstream's does (descriptions may differ)."""
+
+
+def version() -> str:
+    """The upstream release the suites compare with ($TRAINOP_UPSTREAM_VERSION)."""
+    return release("upstream")
+
+
+@cache
+def module_dir() -> Path:
+    """The source of upstream's module at `version()`, from the Go module cache."""
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+    out = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version()}"],
+                         check=True, capture_output=True, text=True, env=env,
+                         cwd=Path.home())
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def crds() -> dict[str, dict[str, Any]]:
+    """Upstream's CRDs by kind."""
+    out = {}
+    for path in sorted((module_dir() / "manifests" / "base" / "crds").glob("kubeflow.org_*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        out[crd["spec"]["names"]["kind"]] = crd
+    return out
+
+
+def binary() -> Path:
+    """Upstream's operator, built by hack/test-assets.sh."""
+    return find_assets() / f"training-operator-{version()}"
+
+
+def schema_paths(schema: dict[str, Any], path: str = "") -> dict[str, dict[str, Any]]:
+    """Every path of an OpenAPI schema (`.a.b`, `[]` for items, `{}` for a map's values)
+    with the parts of its schema in SCHEMA_KEYS."""
+    out = {path: {k: schema[k] for k in SCHEMA_KEYS if k in schema}}
+    for name, sub in (schema.get("properties") or {}).items():
+        out.update(schema_paths(sub, f"{path}.{name}"))
+    if isinstance(schema.get("items"), dict):
+        out.update(schema_paths(schema["items"], f"{path}[]"))
+    if isinstance(schema.get("additionalProperties"), dict):
+        out.update(schema_paths(schema["additionalProperties"], f"{path}{{}}"))
+    return out
+
+
+def crd_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """Where CRD `ours` does not say what upstream's `theirs` says: a schema path of theirs
+    missing from ours or different in SCHEMA_KEYS (paths only ours has are additions), and
+    names, scope, printer columns and subresources."""
+    problems = []
+    for key in ("group", "names", "scope"):
+        if ours["spec"].get(key) != theirs["spec"].get(key):
+            problems.append(f"spec.{key}: {ours['spec'].get(key)} != {theirs['spec'].get(key)}")
+    (mine,), (upstream,) = ours["spec"]["versions"], theirs["spec"]["versions"]
+    for key in ("name", "served", "storage", "additionalPrinterColumns", "subresources"):
+        if mine.get(key) != upstream.get(key):
+            problems.append(f"versions[0].{key}: {mine.get(key)} != {upstream.get(key)}")
+    my_paths = schema_paths(mine["schema"]["openAPIV3Schema"])
+    for path, want in schema_paths(upstream["schema"]["openAPIV3Schema"]).items():
+        have = my_paths.get(path)
+        if have is None:
+            problems.append(f"{path or '.'}: missing")
+            continue
+        for key in SCHEMA_KEYS:
+            mine_value, theirs_value = have.get(key), want.get(key)
+            if key == "required":  # the same fields required, in any order
+                mine_value = sorted(mine_value or [])
+                theirs_value = sorted(theirs_value or [])
+            if mine_value != theirs_value:
+                problems.append(f"{path or '.'}: {key} {mine_value!r} != {theirs_value!r}")
+    return problems
+
+
+WEBHOOK_CONFIG = "validator.training-operator.kubeflow.org"
+"""The ValidatingWebhookConfiguration upstream fills its CA into (its main.go)."""
+NAMESPACE = "kubeflow"
+"""Where upstream keeps its webhook certificate (MY_POD_NAMESPACE, as its Deployment sets)."""
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+"""Where upstream writes its serving certificate (fixed in its pkg/cert)."""
+
+
+class UpstreamOperator:
+    """Upstream's operator as a process against a test API server, with its own CRDs and its
+    webhook registered as its manifests register it, but called at a loopback URL. One at a
+    time per machine: its certificate folder is fixed.
+
+    Its certificate rotator keeps a secret whose CA is valid for the CA's name and whose
+    serving certificate is valid for the Service's name, for at least 90 days: this one is
+    made beforehand, for 127.0.0.1 too, so that the API server can call the loopback URL and
+    the rotator keeps it."""
+
+    def __init__(self, api: TestAPIServer, *args: str, log_path: Path,
+                 install_crds: bool = True):
+        from trainop.cluster.certs import issue, new_ca
+        from trainop.testing.apiserver import free_port
+
+        self.api = api
+        self.log_path = log_path
+        if install_crds:
+            api.kubectl("apply", "--server-side", "-k",
+                        str(module_dir() / "manifests" / "base" / "crds"))
+            api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        self.webhook_port, self.metrics_port, self.health_port = (
+            free_port(), free_port(), free_port())
+        ca = new_ca("training-operator-ca", days=365, dns_names=("training-operator-ca",))
+        serving = issue(ca, f"training-operator.{NAMESPACE}.svc",
+                        dns_names=[f"training-operator.{NAMESPACE}.svc"], ips=["127.0.0.1"],
+                        days=365)
+        api.kubectl("create", "namespace", NAMESPACE, check=False)
+        files = {"ca.crt": ca.cert_pem.decode(), "ca.key": ca.key_pem.decode(),
+                 "tls.crt": serving.cert_pem.decode(), "tls.key": serving.key_pem.decode()}
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+            "name": "training-operator-webhook-cert", "namespace": NAMESPACE},
+            "stringData": files}
+        api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                    input=yaml.safe_dump(secret))
+        # where its Deployment mounts that secret; the rotator waits to find it there
+        CERT_DIR.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (CERT_DIR / name).write_text(text)
+        api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                    input=yaml.safe_dump(self.webhook_configuration(ca.cert_pem)))
+        self.proc = subprocess.Popen(
+            [str(binary()), "--kubeconfig", str(api.kubeconfig),
+             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
+             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
+             "--webhook-server-port", str(self.webhook_port), *args],
+            env={**os.environ, "MY_POD_NAMESPACE": NAMESPACE},
+            stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+    def webhook_configuration(self, ca_pem: bytes) -> dict[str, Any]:
+        """Upstream's ValidatingWebhookConfiguration (its manifests, with the name its
+        kustomization gives it), each webhook called at this process's loopback port."""
+        import base64
+
+        path = module_dir() / "manifests" / "base" / "webhook" / "manifests.yaml"
+        config = next(d for d in yaml.safe_load_all(path.read_text()) if d)
+        config["metadata"] = {"name": WEBHOOK_CONFIG}
+        for hook in config["webhooks"]:
+            service = hook["clientConfig"].pop("service")
+            hook["clientConfig"] = {
+                "url": f"https://127.0.0.1:{self.webhook_port}{service['path']}",
+                "caBundle": base64.b64encode(ca_pem).decode()}
+        return dict(config)
+
+    def wait_ready(self, timeout: float = 60) -> UpstreamOperator:
+        """Wait for /readyz (its certificates are in place and its webhook serves)."""
+        import time
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"upstream exited {self.proc.returncode}: {self.log()}")
+            try:
+                with urllib.request.urlopen(
+                        f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"upstream not ready after {timeout}s: {self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        from trainop.testing.manager import terminate
+
+        terminate(self.proc)
