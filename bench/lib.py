@@ -99,12 +99,13 @@ class Process(Usage):
 
 
 class Manager(ManagerProcess, Usage):
-    """The manager as the benchmarks run it: every kind, no API rate limit, quiet logs."""
+    """The manager as the benchmarks run it: every kind, no API rate limit (unless not
+    `tuned`: its defaults), quiet logs."""
 
-    def __init__(self, cluster: Cluster, *args: str, name: str = "manager"):
+    def __init__(self, cluster: Cluster, *args: str, name: str = "manager", tuned: bool = True):
         spy = ["py-spy", "record", "-o", PROFILE, "-f", "raw", "--"] if PROFILE else None
-        super().__init__(cluster.api.kubeconfig, "--log-level", "warning",
-                         "--kube-api-qps", "0", "--controller-threads", "64", *args,
+        tuning = ("--kube-api-qps", "0", "--controller-threads", "64") if tuned else ()
+        super().__init__(cluster.api.kubeconfig, "--log-level", "warning", *tuning, *args,
                          log_path=RESULTS.parent / f".{name}.log", wrapper=spy)
         self.ps = psutil.Process(self.proc.pid)
 

@@ -214,6 +214,11 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
                    "lookup (XGBoost's workers), an init container `wait-for-dns` that waits "
                    "for that name (image and tries of the PyTorch init container). Not in "
                    "upstream; the shipped Deployment turns it on.")
+@click.option("--aggregate-events", is_flag=True,
+              help="Tell one SuccessfulCreatePod, SuccessfulCreateService or "
+                   "SuccessfulDeletePod event per job and round, naming the objects, instead "
+                   "of one per object (fewer API writes for large jobs). Not in upstream; the "
+                   "shipped Deployment turns it on.")
 @click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
                                    "~/.kube/config].")
 @click.option("--log-level", default="info", show_default=True,
@@ -229,7 +234,8 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             webhook_secret_name: str, pytorch_init_container_image: str,
             pytorch_init_container_max_tries: int,
             pytorch_init_container_template_file: Path, mpi_kubectl_delivery_image: str,
-            wait_for_dns: bool, kubeconfig: str | None, log_level: str) -> None:
+            wait_for_dns: bool, aggregate_events: bool, kubeconfig: str | None,
+            log_level: str) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
     import asyncio
@@ -266,6 +272,7 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
         pytorch_init_image=pytorch_init_container_image,
         pytorch_init_max_tries=pytorch_init_container_max_tries,
         pytorch_init_template=template, wait_for_dns=wait_for_dns,
+        aggregate_events=aggregate_events,
         webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,
                                service_name=webhook_service_name,
                                service_namespace=webhook_service_namespace,

@@ -190,7 +190,7 @@ def documented() -> list[str]:
     """The patterns of the README's differences table (its "seen as" column): each
     difference the suite finds must match one (`fnmatch`, `*` for any text)."""
     text = README.read_text()
-    start = text.index("### Differences from training-operator v1.9")
+    start = text.index("### Differences from training-operator v1.9.4")
     table = text[start:text.index("\n## ", start)]
     patterns = []
     for row in table.splitlines():

@@ -124,15 +124,20 @@ def test_onfailure_pod_failure_recreates_and_backoff_limit_fails(kube: Kube,
         "Job pt has failed because it has reached the specified backoff limit")
 
 
-def test_active_deadline_fails_and_deletes_everything(kube: Kube, manager: Manager) -> None:
+def test_active_deadline_fails_and_cleans_up_as_the_policy_says(kube: Kube,
+                                                                manager: Manager) -> None:
     kube.apply(manifest("JAXJob", {"Worker": 2}, name="jx",
-                        spec={"runPolicy": {"activeDeadlineSeconds": 2}}))
+                        spec={"runPolicy": {"activeDeadlineSeconds": 2, "cleanPodPolicy": "All"}}))
     kube.wait_pods(2)
     failed = kube.wait_condition("JAXJob", "jx", "Failed", timeout=20)
     # upstream: pkg/controller.v1/common/job.go:212 (message) and :245 (reason)
     assert failed["reason"] == "JAXJobFailed"
-    assert failed["message"].startswith(
-        "Job jx has failed because it was active longer than specified deadline")
+    words = "Job jx has failed because it was active longer than specified deadline"
+    assert failed["message"] == f"{words} of 2s."
+    # the event: upstream's words alone, Normal (job.go:226)
+    told = wait_for("the Failed event", lambda: [
+        (e["type"], e["message"]) for e in kube.items("events") if e["reason"] == "JAXJobFailed"])
+    assert told == [("Normal", words)]
     wait_for("pods and services deleted", lambda: not kube.names("pods") and
              not kube.names("services"))
 

@@ -76,7 +76,13 @@ def test_exit_code_137_recreates_the_pod_and_the_job_succeeds(
                    if e["involvedObject"]["name"] == "retry"]
         assert "TFJobRestarting" in reasons and "ExitedWithCode" in reasons, reasons
         restarting = next(e for e in ns.items("events") if e["reason"] == "TFJobRestarting")
-        assert "retry-worker-0 exited with code 137 (OOMKilled)" in restarting["message"]
+        # the event in upstream's words (pod.go:362); the facts are the status's
+        assert restarting["message"] == "job retry is restarting because Worker replica(s) failed."
+        job_now = ns.get("tfjobs.kubeflow.org", "retry")
+        assert job_now is not None
+        last = job_now["status"]["lastFailure"]
+        assert (last["pod"], last["exitCode"], last["reason"]) == (
+            "retry-worker-0", 137, "OOMKilled")
         created = [e for e in ns.items("events") if e["reason"] == "SuccessfulCreatePod"]
         # the pod was made again, not restarted in place (alike events are counted in one)
         assert sum(e.get("count", 1) for e in created) == 2, created

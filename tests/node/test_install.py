@@ -23,8 +23,10 @@ def test_the_webhook_judges_jobs_through_its_service(cluster: TestCluster,
         out = cluster.kubectl("-n", ns.name, "apply", "-f", "-", input=yaml.safe_dump(bad),
                               check=False)
         assert out.returncode != 0
-        assert 'admission webhook "vpytorchjob.trainop.kubeflow.org" denied the request' \
-            in out.stderr, out.stderr
+        # upstream's webhook name and status (403 Forbidden)
+        assert ('Error from server (Forbidden): admission webhook '
+                '"validator.pytorchjob.training-operator.kubeflow.org" denied the request'
+                ) in out.stderr, out.stderr
         assert "spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in out.stderr
         # defaults are the manager's (no mutating webhook, as upstream): the job is stored
         # as applied, and its pods get the kind's default restartPolicy and one replica

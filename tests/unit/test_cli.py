@@ -129,7 +129,8 @@ def test_the_manager_takes_upstreams_flags() -> None:
                 "--pytorch-init-container-image", "alpine:3.10",
                 "--pytorch-init-container-template-file", "/etc/config/initContainer.yaml",
                 "--pytorch-init-container-max-tries", "100",
-                "--mpi-kubectl-delivery-image", "kubeflow/kubectl-delivery:latest"]
+                "--mpi-kubectl-delivery-image",
+                "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"]
     ctx = manager.make_context("manager", upstream)
     assert ctx.params["webhook_port"] == 9443 and ctx.params["schemes"] == ("tfjob",
                                                                             "PyTorchJob")
@@ -144,8 +145,10 @@ def test_the_manager_takes_upstreams_flags() -> None:
     assert defaults["pytorch_init_container_max_tries"] == 100
     assert str(defaults["pytorch_init_container_template_file"]) == \
         "/etc/config/initContainer.yaml"
-    assert defaults["mpi_kubectl_delivery_image"] == "kubeflow/kubectl-delivery:latest"
+    assert defaults["mpi_kubectl_delivery_image"] == \
+        "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
     assert defaults["wait_for_dns"] is False  # trainop's own, off: pods as upstream's
+    assert defaults["aggregate_events"] is False  # trainop's own, off: events as upstream's
 
 
 @pytest.mark.parametrize(("template", "message"), [

@@ -9,6 +9,7 @@ import pytest
 from tests.jobs import TYPICAL, job
 from tests.sim import Cluster
 from trainop.api import KINDS
+from trainop.engine import EngineConfig
 
 ALL = sorted(KINDS)
 EXIT_CODE = {"Worker": {"restartPolicy": "ExitCode"}}
@@ -23,6 +24,18 @@ def deleted(plan: Any, kind: str = "Pod") -> list[str]:
 
 
 # -- objects --------------------------------------------------------------------------
+
+def _rtype(pod: str) -> str:
+    return "Launcher" if pod.endswith("launcher") else pod.split("-")[1].capitalize()
+
+
+def test_aggregated_events_name_the_objects_of_a_round() -> None:
+    plan = Cluster(job("PyTorchJob"), config=EngineConfig(aggregate_events=True)).step()
+    assert [(e.reason, e.message) for e in plan.on_created] == [
+        ("SuccessfulCreatePod", "Created 3 pod(s): job-master-0, job-worker-0, job-worker-1"),
+        ("SuccessfulCreateService",
+         "Created 3 service(s): job-master-0, job-worker-0, job-worker-1")]
+
 
 @pytest.mark.parametrize("kind", ALL)
 def test_first_reconcile_creates_every_replica(kind: str) -> None:
@@ -39,8 +52,16 @@ def test_first_reconcile_creates_every_replica(kind: str) -> None:
         assert sorted(names(plan, "Service")) == expected
     assert c.condition("Created").reason == f"{kind}Created"
     assert c.job.status.start_time == "2026-01-01T00:00:00Z"
-    # told once the pods are made, not before (a refused create must not claim them)
-    assert [e.reason for e in plan.on_created] == ["SuccessfulCreatePod"]
+    # told once the pods are made, not before (a refused create must not claim them): one
+    # event per pod and service, as upstream (pod_control.go:162, service_control.go:106;
+    # MPI's workers: mpijob_controller.go:891)
+    told = [(e.reason, e.message) for e in plan.on_created]
+    pod_word = {"Worker": "worker pod"} if kind == "MPIJob" else {}
+    assert sorted(told) == sorted(
+        [("SuccessfulCreatePod", f"Created {pod_word.get(_rtype(n), 'pod')}: {n}")
+         for n in expected]
+        + [("SuccessfulCreateService", f"Created service: {n}")
+           for n in (expected if kind != "MPIJob" else [])])
     assert not any(e.reason == "SuccessfulCreatePod" for e in plan.events)
     if kind == "MPIJob":  # what the launcher mounts is made before any pod
         assert {o["kind"] for o in plan.prerequisites} == {
@@ -389,8 +410,11 @@ def test_restart_limit_per_replica_type() -> None:
     assert "Worker replicas reached their restart limit (1)" in failed.message
 
 
-def test_active_deadline() -> None:
-    c = Cluster(job("TFJob", {"Worker": 2}, spec={"runPolicy": {"activeDeadlineSeconds": 60}}))
+@pytest.mark.parametrize(("policy", "gone"), [
+    ("None", []), ("Running", ["job-worker-0", "job-worker-1"])])
+def test_active_deadline(policy: str, gone: list[str]) -> None:
+    c = Cluster(job("TFJob", {"Worker": 2}, spec={"runPolicy": {
+        "activeDeadlineSeconds": 60, "cleanPodPolicy": policy}}))
     plan = c.step()
     assert plan.requeue_after == 60
     c.all("Running")
@@ -405,8 +429,12 @@ def test_active_deadline() -> None:
     assert failed.message == ("Job job has failed because it was active longer than specified "
                               "deadline of 60s.")
     assert c.job.status.completion_time == "2026-01-01T00:01:00Z"
-    assert sorted(deleted(plan)) == ["job-worker-0", "job-worker-1"]
-    assert sorted(deleted(plan, "Service")) == ["job-worker-0", "job-worker-1"]
+    # the event in upstream's words alone, Normal (job.go:226)
+    assert [(e.type, e.message) for e in plan.events if e.reason == "TFJobFailed"] == [
+        ("Normal", "Job job has failed because it was active longer than specified deadline")]
+    # as the cleanPodPolicy says, as upstream since kubeflow/trainer#3419
+    assert sorted(deleted(plan)) == gone
+    assert sorted(deleted(plan, "Service")) == gone
 
 
 def test_ttl_after_finished() -> None:
@@ -421,6 +449,10 @@ def test_ttl_after_finished() -> None:
     c.advance(60)
     plan = c.step()
     assert plan.delete_job
+    # upstream's event and words, told once the delete is done (not by a retry)
+    assert [(e.reason, e.message) for e in plan.on_deleted] == [
+        ("SuccessfulDeletePod", "Deleted job: job")]
+    assert not any(e.reason == "SuccessfulDeletePod" for e in plan.events)
 
 
 INT64_MAX = 2**63 - 1
@@ -586,3 +618,45 @@ def test_job_wide_restart_counts_against_backoff_limit() -> None:
     c.set("job-master-0", phase="Failed", exit_code=1)
     c.step()
     assert c.condition("Failed").reason == "PyTorchJobFailed"
+
+
+def _told(plan: Any, suffix: str) -> list[tuple[str, str]]:
+    return [(e.type, e.message) for e in plan.events if e.reason.endswith(suffix)]
+
+
+def test_failure_events_say_upstreams_words_as_upstream_tells_them() -> None:
+    # events carry upstream's words alone (clients match on them); the condition adds facts
+    exit_code = {rt: {"restartPolicy": "ExitCode"} for rt in ("Master", "Worker")}
+    c = Cluster(job("PyTorchJob", replica_extra=exit_code))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-worker-0", phase="Failed", exit_code=137)
+    plan = c.step()
+    # pod.go:362-364 per pod deleted, then pytorchjob_controller.go:431, both Warnings
+    assert _told(plan, "Restarting") == [
+        ("Warning", "job job is restarting because Worker replica(s) failed."),
+        ("Warning", "PyTorchJob job is restarting because 1 Worker replica(s) failed.")]
+    assert "Last failure: pod job-worker-0 exited with code 137" in \
+        c.condition("Restarting").message
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=1)
+    plan = c.step()
+    # ExitCode's permanent failure: pod.go:371, a Warning
+    assert _told(plan, "Failed") == [
+        ("Warning", 'job "job" is failing because "Worker" replica(s) failed.')]
+
+    never = Cluster(job("PyTorchJob", replica_extra={"Worker": {"restartPolicy": "Never"}}))
+    never.step()
+    never.all("Running")
+    never.step()
+    never.set("job-worker-1", phase="Failed", exit_code=3)
+    plan = never.step()
+    # pytorchjob_controller.go:436: a Normal event
+    assert _told(plan, "Failed") == [
+        ("Normal", "PyTorchJob job is failed because 1 Worker replica(s) failed.")]
+    assert never.condition("Failed").message == (
+        "PyTorchJob job is failed because 1 Worker replica(s) failed. Last failure: pod "
+        "job-worker-1 exited with code 3.")  # the simulated pod gives no reason

@@ -45,7 +45,7 @@ def test_a_blocked_new_job_shows_created_only() -> None:
     assert blocked is not None
     assert [c.type for c in blocked.status.conditions or []] == [cond.CREATED]
     assert blocked.status.start_time is None  # the rest waits for the writes it needs
-    assert [e.reason for e in blocked.events] == ["JAXJobCreated"]
+    assert blocked.events == []  # upstream v1.9 tells no event for Created
     assert blocked.creates == [] and blocked.on_created == []
 
 

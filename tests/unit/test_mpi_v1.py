@@ -55,7 +55,7 @@ def test_launcher_pod() -> None:
     assert spec["serviceAccountName"] == "job-launcher"  # C:1037-1039
     assert spec["restartPolicy"] == "Never"  # C:1148 with the kind's default
     assert spec["initContainers"] == [{  # C:1041-1077, M:34-46
-        "name": "kubectl-delivery", "image": "kubeflow/kubectl-delivery:latest",
+        "name": "kubectl-delivery", "image": "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest",
         "imagePullPolicy": "IfNotPresent",
         "env": [{"name": "TARGET_DIR", "value": "/opt/kube"},
                 {"name": "NAMESPACE", "value": "default"}],

@@ -31,7 +31,7 @@ def test_valid_job_is_allowed() -> None:
 def test_invalid_job_is_denied_with_every_problem() -> None:
     out = validate_review(review(manifest("PyTorchJob", {"Master": 2, "PS": 1}, name="X")))
     response = out["response"]
-    assert response["allowed"] is False and response["status"]["code"] == 422
+    assert response["allowed"] is False and response["status"]["code"] == 403
     message = response["status"]["message"]
     assert "spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in message
     assert "spec.pytorchReplicaSpecs[PS]: unknown replica type" in message

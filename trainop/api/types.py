@@ -361,6 +361,16 @@ class ReplicaStatus(Model):
         None, description="trainop: how often pods of this type were recreated after failing."
     )
 
+    @model_serializer(mode="wrap")
+    def _leave_out_zero_counts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # upstream's counts are `omitempty`: a count of 0 is not written (clients read it
+        # as 0 all the same)
+        out: dict[str, Any] = handler(self)
+        for key in ("active", "succeeded", "failed", "restarts"):
+            if out.get(key) == 0:
+                del out[key]
+        return out
+
 
 class FailureInfo(Model):
     """trainop: the replica whose failure last restarted or failed the job."""

@@ -62,10 +62,13 @@ class PlanApplier:
             try:
                 await self.client.delete(JOBS[self.kind].path(ns, obj["metadata"]["name"]),
                                          {"propagationPolicy": "Background"})
-                metrics.JOBS_DELETED.labels(ns, self.framework).inc()
             except APIError as err:
                 if err.status != 404:
                     raise
+                return  # an earlier round deleted it, and told so
+            metrics.JOBS_DELETED.labels(ns, self.framework).inc()
+            for event in plan.on_deleted:
+                self.recorder.record(obj, event)
 
     async def commit(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
         """What follows a plan's writes: its status, its events, its metrics. Events that

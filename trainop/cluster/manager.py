@@ -65,6 +65,7 @@ class ManagerOptions:
     pytorch_init_max_tries: int = EngineConfig.pytorch_init_max_tries
     pytorch_init_template: str | None = None
     wait_for_dns: bool = False
+    aggregate_events: bool = False
     webhook: WebhookOptions | None = field(default_factory=WebhookOptions)
     """None: no admission webhook served."""
 
@@ -126,7 +127,8 @@ async def run_manager(opts: ManagerOptions) -> int:
                               pytorch_init_image=opts.pytorch_init_image,
                               pytorch_init_max_tries=opts.pytorch_init_max_tries,
                               pytorch_init_template=opts.pytorch_init_template,
-                              wait_for_dns=opts.wait_for_dns)
+                              wait_for_dns=opts.wait_for_dns,
+                              aggregate_events=opts.aggregate_events)
         if opts.leader_elect:
             # its own connections and no shared rate limit: no burst of other requests
             # may delay a renewal

@@ -49,8 +49,10 @@ def _response(review: dict[str, Any], allowed: bool, message: str = "",
     response: dict[str, Any] = {"uid": (review.get("request") or {}).get("uid", ""),
                                 "allowed": allowed}
     if message:
-        response["status"] = {"code": 200 if allowed else 422, "message": message,
-                              "reason": "Invalid" if not allowed else ""}
+        # a refusal is 403 Forbidden, as controller-runtime's validating webhooks answer
+        # upstream's (kubectl: "Error from server (Forbidden): admission webhook ...")
+        response["status"] = {"code": 200 if allowed else 403, "message": message,
+                              "reason": "Forbidden" if not allowed else ""}
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()

@@ -19,9 +19,13 @@ class EngineConfig:
     """--wait-for-dns (trainop's own; off as upstream): pods that look a peer's name up once
     as they start (Framework.names_looked_up_once: XGBoost's workers) first wait in an init
     container until it resolves."""
-    mpi_kubectl_delivery_image: str = "kubeflow/kubectl-delivery:latest"
+    mpi_kubectl_delivery_image: str = "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
     """--mpi-kubectl-delivery-image: the MPI launcher's init container that brings kubectl
     (upstream's default, pkg/config/config.go:35)."""
+    aggregate_events: bool = False
+    """--aggregate-events (trainop's own; off as upstream): one SuccessfulCreatePod,
+    SuccessfulCreateService or SuccessfulDeletePod event per job and round, naming the
+    objects, instead of one per object."""
 
     @property
     def volcano(self) -> bool:

@@ -65,6 +65,12 @@ class Judgement:
     reason: str
     """The condition's reason (Failed or Restarting)."""
     message: str
+    """The condition's message: upstream's words, then the facts of the failure."""
+    told: str = ""
+    """The event's message: upstream's words alone, as its event says them (a restart:
+    the kind's controller's own event besides pod.go's, if any)."""
+    warning: bool = True
+    """The event's type (upstream tells some failures as Normal)."""
     first: Failure | None = None
     """The failure that decided it (recorded as status.lastFailure), if a pod failed."""
     restart: tuple[PodState, ...] = ()
@@ -149,8 +155,9 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
             in_place >= rp.backoff_limit or rp.backoff_limit == 0):
         last = _last_in_place(live)
         facts = f"; last: {last.describe()}" if last else ""
+        # job.go:226: a Normal event of upstream's words
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
-                         f"{backoff} ({rp.backoff_limit}){facts}.", last)
+                         f"{backoff} ({rp.backoff_limit}){facts}.", backoff, False, last)
 
     permanent = [f for f in failures if f.verdict is Verdict.FAIL
                  and not fw.tolerates_failure(job, f.pod.replica_type)]
@@ -159,9 +166,12 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
         rtype = first.pod.replica_type
         n = sum(1 for f in permanent if f.pod.replica_type == rtype)
         policy = specs[rtype].restart_policy or "Never"
+        words = fw.failed_message(job, n, rtype, policy)
+        # ExitCode's permanent failure is pod.go:371's Warning; the rest the controllers'
+        # Normal event (e.g. pytorchjob_controller.go:436)
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
-                         f"{fw.failed_message(job, n, rtype, policy)} Last failure: "
-                         f"{first.describe()}.", first, by_replicas=True)
+                         f"{words} Last failure: {first.describe()}.", words,
+                         policy == "ExitCode", first, by_replicas=True)
 
     retry = [f for f in failures if f.verdict is Verdict.RESTART]
     if not retry:
@@ -170,14 +180,16 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
     if rp.backoff_limit is not None and \
             recreations(status) + in_place >= rp.backoff_limit:
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
-                         f"{backoff} ({rp.backoff_limit}); last: {first.describe()}.", first)
+                         f"{backoff} ({rp.backoff_limit}); last: {first.describe()}.", backoff,
+                         False, first)
     for rtype in sorted({f.pod.replica_type for f in retry}):
         limit = specs[rtype].restart_limit
         if limit is not None and \
                 recreations(status, rtype) + container_restarts(job, live, rtype) >= limit:
-            return Judgement(Verdict.FAIL, "RestartLimitExceeded",
-                             f"{title} has failed because {rtype} replicas reached their "
-                             f"restart limit ({limit}); last: {first.describe()}.", first)
+            message = (f"{title} has failed because {rtype} replicas reached their "
+                       f"restart limit ({limit}); last: {first.describe()}.")
+            return Judgement(Verdict.FAIL, "RestartLimitExceeded", message, message, True,
+                             first)
 
     whole_job = rp.restart_scope == "Job"
     if whole_job:
@@ -187,9 +199,11 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
         for f in retry:
             bumps[f.pod.replica_type] = bumps.get(f.pod.replica_type, 0) + 1
     scope = f"; {WHOLE_JOB}" if whole_job else ""
+    rtype = first.pod.replica_type
+    words = fw.restarting_message(job, len(retry), rtype)
     return Judgement(
         Verdict.RESTART, f"{job.kind}Restarting",
-        f"{fw.restarting_message(job, len(retry), first.pod.replica_type)} Last failure: "
-        f"{first.describe()}{scope}.", first,
+        f"{words} Last failure: {first.describe()}{scope}.",
+        fw.restarting_event(job, len(retry), rtype) or "", True, first,
         restart=tuple(live) if whole_job else tuple(f.pod for f in retry),
         recreations=bumps, whole_job=whole_job)

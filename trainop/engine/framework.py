@@ -166,6 +166,10 @@ class Framework(ABC, Generic[S]):
             return f"{job.kind} {job.name} is running."
         return f"{job.kind} {job.key} is running."
 
+    def created_pod_message(self, rtype: str, name: str) -> str:
+        """The message of a pod's SuccessfulCreatePod event."""
+        return f"Created pod: {name}"
+
     def succeeded_message(self, job: Job) -> str:
         if self.short_title(job):
             return f"{job.kind} {job.name} is successfully completed."
@@ -182,6 +186,11 @@ class Framework(ABC, Generic[S]):
     def restarting_message(self, job: Job, failed: int, rtype: str) -> str:
         """Upstream's Restarting message (pkg/controller.v1/common/pod.go:362)."""
         return f"job {job.name} is restarting because {rtype} replica(s) failed."
+
+    def restarting_event(self, job: Job, failed: int, rtype: str) -> str | None:
+        """The Warning upstream's controller of the kind tells on a restart besides
+        pod.go's (e.g. pytorchjob_controller.go:430), if it has one."""
+        return f"{job.kind} {job.name} is restarting because {failed} {rtype} replica(s) failed."
 
     def extra_objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:

@@ -25,8 +25,10 @@ class Missing:
     """Existing objects whose content the engine keeps current (an MPI hostfile)."""
     replicas: list[dict[str, Any]] = field(default_factory=list)
     """Missing pods and their services."""
-    pods: list[str] = field(default_factory=list)
-    """Names of the pods among `replicas`."""
+    pods: list[tuple[str, str]] = field(default_factory=list)
+    """The replica type and name of each pod among `replicas`."""
+    services: list[str] = field(default_factory=list)
+    """Names of the services among `replicas`."""
     held: bool = False
     """Pods wait for the gang scheduler to admit the PodGroup."""
 
@@ -60,9 +62,10 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                 svc = desired_service(job, rtype, i)
                 if svc is not None:
                     out.replicas.append(svc)
+                    out.services.append(name)
             if may and (rtype, i) not in slots:
                 out.replicas.append(desired_pod(job, rtype, i, fw, addr, config))
-                out.pods.append(name)
+                out.pods.append((rtype, name))
     return out
 
 

@@ -46,7 +46,6 @@ def created_only(plan: Plan, stored: JobStatus, now: dt.datetime) -> Plan | None
     if cond.set_condition(out.status, cond.CREATED, "True", reason, message, clock.fmt(now)):
         out.status_changed = True
         out.transitions.append(cond.CREATED)
-        out.events.append(Event("Normal", reason, message))
         out.count("created")
     return out
 

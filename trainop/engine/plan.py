@@ -46,6 +46,9 @@ class Plan:
     """Seconds until the engine must look again although nothing changed (deadline, TTL)."""
     delete_job: bool = False
     """The TTL after finishing ran out: delete the job itself."""
+    on_deleted: list[Event] = field(default_factory=list)
+    """Events true only once the job itself is deleted by this plan (not told by a retry
+    that finds it gone already)."""
     transitions: list[str] = field(default_factory=list)
     """Condition types that became True in this plan (Created, Restarting, Succeeded, ...)."""
     counted: dict[str, int] = field(default_factory=dict)

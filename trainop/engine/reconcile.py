@@ -39,12 +39,14 @@ class _Run:
         return self.plan.status
 
     def condition(self, ctype: str, value: str, reason: str, message: str,
-                  warning: bool = False) -> bool:
-        """Set a condition; True (and its event told) when it became True just now."""
+                  warning: bool = False, tell: bool = True) -> bool:
+        """Set a condition; True when it became True just now (and then its event is told,
+        unless `tell` is False: upstream v1.9 tells no event for Created or Running)."""
         changed = cond.set_condition(self.status, ctype, value, reason, message, self.now)
         if changed and value == "True":
             self.plan.transitions.append(ctype)
-            self.event(reason, message, warning)
+            if tell:
+                self.event(reason, message, warning)
             return True
         return False
 
@@ -59,18 +61,29 @@ class _Run:
                 if not p.terminating and self.plan.remove(ObjectRef("Pod", p.name))]
         if not pods:
             return
-        names = ", ".join(p.name for p in pods[:5]) + (" ..." if len(pods) > 5 else "")
-        self.event("SuccessfulDeletePod", f"Deleted {len(pods)} pod(s) ({reason}): {names}")
+        if self.config.aggregate_events:
+            names = ", ".join(p.name for p in pods[:5]) + (" ..." if len(pods) > 5 else "")
+            self.event("SuccessfulDeletePod", f"Deleted {len(pods)} pod(s) ({reason}): {names}")
+        else:  # pkg/controller.v1/control/pod_control.go:190
+            for p in pods:
+                self.event("SuccessfulDeletePod", f"Deleted pod: {p.name}")
+
+    def delete_service(self, name: str) -> None:
+        if self.plan.remove(ObjectRef("Service", name)) and not self.config.aggregate_events:
+            # pkg/controller.v1/control/service_control.go:133
+            self.event("SuccessfulDeleteService", f"Deleted service: {name}")
 
     def delete_services_of(self, pods: list[PodState]) -> None:
         names = {p.name for p in pods}
         for obj in self.observed.objects:
             if obj.kind == "Service" and obj.name in names:
-                self.plan.remove(ObjectRef("Service", obj.name))
+                self.delete_service(obj.name)
 
     def delete_kind(self, kind: str, api_version: str = "v1") -> None:
         for obj in self.observed.objects:
-            if obj.kind == kind:
+            if obj.kind == "Service" == kind:
+                self.delete_service(obj.name)
+            elif obj.kind == kind:
                 self.plan.remove(ObjectRef(kind, obj.name, api_version))
 
     def live_pods(self) -> list[PodState]:
@@ -87,7 +100,7 @@ class _Run:
 
         if cond.get(self.status, cond.CREATED) is None and self.condition(
                 cond.CREATED, "True", f"{self.kind}Created",
-                f"{self.kind} {self.job.name} is created."):
+                f"{self.kind} {self.job.name} is created.", tell=False):
             self.plan.count("created")
         if self.fw.tells_exit_codes:
             # pkg/controller.v1/common/pod.go:343-346 (upstream tells it again on every
@@ -127,15 +140,18 @@ class _Run:
             left = ttl - (self.now_dt - clock.parse(done)).total_seconds()
             if left <= 0:
                 self.plan.delete_job = True
-                self.event("JobTTLExpired", f"{self.title()} deleted {ttl}s after finishing")
+                # upstream's words and reason (e.g. pytorchjob_controller.go DeleteJob)
+                self.plan.on_deleted.append(Event("Normal", "SuccessfulDeletePod",
+                                                  f"Deleted job: {self.job.name}"))
             else:
                 self.plan.requeue(left)
 
     def clean_up(self, deadline: bool) -> list[PodState]:
-        """Delete what the job's cleanPodPolicy (or a deadline) says; returns the pods."""
+        """Delete what the job's cleanPodPolicy says (`deadline`: the job failed by its
+        deadline, which the events name); returns the pods."""
         policy = self.job.spec.run_policy.clean_pod_policy or "None"
         live = self.live_pods()
-        if deadline or policy == "All":
+        if policy == "All":
             doomed = live
         elif policy == "Running":
             doomed = [p for p in live if p.phase in LIVE_PHASES]
@@ -145,7 +161,7 @@ class _Run:
         doomed += [p for p in live if p.replica_type in stop and p not in doomed
                    and p.phase in LIVE_PHASES]
         self.delete_pods(doomed, "job finished" if not deadline else "deadline exceeded")
-        if deadline or policy == "All":
+        if policy == "All":
             self.delete_kind("Service")
         else:
             self.delete_services_of(doomed)
@@ -172,11 +188,10 @@ class _Run:
                                message, self.now)
         if not cond.is_true(self.status, cond.SUSPENDED):
             self.condition(cond.SUSPENDED, "True", f"{self.kind}Suspended", message)
-        if self.status.replica_statuses:
-            for rs in self.status.replica_statuses.values():
-                rs.active = 0  # every pod is gone or going; what ended stays counted
-        else:
-            self.replica_statuses(self.count(()))
+        # every pod is gone or going; what ended stays counted (a job suspended from the
+        # start has no replica statuses, as upstream writes none for it)
+        for rs in (self.status.replica_statuses or {}).values():
+            rs.active = 0
 
     def active(self) -> None:
         st = self.status
@@ -195,9 +210,11 @@ class _Run:
         if ads is not None:
             left = ads - (self.now_dt - clock.parse(st.start_time)).total_seconds()
             if left <= 0:
-                self.fail(f"{self.kind}Failed",
-                          f"Job {self.job.name} has failed because it was active longer than "
-                          f"specified deadline of {ads}s.")
+                # upstream's words (job.go:214) in a Normal event (job.go:226); cleanup as
+                # the cleanPodPolicy says, as upstream since kubeflow/trainer#3419
+                words = (f"Job {self.job.name} has failed because it was active longer than "
+                         f"specified deadline")
+                self.fail(f"{self.kind}Failed", f"{words} of {ads}s.", words, warning=False)
                 self.clean_up(deadline=True)
                 return
             self.plan.requeue(left)
@@ -211,14 +228,14 @@ class _Run:
         self.create_missing()
         if self.fw.running(self.job, counts):
             self.condition(cond.RUNNING, "True", f"{self.kind}Running",
-                           self.fw.running_message(self.job))
+                           self.fw.running_message(self.job), tell=False)
 
     def scale_down(self) -> None:
         """Pods and services past the replica count, or of a type no longer in the spec."""
         pods, services = objects.surplus(self.job, self.observed, self.fw)
         self.delete_pods(pods, "scaled down")
         for name in services:
-            self.plan.remove(ObjectRef("Service", name))
+            self.delete_service(name)
 
     def count(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
@@ -244,7 +261,8 @@ class _Run:
         if judgement.first is not None:
             self.record_failure(judgement.first)
         if judgement.verdict is failures.Verdict.FAIL:
-            if self.fail(judgement.reason, judgement.message) and judgement.by_replicas:
+            if self.fail(judgement.reason, judgement.message, judgement.told,
+                         judgement.warning) and judgement.by_replicas:
                 self.plan.count("failed")  # not a limit's failure (upstream's counters)
             self.clean_up(deadline=False)
             return True
@@ -256,12 +274,16 @@ class _Run:
             rs.restarts = (rs.restarts or 0) + step
         self.status.replica_statuses = statuses
         self.plan.count("restarted", sum(judgement.recreations.values()))  # pod.go:366
-        if not self.condition(cond.RESTARTING, "True", judgement.reason, judgement.message,
-                              warning=True):
-            # Restarting already True (a second restart): still worth an event.
-            assert judgement.first is not None
-            self.event(judgement.reason, f"{judgement.first.describe()}; {judgement.scope}",
-                       True)
+        self.condition(cond.RESTARTING, "True", judgement.reason, judgement.message,
+                       tell=False)
+        # upstream's two Warnings, on every restart: one per pod it deletes (pod.go:362-364),
+        # then its controller's (e.g. pytorchjob_controller.go:431)
+        for rtype, n in sorted(judgement.recreations.items()):
+            for _ in range(n):
+                self.event(judgement.reason, f"job {self.job.name} is restarting because "
+                                             f"{rtype} replica(s) failed.", warning=True)
+        if judgement.told:
+            self.event(judgement.reason, judgement.told, warning=True)
         return True
 
     def record_failure(self, f: failures.Failure) -> None:
@@ -270,11 +292,12 @@ class _Run:
             exit_code=f.pod.exit_code, reason=f.pod.reason, time=self.now,
         )
 
-    def fail(self, reason: str, message: str) -> bool:
-        """Fail the job; False when it had failed already."""
+    def fail(self, reason: str, message: str, told: str = "", warning: bool = True) -> bool:
+        """Fail the job with `message` on its condition and `told` (else the same) in its
+        event; False when it had failed already."""
         if cond.fail(self.status, reason, message, self.now):
             self.plan.transitions.append(cond.FAILED)
-            self.event(reason, message, warning=True)
+            self.event(reason, told or message, warning=warning)
             return True
         return False
 
@@ -298,10 +321,21 @@ class _Run:
         self.plan.prerequisites.extend(todo.prerequisites)
         self.plan.update.extend(todo.update)
         self.plan.create.extend(todo.replicas)
-        if todo.pods:
-            names = ", ".join(todo.pods[:5]) + (" ..." if len(todo.pods) > 5 else "")
-            self.plan.on_created.append(Event("Normal", "SuccessfulCreatePod",
-                                              f"Created {len(todo.pods)} pod(s): {names}"))
+        told = self.plan.on_created
+        if self.config.aggregate_events:
+            for reason, what, names in (("SuccessfulCreatePod", "pod", [n for _, n in todo.pods]),
+                                        ("SuccessfulCreateService", "service", todo.services)):
+                if names:
+                    shown = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
+                    told.append(Event("Normal", reason,
+                                      f"Created {len(names)} {what}(s): {shown}"))
+            return
+        # one per object, as upstream (pkg/controller.v1/control/pod_control.go:162,
+        # service_control.go:106)
+        told.extend(Event("Normal", "SuccessfulCreatePod",
+                          self.fw.created_pod_message(rtype, name)) for rtype, name in todo.pods)
+        told.extend(Event("Normal", "SuccessfulCreateService", f"Created service: {name}")
+                    for name in todo.services)
 
     def replica_statuses(self, counts: dict[str, Counts]) -> None:
         old = self.status.replica_statuses or {}

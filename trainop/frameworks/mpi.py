@@ -58,6 +58,11 @@ class MPI(Framework[MPIJobSpec]):
             return launcher_name(job)  # one launcher, no index (mpijob_controller.go:1006)
         return super().replica_name(job, rtype, index)
 
+    def created_pod_message(self, rtype: str, name: str) -> str:
+        if rtype == "Worker":
+            return f"Created worker pod: {name}"  # mpijob_controller.go:891
+        return super().created_pod_message(rtype, name)
+
     def stops_on_finish(self, job: Job) -> tuple[str, ...]:
         return transport(job).stops_on_finish()
 

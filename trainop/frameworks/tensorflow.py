@@ -16,6 +16,9 @@ class TensorFlow(Framework[TFJobSpec]):
     master_role = ("Chief", "Master")
     worker0_is_master = True  # upstream: pkg/controller.v1/tensorflow/tfjob_controller.go:598
 
+    def restarting_event(self, job: Job, failed: int, rtype: str) -> str | None:
+        return None  # tfjob_controller.go tells none of its own
+
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # A single replica trains alone: no cluster to describe (util.go:74-95).
         if total_replicas(job) <= 1:

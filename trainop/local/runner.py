@@ -20,6 +20,9 @@ from trainop.frameworks import framework_for
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import LocalPod, NotRunnable, command_of
 
+LOCAL_ENGINE = EngineConfig(aggregate_events=True)
+"""Locally the events go to a terminal: one line per round reads better than one per pod."""
+
 TICK = 1.0
 """Seconds between reconciles when nothing happens (deadlines are checked this often)."""
 
@@ -79,6 +82,13 @@ class LocalRun:
 
     # -- apply -----------------------------------------------------------------------
     async def apply(self, plan: Plan) -> None:
+        # conditions the cluster tells no event for (Created, Running) are printed here
+        # all the same: locally the terminal is the only place that says so
+        told = {e.reason for e in plan.events}
+        quiet = [c for c in (cond.get(plan.status, t) for t in plan.transitions)
+                 if c is not None and c.reason not in told]
+        for c in quiet:
+            self.on_event(Event("Normal", c.reason or c.type, c.message or ""))
         for event in plan.events + plan.on_created:  # local creates cannot be refused
             self.on_event(event)
         self.job = self.job.model_copy(update={"status": plan.status})
@@ -168,7 +178,7 @@ class LocalRun:
                 if broken is not None:  # before the engine reads it as a failed replica
                     raise NotRunnable(f"pod {broken.name}: {broken.start_error}")
                 plan = reconcile(self.job, self.observed(), clock.now(),
-                                 self.framework, self.addr, EngineConfig())
+                                 self.framework, self.addr, LOCAL_ENGINE)
                 await self.apply(plan)
                 done = self.finished()
                 if done:

@@ -116,7 +116,9 @@ class UpstreamOperator:
     the rotator keeps it."""
 
     def __init__(self, api: TestAPIServer, *args: str, log_path: Path,
-                 install_crds: bool = True):
+                 install_crds: bool = True, webhook_namespaces: dict[str, Any] | None = None):
+        """`args`: upstream's flags; `webhook_namespaces`: a namespace selector for its
+        webhooks (all namespaces if None)."""
         from trainop.cluster.certs import issue, new_ca
         from trainop.testing.apiserver import free_port
 
@@ -145,7 +147,8 @@ class UpstreamOperator:
         for name, text in files.items():
             (CERT_DIR / name).write_text(text)
         api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                    input=yaml.safe_dump(self.webhook_configuration(ca.cert_pem)))
+                    input=yaml.safe_dump(self.webhook_configuration(ca.cert_pem,
+                                                                    webhook_namespaces)))
         self.proc = subprocess.Popen(
             [str(binary()), "--kubeconfig", str(api.kubeconfig),
              "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
@@ -154,7 +157,8 @@ class UpstreamOperator:
             env={**os.environ, "MY_POD_NAMESPACE": NAMESPACE},
             stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
 
-    def webhook_configuration(self, ca_pem: bytes) -> dict[str, Any]:
+    def webhook_configuration(self, ca_pem: bytes, namespaces: dict[str, Any] | None = None
+                              ) -> dict[str, Any]:
         """Upstream's ValidatingWebhookConfiguration (its manifests, with the name its
         kustomization gives it), each webhook called at this process's loopback port."""
         import base64
@@ -167,6 +171,8 @@ class UpstreamOperator:
             hook["clientConfig"] = {
                 "url": f"https://127.0.0.1:{self.webhook_port}{service['path']}",
                 "caBundle": base64.b64encode(ca_pem).decode()}
+            if namespaces is not None:
+                hook["namespaceSelector"] = namespaces
         return dict(config)
 
     def wait_ready(self, timeout: float = 60) -> UpstreamOperator:
@@ -192,6 +198,10 @@ class UpstreamOperator:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def stop(self) -> None:
+        """Stop it, and take its webhook configuration away (failing closed, it would
+        refuse every job once nothing serves it)."""
         from trainop.testing.manager import terminate
 
         terminate(self.proc)
+        self.api.kubectl("delete", "validatingwebhookconfiguration", WEBHOOK_CONFIG,
+                         "--ignore-not-found", check=False)
