@@ -81,6 +81,8 @@ async def bare_run(client: Client, ns: str, jobs: int, replicas: int) -> float:
 
 async def trainop_run(client: Client, ns: str, jobs: int, replicas: int
                       ) -> tuple[float, float]:
+    """Create `jobs` PyTorchJobs of `replicas` in `ns` (whichever operator runs them):
+    seconds until every pod and service exists, and until every job is Running."""
     pods, services = Seen(client, PODS, ns), Seen(client, SERVICES, ns)
     running_jobs = Seen(client, JOBS["PyTorchJob"], ns, running)
     await asyncio.sleep(0.5)
@@ -94,8 +96,9 @@ async def trainop_run(client: Client, ns: str, jobs: int, replicas: int
 
     start = time.monotonic()
     await asyncio.gather(*(one(d) for d in docs))
-    created = max(await pods.until(jobs * replicas), await services.until(jobs * replicas))
-    all_running = await running_jobs.until(jobs)
+    created = max(await pods.until(jobs * replicas, 3600),
+                  await services.until(jobs * replicas, 3600))
+    all_running = await running_jobs.until(jobs, 3600)
     for s in (pods, services, running_jobs):
         await s.stop()
     return created - start, all_running - start

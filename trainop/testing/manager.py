@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
@@ -36,19 +37,8 @@ class ManagerProcess:
 
     def wait_ready(self, timeout: float = 30) -> Self:
         """Wait for /readyz; raises if the manager exits or is not ready in time."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"manager exited {self.proc.returncode}: {self.log()}")
-            try:
-                with urllib.request.urlopen(
-                        f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"manager not ready after {timeout}s: {self.log()}")
+        wait_ready(self.proc, self.health_port, timeout, "manager", self.log)
+        return self
 
     def log(self) -> str:
         """The end of what the manager printed."""
@@ -79,6 +69,25 @@ class ManagerProcess:
 
     def stop(self, timeout: float = 20) -> None:
         terminate(self.proc, timeout)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], health_port: int, timeout: float, name: str,
+               log: Callable[[], str]) -> None:
+    """Wait until `proc` answers 200 on /readyz at `health_port`; raises with the end of
+    its `log` if it exits or is not ready in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited {proc.returncode}: {log()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz",
+                                        timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{name} not ready after {timeout}s: {log()}")
 
 
 def terminate(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:

@@ -7,6 +7,7 @@ training-operator-VERSION beside the Kubernetes binaries. Nothing of it is in th
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -16,7 +17,9 @@ from typing import Any
 
 import yaml
 
-from trainop.testing.apiserver import TestAPIServer, find_assets, release
+from trainop.cluster.certs import issue, new_ca
+from trainop.testing.apiserver import TestAPIServer, find_assets, free_port, release
+from trainop.testing.manager import terminate, wait_ready
 
 MODULE = "github.com/kubeflow/training-operator"
 
@@ -119,9 +122,6 @@ class UpstreamOperator:
                  install_crds: bool = True, webhook_namespaces: dict[str, Any] | None = None):
         """`args`: upstream's flags; `webhook_namespaces`: a namespace selector for its
         webhooks (all namespaces if None)."""
-        from trainop.cluster.certs import issue, new_ca
-        from trainop.testing.apiserver import free_port
-
         self.api = api
         self.log_path = log_path
         if install_crds:
@@ -161,8 +161,6 @@ class UpstreamOperator:
                               ) -> dict[str, Any]:
         """Upstream's ValidatingWebhookConfiguration (its manifests, with the name its
         kustomization gives it), each webhook called at this process's loopback port."""
-        import base64
-
         path = module_dir() / "manifests" / "base" / "webhook" / "manifests.yaml"
         config = next(d for d in yaml.safe_load_all(path.read_text()) if d)
         config["metadata"] = {"name": WEBHOOK_CONFIG}
@@ -177,22 +175,8 @@ class UpstreamOperator:
 
     def wait_ready(self, timeout: float = 60) -> UpstreamOperator:
         """Wait for /readyz (its certificates are in place and its webhook serves)."""
-        import time
-        import urllib.request
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"upstream exited {self.proc.returncode}: {self.log()}")
-            try:
-                with urllib.request.urlopen(
-                        f"http://127.0.0.1:{self.health_port}/readyz", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"upstream not ready after {timeout}s: {self.log()}")
+        wait_ready(self.proc, self.health_port, timeout, "upstream", self.log)
+        return self
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -200,8 +184,6 @@ class UpstreamOperator:
     def stop(self) -> None:
         """Stop it, and take its webhook configuration away (failing closed, it would
         refuse every job once nothing serves it)."""
-        from trainop.testing.manager import terminate
-
         terminate(self.proc)
         self.api.kubectl("delete", "validatingwebhookconfiguration", WEBHOOK_CONFIG,
                          "--ignore-not-found", check=False)
