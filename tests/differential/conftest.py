@@ -7,6 +7,7 @@ import base64
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,20 +21,49 @@ CRDS = REPO / "config" / "crd"
 PODGROUPS = REPO / "tests" / "integration" / "crds" / "podgroups.yaml"
 
 
-@pytest.fixture(scope="session")
-def upstream_side(tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[tuple[TestAPIServer, upstream.UpstreamOperator]]:
+def start_upstream(logs: Path, *args: str
+                   ) -> Iterator[tuple[TestAPIServer, upstream.UpstreamOperator]]:
+    """An API server with upstream's CRDs (and the PodGroup kinds), upstream on it."""
     api = TestAPIServer().start()
     try:
         api.kubectl("apply", "--server-side", "-f", str(PODGROUPS))
-        log = tmp_path_factory.mktemp("upstream") / "training-operator.log"
-        operator = upstream.UpstreamOperator(api, log_path=log).wait_ready()
+        operator = upstream.UpstreamOperator(api, *args, log_path=logs / "upstream.log")
         try:
-            yield api, operator
+            yield api, operator.wait_ready()
         finally:
             operator.stop()
     finally:
         api.stop()
+
+
+def start_trainop(logs: Path, *args: str) -> Iterator[tuple[TestAPIServer, Manager]]:
+    """An API server with trainop's CRDs (and the PodGroup kinds), its webhook registered
+    as shipped, the manager on it."""
+    api = TestAPIServer().start()
+    try:
+        api.kubectl("apply", "--server-side", "-k", str(CRDS))
+        api.kubectl("apply", "--server-side", "-f", str(PODGROUPS))
+        api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        port = free_port()
+        config = _webhook_configuration(port)
+        api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(config))
+        api.kubectl("create", "namespace", "trainop-system")
+        manager = Manager(api, "--webhook-port", str(port), "--webhook-cert-dir",
+                          str(logs / "certs"), "--webhook-config-name",
+                          str(config["metadata"]["name"]),  # type: ignore[index]
+                          "--webhook-service-namespace", "trainop-system", *args, log_dir=logs)
+        try:
+            yield api, manager.wait_ready()
+        finally:
+            manager.stop()
+    finally:
+        api.stop()
+
+
+@pytest.fixture(scope="session")
+def upstream_side(tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[tuple[TestAPIServer, upstream.UpstreamOperator]]:
+    yield from start_upstream(tmp_path_factory.mktemp("upstream"))
 
 
 def _webhook_configuration(port: int) -> dict[str, object]:
@@ -53,26 +83,7 @@ def _webhook_configuration(port: int) -> dict[str, object]:
 @pytest.fixture(scope="session")
 def trainop_side(tmp_path_factory: pytest.TempPathFactory
                  ) -> Iterator[tuple[TestAPIServer, Manager]]:
-    api = TestAPIServer().start()
-    logs = tmp_path_factory.mktemp("trainop")
-    try:
-        api.kubectl("apply", "--server-side", "-k", str(CRDS))
-        api.kubectl("apply", "--server-side", "-f", str(PODGROUPS))
-        api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        port = free_port()
-        config = _webhook_configuration(port)
-        api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(config))
-        api.kubectl("create", "namespace", "trainop-system")
-        manager = Manager(api, "--webhook-port", str(port), "--webhook-cert-dir",
-                          str(logs / "certs"), "--webhook-config-name",
-                          str(config["metadata"]["name"]),  # type: ignore[index]
-                          "--webhook-service-namespace", "trainop-system", log_dir=logs)
-        try:
-            yield api, manager.wait_ready()
-        finally:
-            manager.stop()
-    finally:
-        api.stop()
+    yield from start_trainop(tmp_path_factory.mktemp("trainop"))
 
 
 @pytest.fixture

@@ -30,17 +30,30 @@ def test_volcano_pod_group_and_pods_held_until_admitted() -> None:
     assert pg["apiVersion"] == "scheduling.volcano.sh/v1beta1"
     assert pg["spec"] == {"minMember": 3, "queue": "research", "priorityClassName": "high",
                           "minResources": {"cpu": "2500m", "memory": str(2 * 2**30)}}
-    assert [o["kind"] for o in plan.create if o["kind"] == "Pod"] == []
+    # until admitted, as upstream (job.go:318-330): neither pods nor services, and no
+    # status but the round's lastReconcileTime (no startTime, no replica statuses)
+    assert plan.create == []
+    status = c.job.status
+    assert status is not None and status.last_reconcile_time is not None
+    assert status.start_time is None and status.replica_statuses is None
     c.objects[("PodGroup", "job")] = OwnedObject("PodGroup", "job", phase="Pending")
-    assert not [o for o in c.step().create if o["kind"] == "Pod"]
+    assert c.step().create == []
     c.objects[("PodGroup", "job")] = OwnedObject("PodGroup", "job", phase="Inqueue")
     plan = c.step()
     pods = [o for o in plan.create if o["kind"] == "Pod"]
-    assert len(pods) == 3
+    assert len(pods) == 3 and len(plan.create) == 6  # and their services
+    assert c.job.status is not None and c.job.status.start_time is not None
     master = c.pod("job-master-0")
     assert master["spec"]["schedulerName"] == "volcano"
     assert master["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "job",
                                                  "volcano.sh/task-spec": "master"}
+    c.all("Succeeded")
+    plan = c.step()
+    # the PodGroup goes with the finished job, told in upstream's words (job.go:238-243)
+    assert [r.kind for r in plan.delete] == ["PodGroup"]
+    assert [(e.reason, e.message) for e in plan.events if "PodGroup" in e.message] == [
+        ("JobTerminated", "Job has been terminated. Deleting PodGroup"),
+        ("SuccessfulDeletePodGroup", "Deleted PodGroup: job")]
 
 
 def test_scheduler_plugins_pod_group() -> None:

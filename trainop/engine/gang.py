@@ -10,6 +10,7 @@ from trainop.api.templates import containers
 from trainop.engine import quantity
 from trainop.engine.config import EngineConfig
 from trainop.engine.labels import job_labels, object_meta
+from trainop.engine.observed import Observed
 
 VOLCANO_API = "scheduling.volcano.sh/v1beta1"
 PLUGINS_API = "scheduling.x-k8s.io/v1alpha1"
@@ -63,11 +64,22 @@ def min_resources(job: Job) -> dict[str, str]:
     return {k: quantity.fmt(v) for k, v in sorted(total.items())}
 
 
+def held(observed: Observed, job: Job, config: EngineConfig) -> bool:
+    """Volcano admits a gang before its pods may exist: until its PodGroup is admitted,
+    upstream makes nothing else and writes no status but lastReconcileTime
+    (pkg/controller.v1/common/job.go:318-330)."""
+    if not config.volcano:
+        return False
+    pg = observed.object("PodGroup", job.name)
+    return pg is None or pg.phase not in ADMITTED_PHASES
+
+
 def desired_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
     sp = job.spec.run_policy.scheduling_policy
     spec: dict[str, Any] = {"minMember": min_member(job)}
     resources = min_resources(job)
-    if resources:
+    # Volcano's minResources is a pointer upstream: written even when empty
+    if resources or config.volcano:
         spec["minResources"] = resources
     if config.volcano:
         # upstream: pkg/controller.v1/common/job.go:252-267 (queue "default" unless given)

@@ -42,9 +42,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         desired.append(hpa)
     if config.gang_scheduler:
         desired.append(gang.desired_pod_group(job, config))
-        pg = observed.object("PodGroup", job.name)
-        # Volcano admits a gang before its pods may exist
-        out.held = config.volcano and (pg is None or pg.phase not in gang.ADMITTED_PHASES)
+        out.held = gang.held(observed, job, config)
     for obj in desired:
         seen = observed.object(str(obj["kind"]), obj["metadata"]["name"])
         if seen is None:
@@ -58,7 +56,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         may = not out.held and fw.may_create(job, rtype, observed)
         for i in range(rspec.replicas or 0):
             name = fw.replica_name(job, rtype, i)
-            if fw.pod_services and name not in services:
+            if fw.pod_services and name not in services and not out.held:
                 svc = desired_service(job, rtype, i)
                 if svc is not None:
                     out.replicas.append(svc)

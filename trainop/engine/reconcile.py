@@ -165,8 +165,12 @@ class _Run:
             self.delete_kind("Service")
         else:
             self.delete_services_of(doomed)
-        if self.config.gang_scheduler:
-            self.delete_kind("PodGroup", gang.api_version(self.config))
+        if self.config.gang_scheduler and self.observed.object(
+                "PodGroup", self.job.name) is not None and self.plan.remove(
+                ObjectRef("PodGroup", self.job.name, gang.api_version(self.config))):
+            # upstream's words (pkg/controller.v1/common/job.go:238-243), told as it goes
+            self.event("JobTerminated", "Job has been terminated. Deleting PodGroup")
+            self.event("SuccessfulDeletePodGroup", f"Deleted PodGroup: {self.job.name}")
         return doomed
 
     def suspend(self) -> None:
@@ -200,6 +204,9 @@ class _Run:
             self.condition(cond.SUSPENDED, "False", f"{self.kind}Resumed", message)
             self.event(f"{self.kind}Resumed", message)
             st.start_time = self.now  # a resumed job starts again (deadlines count anew)
+        if gang.held(self.observed, self.job, self.config):
+            self.create_missing()  # the PodGroup (and what pods mount); no pods, no status
+            return
         if st.start_time is None:
             st.start_time = self.now
 

@@ -108,10 +108,23 @@ CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 """Where upstream writes its serving certificate (fixed in its pkg/cert)."""
 
 
+@cache
+def certificates() -> tuple[bytes, dict[str, str]]:
+    """The CA, and the files of upstream's webhook secret: one set per test process, so that
+    operators running at once on several API servers share the fixed certificate folder."""
+    ca = new_ca("training-operator-ca", days=365, dns_names=("training-operator-ca",))
+    serving = issue(ca, f"training-operator.{NAMESPACE}.svc",
+                    dns_names=[f"training-operator.{NAMESPACE}.svc"], ips=["127.0.0.1"],
+                    days=365)
+    return ca.cert_pem, {"ca.crt": ca.cert_pem.decode(), "ca.key": ca.key_pem.decode(),
+                         "tls.crt": serving.cert_pem.decode(),
+                         "tls.key": serving.key_pem.decode()}
+
+
 class UpstreamOperator:
     """Upstream's operator as a process against a test API server, with its own CRDs and its
-    webhook registered as its manifests register it, but called at a loopback URL. One at a
-    time per machine: its certificate folder is fixed.
+    webhook registered as its manifests register it, but called at a loopback URL. Its
+    certificate folder is fixed: operators started at once share `certificates()`.
 
     Its certificate rotator keeps a secret whose CA is valid for the CA's name and whose
     serving certificate is valid for the Service's name, for at least 90 days: this one is
@@ -130,13 +143,8 @@ class UpstreamOperator:
             api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         self.webhook_port, self.metrics_port, self.health_port = (
             free_port(), free_port(), free_port())
-        ca = new_ca("training-operator-ca", days=365, dns_names=("training-operator-ca",))
-        serving = issue(ca, f"training-operator.{NAMESPACE}.svc",
-                        dns_names=[f"training-operator.{NAMESPACE}.svc"], ips=["127.0.0.1"],
-                        days=365)
+        ca_pem, files = certificates()
         api.kubectl("create", "namespace", NAMESPACE, check=False)
-        files = {"ca.crt": ca.cert_pem.decode(), "ca.key": ca.key_pem.decode(),
-                 "tls.crt": serving.cert_pem.decode(), "tls.key": serving.key_pem.decode()}
         secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
             "name": "training-operator-webhook-cert", "namespace": NAMESPACE},
             "stringData": files}
@@ -147,7 +155,7 @@ class UpstreamOperator:
         for name, text in files.items():
             (CERT_DIR / name).write_text(text)
         api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                    input=yaml.safe_dump(self.webhook_configuration(ca.cert_pem,
+                    input=yaml.safe_dump(self.webhook_configuration(ca_pem,
                                                                     webhook_namespaces)))
         self.proc = subprocess.Popen(
             [str(binary()), "--kubeconfig", str(api.kubeconfig),
