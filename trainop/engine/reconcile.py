@@ -53,9 +53,6 @@ class _Run:
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.plan.events.append(Event("Warning" if warning else "Normal", reason, message))
 
-    def title(self) -> str:
-        return f"{self.kind} {self.job.key}"
-
     def delete_pods(self, pods: list[PodState], reason: str) -> None:
         pods = [p for p in sorted(pods, key=lambda p: (p.replica_type, -p.index))
                 if not p.terminating and self.plan.remove(ObjectRef("Pod", p.name))]
