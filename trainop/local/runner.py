@@ -89,7 +89,17 @@ class LocalRun:
                  if c is not None and c.reason not in told]
         for c in quiet:
             self.on_event(Event("Normal", c.reason or c.type, c.message or ""))
+        # a failure or restart is told with its condition's message: the facts (which pod,
+        # which exit code) that the cluster's events leave to the condition
+        facts = {c.reason: c.message for c in plan.status.conditions or []
+                 if c.status == "True" and c.type in (cond.FAILED, cond.RESTARTING)}
+        said: set[str] = set()
         for event in plan.events + plan.on_created:  # local creates cannot be refused
+            if event.reason in facts:
+                if event.reason in said:
+                    continue  # upstream's second event of the same restart
+                said.add(event.reason)
+                event = Event(event.type, event.reason, facts[event.reason] or event.message)
             self.on_event(event)
         self.job = self.job.model_copy(update={"status": plan.status})
         for ref in plan.delete:
