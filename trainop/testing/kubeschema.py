@@ -55,10 +55,9 @@ type Types struct {
 
 
 def controller_gen() -> Path:
-    script = Path(__file__).resolve().parents[2] / "hack" / "test-assets.sh"
-    version = next(line.split(":-", 1)[1].split("}", 1)[0] for line in script.read_text().split(
-        "\n") if line.startswith("controller_tools_version="))
-    return find_assets() / f"controller-gen-{version}"
+    """controller-gen of the release hack/test-assets.sh builds
+    ($TRAINOP_CONTROLLER_TOOLS_VERSION)."""
+    return find_assets() / f"controller-gen-{release('controller_tools')}"
 
 
 def generate(kube_version: str) -> dict[str, Any]:
