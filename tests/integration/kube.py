@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from trainop.api import nesting
 from trainop.testing.apiserver import TestAPIServer
 from trainop.testing.manager import ManagerProcess
 
@@ -67,7 +68,7 @@ class Kube:
             if "NotFound" in out.stderr:
                 return None
             raise RuntimeError(out.stderr)
-        return json.loads(out.stdout)
+        return nesting.loads(out.stdout)  # a hostile test's job may be nested past json's limit
 
     def items(self, resource: str) -> list[dict[str, Any]]:
         return list(self.get(resource)["items"])

@@ -325,3 +325,39 @@ def test_a_flood_of_unknown_tokens_neither_starves_the_lease_nor_the_jobs(
     assert set(codes) <= {401, 503} and codes.count(503) > 0, set(codes)
     lease = kube.get("lease", "flood")
     assert lease["spec"]["holderIdentity"] and "lost the lease" not in m.log()
+
+
+def test_one_job_nested_past_the_decoders_limit_fails_alone(own_api: TestAPIServer,
+                                                             tmp_path: Path) -> None:
+    # a CRD that keeps unknown fields (an older or hand-made one): the API server stores
+    # an MPIJob nested 1,100 levels deep, past what orjson reads (1,024)
+    own_api.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps([{
+        "op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/"
+        "x-kubernetes-preserve-unknown-fields", "value": True}]))
+    kube = Kube(own_api)
+
+    def create_deep(name: str) -> None:
+        doc = manifest("MPIJob", {"Launcher": 1, "Worker": 1}, name=name)
+        doc["metadata"] = {"name": name, "namespace": kube.ns}
+        text = json.dumps(doc).replace('"spec": {', '"spec": {"deep": ' + "[" * 1100 +
+                                       "]" * 1100 + ", ", 1)
+        kube.kubectl("create", "-f", "-", input=text)
+
+    create_deep("listed")  # in the first list's page
+    m = Manager(own_api, "--namespace", kube.ns, log_dir=tmp_path).wait_ready()
+    try:
+        create_deep("watched")  # a watch event
+        kube.apply(manifest("MPIJob", {"Launcher": 1, "Worker": 1}, name="ok"))
+        kube.apply(manifest("PyTorchJob", {"Master": 1}, name="pt"))
+        wait_for("the other jobs' pods", lambda: {"ok-worker-0", "pt-master-0"} <= set(
+            kube.names("pods")), 60)
+        for name in ("listed", "watched"):
+            failed = kube.wait_condition("MPIJob", name, "Failed")
+            assert failed["message"].startswith(
+                f"MPIJob {kube.ns}/{name} is invalid: spec.deep[0][0]"), failed["message"]
+            assert failed["message"].endswith(": is nested more than 100 levels deep")
+        assert not [p for p in kube.names("pods") if p.startswith(("listed", "watched"))]
+    finally:
+        m.stop()
+    # a restarted manager reads them in its first list and gets ready
+    Manager(own_api, "--namespace", kube.ns, log_dir=tmp_path).wait_ready().stop()

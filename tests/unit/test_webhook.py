@@ -134,11 +134,32 @@ def test_a_stored_job_invalid_by_todays_rules_can_still_lose_its_finalizer() -> 
     (b"{\"request\": []}", "not an AdmissionReview: no request with an object"),
     (b"{\"request\": {\"object\": 3}}", "not an AdmissionReview: no request with an object"),
     (b"not json", "not an AdmissionReview: the body is not JSON"),
-    (b"[" * 100_000 + b"]" * 100_000, "not an AdmissionReview: the body is not JSON"),
-], ids=["list", "request-list", "object-number", "not-json", "deep-nesting"])
+    (b"[" * 100_000 + b"]" * 100_000, "not an AdmissionReview: no request with an object"),
+    (b"[" * 100_000, "not an AdmissionReview: the body is not JSON"),
+], ids=["list", "request-list", "object-number", "not-json", "deep-nesting", "deep-unended"])
 def test_a_malformed_review_gets_400_and_a_reason(body: bytes, message: str) -> None:
     status, answer_body = answer(body, validate_review)
     assert status == 400 and answer_body["message"].startswith(message)
+
+
+@pytest.mark.parametrize("levels", [150, 5000])
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_job_nested_too_deep_is_refused_with_where(levels: int, operation: str) -> None:
+    # 150 levels orjson reads; 5,000 it refuses, and the body is read again with the
+    # containers past the limit cut: the same answer for both, naming where
+    job = manifest("PyTorchJob", {"Master": 1})
+    stored = json.loads(json.dumps(job))
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    body = json.dumps(review(job, operation, stored if operation == "UPDATE" else None))
+    body = body.replace('"name": "pytorch"', '"name": "pytorch", "x": ' + "[" * levels +
+                        "]" * levels, 1)
+    assert container["name"] == "pytorch"
+    status, answered = answer(body.encode(), validate_review)
+    response = answered["response"]
+    assert status == 200 and response["allowed"] is False
+    assert response["status"]["message"].startswith(
+        "spec.pytorchReplicaSpecs[Master].template.spec.containers[0].x[0][0]")
+    assert response["status"]["message"].endswith(": is nested more than 100 levels deep")
 
 
 def test_a_well_formed_review_is_answered() -> None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from trainop.api.nesting import MAX_DEPTH
+
 
 class ManifestError(ValueError):
     """A manifest that cannot be read: missing file, not YAML, no document."""
@@ -33,8 +35,6 @@ def read_documents(source: str) -> list[dict[str, Any]]:
     return parse_documents(text, where)
 
 
-MAX_DEPTH = 100
-"""Levels of nesting a manifest may have (a pod template needs about a dozen)."""
 MAX_VALUES = 1_000_000
 """Values a manifest may hold once its YAML aliases are expanded (an alias bomb stops here)."""
 MAX_NUMBER_DIGITS = 100
@@ -77,14 +77,14 @@ class _Budget:
     def __init__(self) -> None:
         self.left = MAX_VALUES
 
-    def copy(self, value: Any, depth: int = 0) -> Any:
+    def copy(self, value: Any, depth: int = 1) -> Any:
         """A plain JSON value: every alias gets its own copy (defaulting one replica type
         must never change another), keys become strings as JSON makes them."""
         self.left -= 1
         if self.left < 0:
             raise ManifestError(f"expands to more than {MAX_VALUES:,} values (YAML aliases "
                                 "repeated inside each other?)")
-        if depth > MAX_DEPTH:
+        if depth > MAX_DEPTH and isinstance(value, dict | list):
             raise ManifestError(f"is nested more than {MAX_DEPTH} levels deep")
         if isinstance(value, dict):
             return {_json_key(k): self.copy(v, depth + 1) for k, v in value.items()}

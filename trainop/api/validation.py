@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import API_VERSION, KINDS
+from trainop.api.nesting import MAX_DEPTH, deepest
 from trainop.api.problems import Problem
 from trainop.api.types import JOB_MODELS, Job, ReplicaSpec
 
@@ -49,6 +50,7 @@ def parse_job(obj: Any) -> Job:
     if kind not in JOB_MODELS:
         # Not a job at all: the kind is the one thing worth saying.
         raise InvalidJob([Problem("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")])
+    _refuse_too_deep(obj)
     problems = []
     if api_version != API_VERSION:
         problems.append(Problem("apiVersion", f"must be {API_VERSION}, got {api_version!r}"))
@@ -59,6 +61,23 @@ def parse_job(obj: Any) -> Job:
     if problems:
         raise InvalidJob(problems)
     return job
+
+
+class TooDeep(InvalidJob):
+    """A job nested more than MAX_DEPTH levels deep: nothing more of it is looked at
+    (validation, copies and comparisons recurse)."""
+
+
+def _refuse_too_deep(obj: Any) -> None:
+    loc = deepest(obj)
+    if loc is not None:
+        raise TooDeep([Problem(_shortened(_path(loc)),
+                               f"is nested more than {MAX_DEPTH} levels deep")])
+
+
+def _shortened(path: str, start: int = 100, end: int = 30) -> str:
+    """A long path as its start and end, which say where it is."""
+    return path if len(path) <= start + end else f"{path[:start]}...{path[-end:]}"
 
 
 def _kind_of(value: Any) -> str:
@@ -232,7 +251,7 @@ def load_job(obj: Any) -> Job:
         job = default_job(parse_job(obj))
     except InvalidJob as err:
         problems = err.problems
-        if any(p.path in ("kind", "(document)") for p in problems):
+        if isinstance(err, TooDeep) or any(p.path in ("kind", "(document)") for p in problems):
             raise
         job_or_none = _parse_without_bad_fields(obj, err)
         if job_or_none is not None:
@@ -286,6 +305,7 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     upstream webhook keeps it). A `schedulingPolicy.queue` once set is the CRD's rule to keep
     (`x-kubernetes-validations`, as upstream): the API server refuses its change before any
     webhook is asked."""
+    _refuse_too_deep(new)
     if old.get("spec") == new.get("spec"):
         try:
             return load_job(new)

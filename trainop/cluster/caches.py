@@ -47,8 +47,11 @@ class Caches:
     """Kind -> informer, for Service, PodGroup, HPA and what frameworks own (owned_kinds)."""
 
     def all(self) -> list[Informer[Any]]:
-        return [*self.jobs.values(), *([self.pods] if self.pods else []),
-                *self.objects.values()]
+        return [*self.jobs.values(), *self.shared()]
+
+    def shared(self) -> list[Informer[Any]]:
+        """The informers of what jobs own, which every kind's controller reads."""
+        return [*([self.pods] if self.pods else []), *self.objects.values()]
 
     def owned_objects(self, owner: str) -> list[ObjectRecord]:
         """Objects whose controller is `owner` (records.owner_key)."""

@@ -15,6 +15,7 @@ import aiohttp
 import orjson
 from prometheus_client import Counter
 
+from trainop.api import nesting
 from trainop.cluster.config import ClusterConfig
 
 log = logging.getLogger("trainop.client")
@@ -168,7 +169,7 @@ class Client:
                 await asyncio.sleep(throttle_delay(retry_after, attempt))
                 continue
             try:
-                data = orjson.loads(raw) if raw else {}
+                data = nesting.loads(raw) if raw else {}
             except orjson.JSONDecodeError:
                 data = None
             if status >= 400:
@@ -210,7 +211,7 @@ class Client:
             if resp.status >= 400:
                 raw = await resp.read()
                 try:
-                    body = orjson.loads(raw)
+                    body = nesting.loads(raw)
                 except orjson.JSONDecodeError:
                     body = raw.decode(errors="replace")
                 raise APIError(resp.status, body)
@@ -222,7 +223,7 @@ class Client:
                     if not line.strip():
                         continue
                     try:
-                        event = orjson.loads(line)
+                        event = nesting.loads(line)
                     except orjson.JSONDecodeError:
                         event = None
                     if not isinstance(event, dict):

@@ -10,9 +10,10 @@ import signal
 import socket
 import tempfile
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -24,7 +25,7 @@ from trainop.cluster.authn import TokenAuthorizer
 from trainop.cluster.client import APIError, Client
 from trainop.cluster.controller import ControllerConfig, JobController
 from trainop.cluster.events import EventRecorder
-from trainop.cluster.informer import wait_synced
+from trainop.cluster.informer import Informer, wait_synced
 from trainop.cluster.leader import LeaderElector, LeaseTimes
 from trainop.cluster.resources import (
     HPAS,
@@ -187,11 +188,16 @@ async def run_manager(opts: ManagerOptions) -> int:
         for informer in caches.all():
             informer_tasks[informer.resource.plural] = asyncio.create_task(informer.run())
         tasks.extend(informer_tasks.values())
-        await wait_synced(caches.all())
-        synced = True
-        log.info("caches synced: %s; controllers for %s%s", ", ".join(
-            i.resource.plural for i in caches.all()), ", ".join(opts.kinds),
-            f" in namespace {opts.namespace}" if opts.namespace else "")
+
+        async def all_synced() -> None:
+            nonlocal synced
+            await wait_synced(caches.all())
+            synced = True
+            log.info("caches synced: %s; controllers for %s%s", ", ".join(
+                i.resource.plural for i in caches.all()), ", ".join(opts.kinds),
+                f" in namespace {opts.namespace}" if opts.namespace else "")
+
+        tasks.append(asyncio.create_task(all_synced()))
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -204,7 +210,10 @@ async def run_manager(opts: ManagerOptions) -> int:
         if stop.is_set():
             return 0
         for controller in controllers:
-            tasks.append(asyncio.create_task(controller.run()))
+            # each kind starts once its own caches are: a kind whose jobs cannot be listed
+            # holds up no other
+            tasks.append(asyncio.create_task(_when_synced(
+                [caches.jobs[controller.kind], *caches.shared()], controller.run)))
         waits = [stop.wait()] + ([elector.lost.wait()] if elector else [])
         await _first(*waits)
         if elector is not None and elector.lost.is_set():
@@ -228,6 +237,12 @@ async def run_manager(opts: ManagerOptions) -> int:
         for other in side_clients:
             await other.close()
         await client.close()
+
+
+async def _when_synced(informers: list[Informer[Any]],
+                       then: Callable[[], Awaitable[object]]) -> None:
+    await wait_synced(informers)
+    await then()
 
 
 async def _first(*aws: Awaitable[object]) -> None:

@@ -23,7 +23,15 @@ from typing import Any
 
 from aiohttp import web
 
-from trainop.api import KINDS, InvalidJob, default_job, load_job, parse_job, validate_update
+from trainop.api import (
+    KINDS,
+    InvalidJob,
+    default_job,
+    load_job,
+    nesting,
+    parse_job,
+    validate_update,
+)
 from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
@@ -93,10 +101,9 @@ def answer(body: bytes, fn: Callable[[dict[str, Any]], dict[str, Any]]
     """The HTTP status and body for one review: 400 with a reason for anything that is not
     an AdmissionReview with a request object, never an error of the server's own."""
     try:
-        review = json.loads(body)
-    except (ValueError, RecursionError):
-        return 400, {"message": "not an AdmissionReview: the body is not JSON (or is nested "
-                                "too deeply)"}
+        review = nesting.loads(body)
+    except ValueError:
+        return 400, {"message": "not an AdmissionReview: the body is not JSON"}
     request = review.get("request") if isinstance(review, dict) else None
     if not isinstance(request, dict) or not isinstance(request.get("object"), dict):
         return 400, {"message": "not an AdmissionReview: no request with an object"}
