@@ -8,6 +8,9 @@ Citations: C = pkg/controller.v1/mpi/mpijob_controller.go at release-1.9
 
 from __future__ import annotations
 
+import json
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -126,5 +129,73 @@ def test_upstreams_example_gets_upstreams_objects_under_the_managers_own_role(
         # cleanPodPolicy Running: the sleeping workers go, the finished launcher stays
         wait_for("running workers deleted", lambda: kube.names("pods") == [f"{JOB}-launcher"])
         assert "Forbidden" not in m.log() and " 403" not in m.log(), m.log()
+    finally:
+        m.stop()
+
+
+def small(name: str, account: str | None = None) -> dict[str, Any]:
+    launcher: dict[str, Any] = {"containers": [{"name": "mpi", "image": "mpi:1",
+                                                "command": ["mpirun"]}]}
+    if account:
+        launcher["serviceAccountName"] = account
+    return {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {"name": name},
+            "spec": {"mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": launcher}},
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": [
+                    {"name": "mpi", "image": "mpi:1"}]}}}}}}
+
+
+def test_a_role_the_job_does_not_own_is_never_bound(
+        apiserver: TestAPIServer, kube: Kube, rbac: None, tmp_path: Path) -> None:
+    # an admin's Role under the name the launcher's would have, and a job whose launcher
+    # names the submitter's own ServiceAccount
+    kube.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "ci-launcher"},
+        "rules": [{"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+                  {"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}))
+    kube.kubectl("create", "serviceaccount", "attacker")
+    sa = apiserver.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
+    m = Manager(apiserver, "--kubeconfig", str(sa), "--namespace", kube.ns,
+                "--enable-scheme", "mpijob", log_dir=tmp_path).wait_ready()
+    # every RoleBinding the namespace ever holds, however briefly
+    watch = subprocess.Popen(["kubectl", "--kubeconfig", str(apiserver.kubeconfig), "get",
+                              "rolebindings", "-n", kube.ns, "--watch", "-o", "name"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        time.sleep(1)  # the watch is open
+        kube.apply(small("ci", account="attacker"))
+        failed = kube.wait_condition("MPIJob", "ci", "Failed")
+        assert failed["reason"] == "CreateFailed"
+        assert "Role ci-launcher already exists and is not controlled by this job" in \
+            failed["message"]
+        assert kube.get("rolebinding", "ci-launcher") is None
+        assert not can(kube, "attacker", "create", "pods/x", "--subresource=exec")
+        assert not can(kube, "attacker", "list", "secrets")
+        assert kube.names("pods") == []
+        time.sleep(1)
+        watch.terminate()
+        assert watch.communicate()[0] == ""  # never made, not made and then deleted
+    finally:
+        watch.kill()
+        m.stop()
+
+
+def test_a_job_that_failed_on_other_pods_names_grants_no_exec_into_them(
+        apiserver: TestAPIServer, kube: Kube, rbac: None, tmp_path: Path) -> None:
+    for i in (0, 1):  # another workload's pods, under the names the job's workers need
+        kube.kubectl("run", f"db-worker-{i}", "--image=postgres:17", "--restart=Never")
+    sa = apiserver.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
+    m = Manager(apiserver, "--kubeconfig", str(sa), "--namespace", kube.ns,
+                "--enable-scheme", "mpijob", log_dir=tmp_path).wait_ready()
+    try:
+        kube.apply(small("db"))
+        failed = kube.wait_condition("MPIJob", "db", "Failed")
+        assert failed["reason"] == "CreateFailed"
+        assert "db-worker-" in failed["message"] and "not controlled by this job" in \
+            failed["message"]
+        wait_for("the launcher's Role and RoleBinding deleted", lambda: kube.get(
+            "role", "db-launcher") is None and kube.get("rolebinding", "db-launcher") is None)
+        assert not can(kube, "db-launcher", "create", "pods/db-worker-0", "--subresource=exec")
     finally:
         m.stop()

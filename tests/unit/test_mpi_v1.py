@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import job
+from tests.jobs import job, manifest
 from tests.sim import Cluster
+from trainop.api import InvalidJob, load_job
 from trainop.engine import EngineConfig
+from trainop.frameworks.mpi_exec import kubexec
 
 C = "pkg/controller.v1/mpi/mpijob_controller.go"
 M = "pkg/controller.v1/mpi/mpijob.go"
@@ -262,3 +264,32 @@ def test_workers_are_cleaned_up_by_the_clean_pod_policy_alone(policy: str,
     plan = c.step()
     assert c.last_condition() == "Succeeded"
     assert sorted(r.name for r in plan.delete if r.kind == "Pod") == deleted
+
+
+@pytest.mark.parametrize("end", ["Succeeded", "Failed"])
+def test_a_finished_job_keeps_no_exec_grant(end: str) -> None:
+    # Difference (README): upstream keeps the launcher's Role and RoleBinding until the job
+    # is deleted; once it has finished, the pod names they grant exec into may be another
+    # workload's (cleanPodPolicy deleted them), or never were the job's (it failed on them)
+    c = mnist(runPolicy={"cleanPodPolicy": "Running"})
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-launcher", phase=end, exit_code=0 if end == "Succeeded" else 1)
+    plan = c.step()
+    assert c.last_condition() == end
+    assert sorted((r.kind, r.name) for r in plan.delete if r.kind != "Pod") == [
+        ("Role", "job-launcher"), ("RoleBinding", "job-launcher")]
+    assert sorted(c.objects) == [("ConfigMap", "job-config"),
+                                 ("ServiceAccount", "job-launcher")]
+    assert not [r for r in c.step().delete if r.kind != "Pod"]  # deleted once
+
+
+def test_the_exec_target_is_a_container_name_and_quoted() -> None:
+    doc = manifest("MPIJob", {"Launcher": 1, "Worker": 1}, spec={"mainContainer": "x;id"})
+    with pytest.raises(InvalidJob, match=r"spec.mainContainer: must be a container name .*"
+                                         r"got 'x;id'"):
+        load_job(doc)
+    parsed = job("MPIJob", {"Launcher": 1, "Worker": 1})
+    parsed.spec.main_container = "x;id"  # past validation all the same: one word
+    assert "--container 'x;id' -- " in kubexec(parsed)

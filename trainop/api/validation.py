@@ -16,6 +16,7 @@ from trainop.api.problems import Problem
 from trainop.api.types import JOB_MODELS, Job, ReplicaSpec
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 MAX_REPLICAS = 10_000
 """Most pods one job may ask for: a typo of 1e6 must not make a million pods."""
 
@@ -146,6 +147,15 @@ def validate(job: Job) -> list[Problem]:
         ))
 
     spec = job.spec
+    main = spec.main_container_name()
+    if main and (len(main) > 63 or not _DNS1123.match(main)):
+        # a container's name is such a label (the API server refuses any other), and the
+        # name goes into the launcher's kubexec.sh
+        problems.append(Problem(
+            "spec.mainContainer",
+            f"must be a container name (at most 63 lower-case letters, digits and '-', "
+            f"starting and ending with a letter or digit), got {main!r}",
+        ))
     field = f"spec.{info.replica_specs_field}"
     if not spec.replica_specs:
         problems.append(Problem(field, "must name at least one replica type"))

@@ -91,7 +91,7 @@ class PlanApplier:
                 metrics.JOB_COUNTERS[name].labels(ns, framework).inc(n)
 
     async def _send(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
-        """Create the plan's prerequisites, then its replicas (pods and their services in
+        """Create the plan's prerequisites (in order), then its replicas (pods and their services in
         one stream), update and delete as planned. An object the API server refuses for
         good raises Refused and stops what follows; one it refuses for now (a quota,
         throttling) raises its error, after one warning event on the job, and the job is
@@ -124,7 +124,10 @@ class PlanApplier:
             await self._delete(key, ns, r)
 
         try:
-            await self._batches(plan.prerequisites, create)
+            # one at a time, in the plan's order: what needs another object (a RoleBinding
+            # its Role) is sent only once that one is made, and is the job's
+            for o in plan.prerequisites:
+                await create(o)
             await self._batches(plan.create, create)
             for o in plan.update:
                 field = KEPT_CURRENT[o["kind"]]

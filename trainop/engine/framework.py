@@ -92,6 +92,10 @@ class Framework(ABC, Generic[S]):
     owned_kinds: tuple[str, ...] = ()
     """Kinds of objects, besides pods and services, that jobs of this kind own (ConfigMap,
     Secret, HorizontalPodAutoscaler): the cluster runtime watches those for them."""
+    grants: tuple[tuple[str, str], ...] = ()
+    """(kind, apiVersion) of the owned objects that give a replica rights by pod name
+    (MPI's launcher Role and RoleBinding): deleted once the job has finished, so that no
+    name the job no longer holds stays granted."""
 
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
         """Whether the runtime should offer a fresh key pair in `Observed.ssh_key`."""

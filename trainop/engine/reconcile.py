@@ -145,7 +145,7 @@ class _Run:
 
     def clean_up(self, deadline: bool) -> list[PodState]:
         """Delete what the job's cleanPodPolicy says (`deadline`: the job failed by its
-        deadline, which the events name); returns the pods."""
+        deadline, which the events name), and the framework's grants; returns the pods."""
         policy = self.job.spec.run_policy.clean_pod_policy or "None"
         live = self.live_pods()
         if policy == "All":
@@ -162,6 +162,10 @@ class _Run:
             self.delete_kind("Service")
         else:
             self.delete_services_of(doomed)
+        for kind, api_version in self.fw.grants:
+            # (upstream keeps them until the job is deleted: a finished job's names may be
+            # taken by another workload's pods, or were never its own if it failed on them)
+            self.delete_kind(kind, api_version)
         if self.config.gang_scheduler and self.observed.object(
                 "PodGroup", self.job.name) is not None and self.plan.remove(
                 ObjectRef("PodGroup", self.job.name, gang.api_version(self.config))):

@@ -52,6 +52,8 @@ class MPI(Framework[MPIJobSpec]):
     started_by_launcher = ("Worker",)
     tells_exit_codes = False  # MPI reconciles its pods itself (mpijob_controller.go:330)
     owned_kinds = ("ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding")
+    grants = (("RoleBinding", "rbac.authorization.k8s.io/v1"),
+              ("Role", "rbac.authorization.k8s.io/v1"))
 
     def replica_name(self, job: Job, rtype: str, index: int) -> str:
         if rtype == "Launcher":

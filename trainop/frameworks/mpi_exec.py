@@ -15,6 +15,7 @@ What a job gets (pkg/controller.v1/mpi/ at release-1.9; the tests cite the lines
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from trainop.api import Job
@@ -92,7 +93,9 @@ def kubexec(job: Job) -> str:
     target = f"{KUBECTL_MOUNT}/kubectl exec ${{POD_NAME}}"
     main = _spec(job).main_container
     if main:
-        target += f" --container {main}"
+        # validation allows only a container name here; quoted all the same, as anything
+        # that goes into a script
+        target += f" --container {shlex.quote(main)}"
     return f'#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n{target} -- /bin/sh -c "$*"'
 
 
