@@ -169,3 +169,19 @@ def test_a_closed_terminal_leaves_no_process_behind(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     assert processes_with(marker) == []
+
+
+def test_a_link_planted_in_the_workdir_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    work = tmp_path / "shared"
+    work.mkdir()
+    (work / "t-worker-0.log").symlink_to(victim)
+    out = trainop_run("-", "--workdir", str(work), cwd=tmp_path, timeout=60,
+                      stdin=job("print('ran', flush=True)", policy="Never", workers=1))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"trainop: {work}/t-worker-0.log: a symbolic link or not a file; trainop writes only "
+        "files it creates"]
+    assert victim.read_text() == "keep me\n"
+    assert "ran" not in out.stdout

@@ -12,7 +12,7 @@ import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trainop.api.templates import main_container
 from trainop.engine import PodState
@@ -120,7 +120,8 @@ class LocalPod:
     command: Command | None
     """None: a placeholder that stays Running (MPI workers; the launcher starts the ranks)."""
     restart_policy: str
-    log_path: Path
+    log: BinaryIO
+    """Where the process's output goes (opened by the runner, closed when it ends)."""
     on_line: Callable[[str, str], None]
     on_change: Callable[[], None]
     phase: str = "Pending"
@@ -148,12 +149,13 @@ class LocalPod:
 
     async def _run(self) -> None:
         if self.command is None:
+            self.log.close()  # nothing runs, nothing is written
             self.phase = "Running"
             self.on_change()
             await self._stopped.wait()
             return
         backoff = 1.0
-        with open(self.log_path, "ab") as log:
+        with self.log as log:
             while not self._stopped.is_set():
                 code = await self._once(log)
                 if self._stopped.is_set():

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trainop.api import Job
 from trainop.api.templates import containers
@@ -17,9 +17,11 @@ from trainop.engine import conditions as cond
 from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
 from trainop.engine.objects import content_of
 from trainop.frameworks import framework_for
+from trainop.local import files
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import LocalPod, NotRunnable, command_of
 
+T = TypeVar("T")
 LOCAL_ENGINE = EngineConfig(aggregate_events=True)
 """Locally the events go to a terminal: one line per round reads better than one per pod."""
 
@@ -125,13 +127,22 @@ class LocalRun:
         """ConfigMaps become files in the run folder; other objects only exist by name."""
         name = obj["metadata"]["name"]
         data = obj.get("data") if obj["kind"] == "ConfigMap" else None
-        if data:
-            folder = self.options.run_dir / "volumes" / name
-            folder.mkdir(parents=True, exist_ok=True)
-            for key, text in data.items():
-                (folder / key).write_text(text)
+        for key, text in (data or {}).items():
+            self._write(f"volumes/{name}/{key}", text.encode())
         self.objects[(obj["kind"], name)] = OwnedObject(obj["kind"], name,
                                                         content=content_of(obj["kind"], obj))
+
+    def _write(self, relative: str, data: bytes) -> None:
+        with self._guarded(files.open_below, self.options.run_dir, relative) as out:
+            out.write(data)
+
+    @staticmethod
+    def _guarded(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """`fn` on the run folder; a path trainop must not write through ends the run."""
+        try:
+            return fn(*args, **kw)
+        except files.UnsafePath as err:
+            raise NotRunnable(str(err)) from None
 
     def _mounts(self, pod: dict[str, Any]) -> dict[str, Path]:
         """Mount path -> local folder, for the pod's ConfigMap volumes; the files get the
@@ -141,12 +152,12 @@ class LocalRun:
         for v in pod["spec"].get("volumes") or []:
             source = v.get("configMap")
             if v["name"] in volumes and isinstance(source, dict):
-                folder = self.options.run_dir / "volumes" / volumes[v["name"]]
                 for item in source.get("items") or []:
-                    path = folder / str(item.get("path", ""))
                     mode = item.get("mode", source.get("defaultMode"))
-                    if isinstance(mode, int) and path.is_file():
-                        path.chmod(mode)
+                    if isinstance(mode, int):
+                        self._guarded(files.set_mode, self.options.run_dir,
+                                      f"volumes/{volumes[v['name']]}/{item.get('path', '')}",
+                                      mode)
         mounts = {}
         for container in containers(pod):
             for m in container.get("volumeMounts") or []:
@@ -166,7 +177,8 @@ class LocalRun:
                                  self.options.env, self._mounts(pod))
         local = LocalPod(name=name, replica_type=rtype, index=index, command=command,
                          restart_policy=pod["spec"]["restartPolicy"],
-                         log_path=self.options.run_dir / f"{name}.log",
+                         log=self._guarded(files.open_below, self.options.run_dir,
+                                           f"{name}.log", append=True),
                          on_line=self.on_line, on_change=self.wake)
         self.pods[name] = local
         local.start()
