@@ -10,6 +10,9 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,7 +40,7 @@ def test_kustomize_renders_every_overlay() -> None:
         assert "Deployment" in kinds and "ValidatingWebhookConfiguration" in kinds
         policy = next(d for d in yaml.safe_load_all(out.stdout) if d["kind"] == "NetworkPolicy")
         opened = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
-        assert opened == {9443, 8081, 8443}  # webhook, probes, secure metrics; nothing else
+        assert opened == {9443, 8443}  # webhook, secure metrics (the kubelet's probes pass)
         if overlay == "namespaced":  # the webhooks judge jobs of the managed namespace only
             hooks = [h for d in yaml.safe_load_all(out.stdout) if d["kind"].endswith(
                 "WebhookConfiguration") for h in d["webhooks"]]
@@ -252,3 +255,59 @@ def test_every_replica_serves_the_certificate_the_ca_bundle_trusts(
             assert tls.version() in ("TLSv1.2", "TLSv1.3")
     # and the API server, trusting that bundle, reaches the webhook through either
     test_webhook_rejects_an_invalid_job_with_the_validation_message(kube, webhook)
+
+
+def test_strangers_holding_connections_stop_neither_the_webhook_nor_the_probes(
+        kube: Kube, webhook: Manager) -> None:
+    # From another address than the API server's and the kubelet's (both 127.0.0.1 here):
+    # stalled TLS requests that announce a body on every webhook slot, re-taken as soon as
+    # one is freed, and probe connections that ask for /healthz often enough never to idle.
+    stop = threading.Event()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+
+    def attacker(port: int, tls: bool, request: bytes, every: float) -> None:
+        mine: list[socket.socket] = []
+        last = time.monotonic()
+        while not stop.is_set():
+            if len(mine) < 300:
+                try:
+                    raw = socket.create_connection(("127.0.0.1", port), timeout=2,
+                                                   source_address=("127.0.0.2", 0))
+                    conn = ctx.wrap_socket(raw) if tls else raw
+                    conn.sendall(request)
+                    mine.append(conn)
+                except OSError:
+                    time.sleep(0.05)
+            else:
+                time.sleep(0.05)
+            if time.monotonic() - last > every:  # keep them busy, drop the closed ones
+                last = time.monotonic()
+                for conn in list(mine):
+                    try:
+                        conn.sendall(request)
+                    except OSError:
+                        mine.remove(conn)
+                        conn.close()
+        for conn in mine:
+            conn.close()
+
+    stall = b"POST /validate-kubeflow-org-v1-pytorchjob HTTP/1.1\r\nHost: x\r\n" \
+            b"Content-Type: application/json\r\nContent-Length: 4000000\r\n\r\n{"
+    probe = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    threads = [threading.Thread(target=attacker, args=args, daemon=True) for args in (
+        (webhook.webhook_port, True, stall, 5.0), (webhook.health_port, False, probe, 1.0))]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(3)
+        for i in range(5):
+            kube.apply(manifest("PyTorchJob", {"Master": 1, "Worker": 1}, name=f"ok-{i}"))
+            with urllib.request.urlopen(
+                    f"http://127.0.0.1:{webhook.health_port}/healthz", timeout=5) as resp:
+                assert resp.status == 200
+        assert webhook.metric("trainop_connections_refused_total") > 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)

@@ -9,10 +9,11 @@ import ssl
 import tempfile
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from trainop.cluster import server
-from trainop.cluster.listener import REFUSED, ConnectionLimits, Listener, serve
+from trainop.cluster.listener import REFUSED, TOO_SLOW, ConnectionLimits, Listener, serve
 
 LIMITS = ConnectionLimits(max_connections=3, handshake_timeout=0.5, idle_timeout=0.5)
 
@@ -23,14 +24,24 @@ def tls_client() -> ssl.SSLContext:
     return ctx
 
 
-async def started(tls: bool) -> Listener:
+async def started(tls: bool, limits: ConnectionLimits = LIMITS) -> Listener:
     app = web.Application()
 
     async def hello(request: web.Request) -> web.Response:
         return web.Response(text="hello")
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(text=f"read {len(await request.read())}")
     app.router.add_get("/", hello)
+    app.router.add_post("/", echo)
     ctx = server.self_signed_context(Path(tempfile.mkdtemp())) if tls else None
-    return await serve("test", app, "127.0.0.1", 0, ctx, LIMITS)
+    return await serve("test", app, "127.0.0.1", 0, ctx, limits)
+
+
+async def connect(port: int, source: str = "127.0.0.1", tls: bool = False
+                  ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0),
+                                         ssl=tls_client() if tls else None)
 
 
 async def closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
@@ -96,4 +107,92 @@ def test_plain_http_is_served_within_the_same_limits() -> None:
         await listener.cleanup()
         with socket.socket() as s:  # closed: nothing listens any more
             assert s.connect_ex(("127.0.0.1", port)) != 0
+    asyncio.run(scenario())
+
+
+def test_one_address_holds_only_its_share_of_the_connections() -> None:
+    async def scenario() -> None:
+        listener = await started(tls=False, limits=ConnectionLimits(
+            max_connections=4, per_source=2, idle_timeout=5))
+        mine = [await connect(listener.port) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        reader, _ = await connect(listener.port)
+        assert await closed_by_server(reader, 0.3)  # a third from the same address
+        # another address (the API server's, the kubelet's) is served meanwhile
+        other, writer = await connect(listener.port, "127.0.0.2")
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await asyncio.wait_for(other.read(), 5)).endswith(b"hello")
+        assert listener.by_source == {"127.0.0.1": 2}
+        for _, w in mine:
+            w.close()
+        await listener.cleanup()
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("tls", [False, True])
+@pytest.mark.parametrize("stall", ["headers", "body"])
+def test_a_request_that_trickles_in_is_closed_at_its_deadline(tls: bool, stall: str) -> None:
+    # a byte every 0.1 s keeps any idle timeout from firing; the request deadline does not
+    async def scenario() -> None:
+        listener = await started(tls=tls, limits=ConnectionLimits(
+            request_timeout=0.8, idle_timeout=30))
+        slow = await listener_too_slow()
+        reader, writer = await connect(listener.port, tls=tls)
+        head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+        writer.write(head if stall == "headers" else head + b"\r\n")
+        started_at = asyncio.get_running_loop().time()
+        closed = False
+        for _ in range(40):
+            writer.write(b"X-a: b\r\n" if stall == "headers" else b"x")
+            if await closed_by_server(reader, 0.1):
+                closed = True
+                break
+        assert closed and asyncio.get_running_loop().time() - started_at < 2
+        assert await listener_too_slow() == slow + 1
+        await asyncio.sleep(0.1)
+        assert listener.open == 0
+        # a request that arrives whole in time is answered, again and again
+        reader, writer = await connect(listener.port, tls=tls)
+        for _ in range(3):
+            writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+            assert (await asyncio.wait_for(reader.readuntil(b"read 3"), 5)).endswith(b"read 3")
+            await asyncio.sleep(0.5)  # idle between requests: no deadline runs
+        writer.close()
+        await listener.cleanup()
+    asyncio.run(scenario())
+
+
+async def listener_too_slow() -> float:
+    return float(TOO_SLOW.labels("test")._value.get())
+
+
+def test_stalled_bodies_hold_no_more_than_the_budget() -> None:
+    async def scenario() -> None:
+        limits = ConnectionLimits(request_timeout=1, max_body=100_000,
+                                  body_budget=300_000, body_budget_per_source=200_000)
+        listener = await started(tls=False, limits=limits)
+        stalled = []
+        for _ in range(10):  # each announces 100 kB, sends 99 kB and stops
+            reader, writer = await connect(listener.port)
+            writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" +
+                         b"x" * 99_000)
+            stalled.append((reader, writer))
+        await asyncio.sleep(0.3)
+        assert listener.bodies.taken == 200_000  # two being read; the others wait, unread
+        # another address has the rest of the budget
+        reader, writer = await connect(listener.port, "127.0.0.2")
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" +
+                     b"y" * 100_000)
+        assert (await asyncio.wait_for(reader.readuntil(b"read 100000"), 5)).endswith(
+            b"read 100000")
+        # too big for any budget: refused before a byte of it is read
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100001\r\n\r\n")
+        assert b" 413 " in await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)
+        writer.close()
+        # the deadline ends the stalled ones and frees their share
+        assert all([await closed_by_server(r, 3) for r, _ in stalled])
+        await asyncio.sleep(0.1)
+        assert listener.bodies.taken == 0 and listener.bodies.by_source == {}
+        assert listener.open == 0
+        await listener.cleanup()
     asyncio.run(scenario())

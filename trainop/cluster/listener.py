@@ -1,6 +1,8 @@
 """Listening sockets for the manager's servers (webhook, metrics, probes) that a stranger
-cannot exhaust: a cap on open connections, a deadline for the TLS handshake and an idle
-timeout, so that idle connections cost bounded memory whatever arrives.
+cannot exhaust: a cap on open connections and a share of it per client address, a deadline
+for the TLS handshake, one for each request to arrive whole (headers and body) and an idle
+timeout, and a budget of request-body bytes read at once, so that what a stranger holds is
+bounded whatever arrives and the API server's and the kubelet's connections get through.
 
 aiohttp serves the HTTP; this module owns the sockets. A connection is accepted as plain
 TCP (a few KiB) and counted; only then is TLS started on it, because asyncio's TLS layer
@@ -13,27 +15,46 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from prometheus_client import Counter
 
 log = logging.getLogger("trainop.listener")
 REFUSED = Counter("trainop_connections_refused_total",
-                  "Connections closed at once because a server had its maximum open",
-                  ["server"])
+                  "Connections closed at once because a server, or the client's address, "
+                  "had its maximum open", ["server"])
+TOO_SLOW = Counter("trainop_requests_too_slow_total",
+                   "Connections closed because a request did not arrive whole in time",
+                   ["server"])
+READ_SIZE = 64 * 2**10
 
 
 @dataclass(frozen=True)
 class ConnectionLimits:
     max_connections: int = 256
     """Open connections at once, per server (about 300 KiB each with TLS)."""
+    per_source: int = 64
+    """Open connections one client address may hold of them: a stranger's flood leaves the
+    rest to the API server's and the kubelet's addresses."""
     handshake_timeout: float = 10.0
     """Seconds a client has to complete the TLS handshake."""
+    request_timeout: float = 10.0
+    """Seconds from a request's first byte until its headers and body are in (the API
+    server gives a webhook at most 30 s in all, 10 s by default)."""
     idle_timeout: float = 30.0
     """Seconds a connection may wait for a request, before the first and between them."""
+    max_body: int = 4 * 2**20
+    """Bytes a request body may have: an AdmissionReview holds a job and, for an update,
+    its old version (the API server keeps an object under about 1.5 MiB)."""
+    body_budget: int = 32 * 2**20
+    """Bytes of request bodies read at once, per server; a body waits for its share
+    (within its request's deadline) before it is read."""
+    body_budget_per_source: int = 8 * 2**20
+    """Of those, bytes one client address may have being read at once."""
 
 
 class _Gate(asyncio.Protocol):
@@ -46,18 +67,29 @@ class _Gate(asyncio.Protocol):
         self.counted = False
         self.upgrade: asyncio.Task[None] | None = None
         self.early: list[bytes] = []
+        self.source = ""
+        self.transport: asyncio.Transport | None = None
+        self.deadline: asyncio.TimerHandle | None = None
+        """Armed by a request's first byte, until the request is read whole."""
+        self.reading: asyncio.Task[Any] | None = None
+        """The handler task reading this connection's request body, while it does."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self.upgrade is not None:
             return  # the TLS layer's own call once its handshake is done: _serve goes on
         assert isinstance(transport, asyncio.Transport)
         listener = self.listener
-        if listener.open >= listener.limits.max_connections:
+        peer = transport.get_extra_info("peername")
+        self.source = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        if listener.open >= listener.limits.max_connections or \
+                listener.by_source.get(self.source, 0) >= listener.limits.per_source:
             REFUSED.labels(listener.name).inc()
             transport.abort()
             return
         listener.open += 1
+        listener.by_source[self.source] = listener.by_source.get(self.source, 0) + 1
         self.counted = True
+        self.transport = transport
         transport.pause_reading()  # the client's first bytes wait for the TLS layer
         self.upgrade = asyncio.get_running_loop().create_task(self._serve(transport))
 
@@ -78,6 +110,8 @@ class _Gate(asyncio.Protocol):
             transport = upgraded
         else:
             transport.resume_reading()
+        self.transport = transport
+        listener.gates[transport] = self
         self.inner = listener.handler_factory()
         self.inner.connection_made(transport)
         # what the TLS layer delivered between its handshake and our turn to run
@@ -86,11 +120,38 @@ class _Gate(asyncio.Protocol):
         self.early.clear()
 
     def _release(self) -> None:
+        self.request_read()
+        if self.reading is not None:
+            # a body that waits for its share of the budget on a connection that is gone
+            self.reading.cancel()
+            self.reading = None
         if self.counted:
             self.counted = False
-            self.listener.open -= 1
+            listener = self.listener
+            listener.open -= 1
+            listener.by_source[self.source] -= 1
+            if not listener.by_source[self.source]:
+                del listener.by_source[self.source]
+            if self.transport is not None:
+                listener.gates.pop(self.transport, None)
+
+    def request_read(self) -> None:
+        """The request under way is in whole: its deadline no longer runs."""
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def _too_slow(self) -> None:
+        self.deadline = None
+        TOO_SLOW.labels(self.listener.name).inc()
+        if self.transport is not None:
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
+        if self.deadline is None and self.counted:
+            # a request's first byte (or a body's rest, while the handler has not read it)
+            self.deadline = asyncio.get_running_loop().call_later(
+                self.listener.limits.request_timeout, self._too_slow)
         if self.inner is not None:
             self.inner.data_received(data)
         else:
@@ -125,6 +186,9 @@ class Listener:
         self.ssl_context = ssl_context
         self.limits = limits
         self.open = 0
+        self.by_source: dict[str, int] = {}
+        self.gates: dict[asyncio.BaseTransport, _Gate] = {}
+        self.bodies = _Budget(limits.body_budget, limits.body_budget_per_source)
         self._server: asyncio.Server | None = None
 
     @property
@@ -150,11 +214,73 @@ class Listener:
         await self.runner.cleanup()
 
 
+class _Budget:
+    """Bytes that may be taken at once, in all and by one client address."""
+
+    def __init__(self, total: int, per_source: int):
+        self.total, self.per_source = total, per_source
+        self.taken = 0
+        self.by_source: dict[str, int] = {}
+        self._freed = asyncio.Condition()
+
+    def _fits(self, source: str, size: int) -> bool:
+        return self.taken + size <= self.total and \
+            self.by_source.get(source, 0) + size <= self.per_source
+
+    @contextlib.asynccontextmanager
+    async def share(self, source: str, size: int) -> AsyncIterator[None]:
+        size = min(size, self.per_source, self.total)
+        async with self._freed:
+            await self._freed.wait_for(lambda: self._fits(source, size))
+            self.taken += size
+            self.by_source[source] = self.by_source.get(source, 0) + size
+        try:
+            yield
+        finally:
+            async with self._freed:
+                self.taken -= size
+                self.by_source[source] -= size
+                if not self.by_source[source]:
+                    del self.by_source[source]
+                self._freed.notify_all()
+
+
+def _read_whole(listener: Listener) -> Any:
+    """Middleware: every request is read whole (headers, then the body within the byte
+    budget) before its handler runs, all within the request deadline."""
+    @web.middleware
+    async def read_whole(request: web.Request, handler: Handler) -> web.StreamResponse:
+        gate = listener.gates.get(request.transport) if request.transport else None
+        source = gate.source if gate is not None else ""
+        if request.body_exists:
+            size = request.content_length
+            if size is not None and size > listener.limits.max_body:
+                raise web.HTTPRequestEntityTooLarge(max_size=listener.limits.max_body,
+                                                    actual_size=size)
+            if gate is not None:
+                gate.reading = asyncio.current_task()
+            try:
+                async with listener.bodies.share(source, size or listener.limits.max_body):
+                    await request.read()  # kept by the request: the handler's read is free
+            finally:
+                if gate is not None:
+                    gate.reading = None
+        if gate is not None:
+            gate.request_read()
+        return await handler(request)
+    return read_whole
+
+
 async def serve(name: str, app: web.Application, host: str, port: int,
                 ssl_context: ssl.SSLContext | None = None,
                 limits: ConnectionLimits | None = None) -> Listener:
     """Serve `app` at host:port (TLS with `ssl_context`) within `limits`."""
     limits = limits or ConnectionLimits()
-    runner = web.AppRunner(app, access_log=None, keepalive_timeout=limits.idle_timeout)
+    # a body waiting for its share is buffered up to twice the read size, then the
+    # connection is not read: 128 KiB, not aiohttp's default 512 KiB, per waiting request
+    runner = web.AppRunner(app, access_log=None, keepalive_timeout=limits.idle_timeout,
+                           read_bufsize=READ_SIZE)
+    listener = Listener(name, runner, ssl_context, limits)
+    app.middlewares.append(_read_whole(listener))
     await runner.setup()
-    return await Listener(name, runner, ssl_context, limits).start(host, port)
+    return await listener.start(host, port)

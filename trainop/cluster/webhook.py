@@ -291,12 +291,13 @@ class WebhookServer:
 
     async def start(self) -> None:
         await self.ensure_certificates()
-        app = web.Application(client_max_size=8 * 2**20)
+        limits = listener.ConnectionLimits()
+        app = web.Application(client_max_size=limits.max_body)
         for kind in KINDS:
             app.router.add_post(path_for("validate", kind), self._handler(validate_review))
             app.router.add_post(path_for("mutate", kind), self._handler(default_review))
         self._listener = await listener.serve("webhook", app, self.options.host,
-                                              self.options.port, self.ctx)
+                                              self.options.port, self.ctx, limits)
         log.info("webhook serving on :%d", self.options.port)
 
     def _handler(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
