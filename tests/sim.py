@@ -28,9 +28,11 @@ KEY = SSHKeyPair("PRIVATE", "PUBLIC")
 class Cluster:
     """Holds one job, its objects and the clock; `step()` reconciles and applies."""
 
-    def __init__(self, job: Job, config: EngineConfig | None = None, now: dt.datetime = T0):
+    def __init__(self, job: Job, config: EngineConfig | None = None, now: dt.datetime = T0,
+                 addr: ClusterAddressing | None = None):
         self.job = job
         self.config = config or EngineConfig()
+        self.addr = addr or ClusterAddressing()
         self.now = now
         self.pods: dict[str, PodState] = {}
         self.objects: dict[tuple[str, str], OwnedObject] = {}
@@ -45,7 +47,7 @@ class Cluster:
 
     def plan(self) -> Plan:
         return reconcile(self.job, self.observed, self.now, framework_for(self.job.kind),
-                         ClusterAddressing(), self.config)
+                         self.addr, self.config)
 
     def step(self) -> Plan:
         plan = self.plan()

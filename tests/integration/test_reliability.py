@@ -361,3 +361,29 @@ def test_one_job_nested_past_the_decoders_limit_fails_alone(own_api: TestAPIServ
         m.stop()
     # a restarted manager reads them in its first list and gets ready
     Manager(own_api, "--namespace", kube.ns, log_dir=tmp_path).wait_ready().stop()
+
+
+def peak_rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM:")).split()[1]) / 1024
+
+
+def test_a_tiny_job_of_ten_thousand_workers_costs_the_manager_a_batch(
+        kube: Kube, manager: Manager) -> None:
+    # 257 bytes of TFJob, 10,000 workers, under a quota of 4 pods: each worker's TF_CONFIG
+    # names every replica (311 KiB); planned all at once that was 3.2 GiB
+    kube.kubectl("create", "quota", "four-pods", "--hard=pods=4")
+    # no quota controller runs here: its status, which admission counts on, is set by hand
+    kube.kubectl("patch", "resourcequota", "four-pods", "--subresource=status",
+                 "--type=merge", "-p", json.dumps({"status": {"hard": {"pods": "4"},
+                                                              "used": {"pods": "0"}}}))
+    before = peak_rss_mib(manager.proc.pid)
+    kube.apply(manifest("TFJob", {"Worker": 10_000}, name="wide"))
+    wait_for("the quota's four pods", lambda: len(kube.names("pods")) == 4, 60)
+    wait_for("creates refused by the quota, and retried", lambda: sum(
+        1 for e in kube.items("events") if e["reason"] == "FailedCreatePod") >= 1 and
+        manager.metric("trainop_api_requests_total", verb="post", resource="pods",
+                       code="403") >= 3, 120)
+    peak = peak_rss_mib(manager.proc.pid)
+    assert peak < before + 300, (before, peak)
+    assert len(kube.names("pods")) == 4

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from tests.jobs import TYPICAL, job
 from tests.sim import Cluster
 from trainop.api import KINDS
 from trainop.engine import EngineConfig
+from trainop.engine.objects import PLAN_BYTES, PLAN_OBJECTS
 
 ALL = sorted(KINDS)
 EXIT_CODE = {"Worker": {"restartPolicy": "ExitCode"}}
@@ -660,3 +662,28 @@ def test_failure_events_say_upstreams_words_as_upstream_tells_them() -> None:
     assert never.condition("Failed").message == (
         "PyTorchJob job is failed because 1 Worker replica(s) failed. Last failure: pod "
         "job-worker-1 exited with code 3.")  # the simulated pod gives no reason
+
+
+def test_a_huge_job_is_planned_in_bounded_batches() -> None:
+    # 10,000 TF workers: each pod's TF_CONFIG names every replica (311 KiB); all at once
+    # that is 3 GiB in one plan. One plan holds at most PLAN_BYTES of environment.
+    c = Cluster(job("TFJob", {"Worker": 10_000}))
+    for _ in range(2):
+        plan = c.step()
+        pods = [o for o in plan.create if o["kind"] == "Pod"]
+        assert 0 < len(pods) < 200 and plan.requeue_after == 0
+        size = sum(len(orjson.dumps(p)) for p in pods)  # as sent: JSON escapes TF_CONFIG
+        assert PLAN_BYTES * 0.9 < size <= PLAN_BYTES * 1.1, size
+    names = [o["metadata"]["name"] for p in c.plans for o in p.create if o["kind"] == "Pod"]
+    assert len(names) == len(set(names))  # the second batch goes on where the first ended
+
+
+def test_every_replica_of_a_big_job_is_made_once_across_batches() -> None:
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1_199}))
+    while c.step().create:
+        pass
+    made = [(o["kind"], o["metadata"]["name"]) for p in c.plans for o in p.create]
+    assert len(made) == len(set(made)) == 2 * 1_200  # pods and their services
+    assert max(len(p.create) for p in c.plans) == PLAN_OBJECTS
+    assert len(c.plans) == 6  # five batches, and the plan that finds nothing missing
+    assert c.plans[-1].requeue_after != 0

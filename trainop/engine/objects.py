@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.templates import containers
 from trainop.engine import elastic, gang
 from trainop.engine.config import EngineConfig
 from trainop.engine.failures import in_spec
@@ -31,6 +32,23 @@ class Missing:
     """Names of the services among `replicas`."""
     held: bool = False
     """Pods wait for the gang scheduler to admit the PodGroup."""
+    more: bool = False
+    """Replicas are still missing past what one plan holds (PLAN_OBJECTS, PLAN_BYTES)."""
+
+
+PLAN_OBJECTS = 500
+"""Pods and services one plan makes at most; the next plan, once the cache shows these,
+makes the next ones. A job of 10,000 replicas costs the manager one batch at a time."""
+PLAN_BYTES = 32 * 2**20
+"""Bytes of environment one plan's pods hold at most: TF_CONFIG names every replica, so
+10,000 workers give each pod a 311 KiB variable (3 GiB for all at once)."""
+OBJECT_BYTES = 2**10
+"""What a pod or service costs besides its environment, as the budget counts."""
+
+
+def _env_bytes(pod: dict[str, Any]) -> int:
+    return sum(len(str(e.get("value") or "")) for c in containers(pod)
+               for e in c.get("env") or [] if isinstance(e, dict))
 
 
 def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
@@ -52,18 +70,29 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
 
     services = {o.name for o in observed.objects if o.kind == "Service"}
     slots = {(p.replica_type, p.index) for p in observed.pods}
+    spent = 0
     for rtype, rspec in job.spec.replica_specs.items():
         may = not out.held and fw.may_create(job, rtype, observed)
         for i in range(rspec.replicas or 0):
             name = fw.replica_name(job, rtype, i)
-            if fw.pod_services and name not in services and not out.held:
+            wants_service = fw.pod_services and name not in services and not out.held
+            wants_pod = may and (rtype, i) not in slots
+            if not (wants_service or wants_pod):
+                continue
+            if len(out.replicas) >= PLAN_OBJECTS or spent >= PLAN_BYTES:
+                out.more = True
+                return out
+            if wants_service:
                 svc = desired_service(job, rtype, i)
                 if svc is not None:
                     out.replicas.append(svc)
                     out.services.append(name)
-            if may and (rtype, i) not in slots:
-                out.replicas.append(desired_pod(job, rtype, i, fw, addr, config))
+                    spent += OBJECT_BYTES
+            if wants_pod:
+                pod = desired_pod(job, rtype, i, fw, addr, config)
+                out.replicas.append(pod)
                 out.pods.append((rtype, name))
+                spent += OBJECT_BYTES + _env_bytes(pod)
     return out
 
 

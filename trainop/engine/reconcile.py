@@ -329,6 +329,8 @@ class _Run:
         self.plan.prerequisites.extend(todo.prerequisites)
         self.plan.update.extend(todo.update)
         self.plan.create.extend(todo.replicas)
+        if todo.more:
+            self.plan.requeue(0)  # the next batch, once the cache shows this one
         told = self.plan.on_created
         if self.config.aggregate_events:
             for reason, what, names in (("SuccessfulCreatePod", "pod", [n for _, n in todo.pods]),
