@@ -84,6 +84,12 @@ class Usage:
         t = self.ps.cpu_times()
         return float(t.user + t.system)
 
+    def peak_rss_mib(self) -> float:
+        """The most resident memory the process has had (the kernel's VmHWM)."""
+        status = Path(f"/proc/{self.ps.pid}/status").read_text()
+        line = next(ln for ln in status.splitlines() if ln.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024
+
 
 class Process(Usage):
     """A child process whose CPU time and resident memory we read."""

@@ -1,5 +1,6 @@
-"""Memory of the manager: per 1,000 cached pods, the cost of pods it does not own, and one
-manager with every kind against seven managers with one kind each.
+"""Memory of the manager: per 1,000 cached pods, the cost of pods it does not own, one
+manager with every kind against seven managers with one kind each, and what one user's
+large objects cost it (hostile rows).
 
     python -m bench.memory [--pods 10000,50000] [--foreign 20000]
 """
@@ -14,6 +15,8 @@ from typing import Any
 from bench.lib import Cluster, Manager, Row, create_all, desired_objects, job_doc, write_results
 from trainop.api import KINDS
 from trainop.cluster.client import Client
+from trainop.cluster.resources import CONFIGMAPS, JOBS
+from trainop.engine.labels import JOB_NAME
 
 
 def pods(ns: str, count: int, start: int, foreign: bool = False) -> list[dict[str, Any]]:
@@ -51,6 +54,54 @@ async def add(client: Client, objs: list[dict[str, Any]]) -> None:
         await create_all(client, objs[i:i + 5000])
 
 
+BIG_ENV = [{"name": f"V{i}", "value": "x" * 1000} for i in range(1300)]
+"""A template environment of 1.3 MiB: jobs this large the API server still takes."""
+
+
+def big_job(name: str, ns: str) -> dict[str, Any]:
+    doc = job_doc("JAXJob", {"Worker": 1}, name, ns, suspend=True)
+    doc["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = \
+        BIG_ENV
+    return doc
+
+
+async def hostile(cluster: Cluster, client: Client) -> list[Row]:
+    """What one user's large objects cost: ConfigMaps their own job controls (labelled as
+    trainop's), suspended jobs of 1.3 MiB, and the peak of a manager restarted over them."""
+    ns = cluster.namespace("hostile")
+    manager = Manager(cluster, "--namespace", ns, name="hostile").wait_ready()
+    start = settle(manager, 0)
+    owner = await client.create(JOBS["JAXJob"].path(ns), big_job("owner", ns))
+    ref = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "name": "owner",
+           "uid": owner["metadata"]["uid"], "controller": True}
+    with_owner = settle(manager, 0)
+    for i in range(40):
+        await client.create(CONFIGMAPS.path(ns), {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"big-{i}", "labels": {JOB_NAME: "owner"},
+                         "ownerReferences": [ref]},
+            "data": {"blob": "x" * 1_000_000}})  # the most a ConfigMap may hold
+    per_config_map = (settle(manager, 0) - with_owner) / 40 * 1024
+    before_jobs = settle(manager, 0)
+    for i in range(60):
+        await client.create(JOBS["JAXJob"].path(ns), big_job(f"big-{i}", ns))
+    jobs_growth = settle(manager, 0) - before_jobs
+    manager.stop()
+    again = Manager(cluster, "--namespace", ns, name="hostile-again").wait_ready(300)
+    settle(again, 0)
+    restarted_peak = again.peak_rss_mib()
+    again.stop()
+    return [
+        Row("hostile: growth per 1 MB ConfigMap a user's job controls", per_config_map,
+            None, "KiB", "<= 128 KiB"),
+        Row("hostile: growth from 60 suspended jobs of 1.3 MiB (78 MiB of JSON)", jobs_growth,
+            None, "MiB", "<= 100 MiB"),
+        Row("hostile: peak of a manager restarted over them", restarted_peak, None, "MiB",
+            "<= 300 MiB"),
+        Row("hostile: resident memory before any of it", start, None, "MiB"),
+    ]
+
+
 async def main(levels: list[int], foreign: int) -> None:
     with Cluster() as cluster:
         client = cluster.client()
@@ -83,6 +134,7 @@ async def main(levels: list[int], foreign: int) -> None:
             single = Manager(cluster, name="again").wait_ready(600)
             all_rss = settle(single, have)
             single.stop()
+            hostile_rows = await hostile(cluster, client)
         finally:
             await client.close()
     top = levels[-1]
@@ -99,11 +151,16 @@ async def main(levels: list[int], foreign: int) -> None:
         Row(f"one manager (all kinds) vs seven managers (one kind each), {top:,} pods",
             all_rss, seven_rss, "MiB", "<= 0.25"),
         Row("watch connections: one manager vs seven managers", all_watches, seven_watches, ""),
+        *hostile_rows,
     ]
     write_results("memory", "Memory (python -m bench.memory)", rows, notes=(
         "Pods are trainop-shaped (labels, owner reference, environment, ports) and created "
         "directly, so that only the cache is measured. Foreign pods carry no trainop label; "
-        "the API server filters them out of the manager's list and watch."))
+        "the API server filters them out of the manager's list and watch. Hostile rows: "
+        "one namespace's user creates 40 ConfigMaps of 1 MB labelled as trainop's and "
+        "controlled by their own job, then 60 suspended JAXJobs of 1.3 MiB (a long "
+        "environment); then the manager is restarted over them (its peak is the kernel's "
+        "VmHWM)."))
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ import time
 
 import pytest
 
+from tests.jobs import job
 from trainop.cluster.client import throttle_delay, warning_texts
 from trainop.cluster.expectations import Expectations
 from trainop.cluster.records import job_record, object_record, owner_key, pod_record
 from trainop.cluster.workqueue import WorkQueue
+from trainop.engine.objects import content_of
 
 
 def run(coro: object) -> object:
@@ -193,11 +195,15 @@ def test_pod_record_of_a_pod_with_no_status_yet() -> None:
     assert rec.exit_code("pytorch") is None and not rec.ready
 
 
-def test_secret_data_is_never_kept_configmap_data_is() -> None:
+def test_secret_data_is_never_kept_configmap_data_is_as_a_digest() -> None:
     meta = {"name": "s", "namespace": "ns"}
     assert object_record("Secret", {"metadata": meta, "data": {"k": "c2VjcmV0"}}).content is None
-    assert object_record("ConfigMap", {"metadata": meta, "data": {"k": "v"}}).content == {
-        "k": "v"}
+    # a megabyte of a ConfigMap costs the cache 64 characters; the same data, in any key
+    # order, the same digest; other data, another
+    big = object_record("ConfigMap", {"metadata": meta, "data": {"k": "v" * 2**20, "a": "b"}})
+    assert isinstance(big.content, str) and len(big.content) == 64
+    assert big.content == content_of("ConfigMap", {"data": {"a": "b", "k": "v" * 2**20}})
+    assert big.content != content_of("ConfigMap", {"data": {"a": "b", "k": "v"}})
     assert object_record("PodGroup", {"metadata": meta, "status": {"phase": "Inqueue"}}
                          ).phase == "Inqueue"
 
@@ -263,3 +269,21 @@ def test_warning_headers_are_read_as_rfc_7234_says() -> None:
     assert warning_texts(['299 - "v1 Endpoints is deprecated in v1.33+"',
                           '299 - "a \\"quoted\\" name"', "not a warning value"]) == [
         "v1 Endpoints is deprecated in v1.33+", 'a "quoted" name', "not a warning value"]
+
+
+def test_parsed_jobs_stay_within_their_budget_least_recently_used_first() -> None:
+    from trainop.cluster.controller import ParsedJobs
+
+    parsed = ParsedJobs(budget=10)
+    a, b, c = (job("JAXJob", {"Worker": 1}, name=n) for n in ("a", "b", "c"))
+    parsed.put("ns/a", "1", a, 4)
+    parsed.put("ns/b", "1", b, 4)
+    assert parsed.get("ns/a", "1") is a  # a is now the most recently used
+    assert parsed.get("ns/a", "2") is None  # another version: parsed again
+    parsed.put("ns/c", "1", c, 4)  # 12 > 10: b goes
+    assert parsed.get("ns/b", "1") is None and parsed.get("ns/c", "1") is c
+    assert (len(parsed), parsed.used) == (2, 8)
+    parsed.put("ns/a", "2", a, 11)  # too big to keep at all; its old version goes too
+    assert parsed.get("ns/a", "1") is None and (len(parsed), parsed.used) == (1, 4)
+    parsed.pop("ns/c")
+    assert (len(parsed), parsed.used) == (0, 0)

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from trainop.cluster.client import Client, MalformedResponse
 from trainop.cluster.config import ClusterConfig
-from trainop.cluster.informer import Informer
+from trainop.cluster.informer import PAGE_BYTES, Informer
 from trainop.cluster.resources import PODS
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "5"}}
@@ -105,3 +105,37 @@ def test_a_2xx_body_that_is_not_an_object_raises() -> None:
         assert "200 with a body that is not a JSON object: b'[]'" in str(err)
     else:
         raise AssertionError("a list body was taken for an answer")
+
+
+def test_list_pages_are_sized_by_bytes_not_only_by_count() -> None:
+    # 30 objects of about 1 MiB (jobs may be 1.5 MiB): a page of 500 would be 500 MiB,
+    # decoded five times that; each page after the first asks for what fits in PAGE_BYTES
+    big = [{"metadata": {"name": f"j{i}", "namespace": "ns", "resourceVersion": "5"},
+            "spec": {"blob": "x" * 2**20}} for i in range(30)]
+    limits: list[int] = []
+
+    class Paging(FlakyServer):
+        async def handle(self, request: web.Request) -> web.StreamResponse:
+            if request.query.get("watch") == "true":
+                await asyncio.sleep(10)
+                return web.Response(body=b"", content_type="application/json")
+            limit, start = int(request.query["limit"]), int(request.query.get("continue") or 0)
+            limits.append(limit)
+            end = min(start + limit, len(big))
+            meta = {"resourceVersion": "9", **({"continue": str(end)} if end < len(big) else {})}
+            return web.json_response({"metadata": meta, "items": big[start:end]})
+
+    async def scenario() -> Informer[Any]:
+        async with serving(Paging([], [])) as client:
+            informer: Informer[Any] = Informer(client, PODS, lambda o: o["metadata"]["name"],
+                                               lambda name: name, lambda name: None,
+                                               first_page=5)
+            task = asyncio.create_task(informer.run())
+            await asyncio.wait_for(informer.synced.wait(), 10)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return informer
+    informer = asyncio.run(scenario())
+    assert sorted(informer.items, key=lambda k: int(k[1:])) == [f"j{i}" for i in range(30)]
+    assert limits[0] == 5 and set(limits[1:]) == {PAGE_BYTES // (2**20 + 100)}, limits

@@ -33,6 +33,7 @@ from trainop.frameworks import framework_for
 R = TypeVar("R", PodRecord, ObjectRecord)
 OWNED_SELECTOR = JOB_NAME
 """Only objects carrying trainop's job-name label are listed and watched (server side)."""
+JOB_FIRST_PAGE = 5
 
 
 def _no_owner(rec: JobRecord) -> str | None:
@@ -67,8 +68,9 @@ def owned_kinds(kinds: list[str]) -> set[str]:
 
 
 def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[JobRecord]:
+    # jobs may be 1.5 MiB each: the first page is small, the next ones sized by it
     return Informer(client, JOBS[kind], job_record, lambda r: r.key, _no_owner, namespace,
-                    version=lambda r: r.meta.resource_version)
+                    version=lambda r: r.meta.resource_version, first_page=JOB_FIRST_PAGE)
 
 
 def build(client: Client, kinds: list[str], namespace: str | None,

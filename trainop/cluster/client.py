@@ -149,6 +149,16 @@ class Client:
     async def request(self, method: str, path: str, body: Any = None,
                       params: dict[str, str] | None = None,
                       content_type: str = "application/json") -> dict[str, Any]:
+        return (await self._request(method, path, body, params, content_type))[0]
+
+    async def get_sized(self, path: str, params: dict[str, str] | None = None
+                        ) -> tuple[dict[str, Any], int]:
+        """GET, and the size of the body as sent (lists size their next page by it)."""
+        return await self._request("GET", path, params=params)
+
+    async def _request(self, method: str, path: str, body: Any = None,
+                       params: dict[str, str] | None = None,
+                       content_type: str = "application/json") -> tuple[dict[str, Any], int]:
         verb = method.lower()
         for attempt in range(MAX_429_RETRIES + 1):
             await self.limiter.take()
@@ -178,7 +188,7 @@ class Client:
             if not isinstance(data, dict):
                 raise MalformedResponse(f"{method} {path}: {status} with a body that is not a "
                                         f"JSON object: {raw[:100]!r}")
-            return data
+            return data, len(raw)
         raise AssertionError("unreachable")
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,46 @@ class ControllerConfig:
     """CUSTOM_CLUSTER_DOMAIN of the manager's environment, e.g. cluster.local."""
 
 
+PARSED_BYTES = 32 * 2**20
+"""JSON bytes of the jobs whose parsed copies a controller keeps (a parsed job takes about
+three times its JSON; the API server keeps a job under 1.5 MiB)."""
+
+
+class ParsedJobs:
+    """Parsed jobs kept between reconciles, by key and version; the least recently used
+    go first once their JSON passes `budget` bytes (they are parsed again when needed)."""
+
+    def __init__(self, budget: int = PARSED_BYTES):
+        self.budget = budget
+        self.used = 0
+        self._items: OrderedDict[str, tuple[str, Job, int]] = OrderedDict()
+
+    def get(self, key: str, version: str) -> Job | None:
+        entry = self._items.get(key)
+        if entry is None or entry[0] != version:
+            return None
+        self._items.move_to_end(key)
+        return entry[1]
+
+    def put(self, key: str, version: str, job: Job, size: int) -> None:
+        self.pop(key)
+        if size > self.budget:
+            return
+        self._items[key] = (version, job, size)
+        self.used += size
+        while self.used > self.budget:
+            _, (_, _, gone) = self._items.popitem(last=False)
+            self.used -= gone
+
+    def pop(self, key: str) -> None:
+        entry = self._items.pop(key, None)
+        if entry is not None:
+            self.used -= entry[2]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class JobController:
     def __init__(self, kind: str, client: Client, caches: Caches, config: ControllerConfig,
                  recorder: EventRecorder, leading: Callable[[], bool]):
@@ -55,8 +96,8 @@ class JobController:
         self.framework = framework_for(kind)
         self.addr = ClusterAddressing(config.cluster_domain)
         self.queue = WorkQueue(kind, controller=component(kind))
-        self._parsed: dict[str, tuple[str, Job]] = {}
-        """Key -> (resourceVersion, defaulted job): parse a job once per version."""
+        self._parsed = ParsedJobs()
+        """Parse a job once per version, within a budget."""
         self._exited: dict[str, dict[str, int]] = {}
         """Key -> pods seen to end (their default container's exit code), not yet told."""
         self.jobs = caches.jobs[kind]
@@ -76,7 +117,7 @@ class JobController:
         key = rec.key
         if change is Change.DELETED:
             self.expectations.forget(key)
-            self._parsed.pop(key, None)
+            self._parsed.pop(key)
             self._exited.pop(key, None)
             return
         if old is not None and new is not None and \
@@ -148,9 +189,9 @@ class JobController:
             return None  # deleted, or waiting for the cache to show our last writes
         obj = rec.head()
         rv = rec.meta.resource_version
-        cached = self._parsed.get(key)
-        if cached is not None and cached[0] == rv:
-            job = cached[1]
+        cached = self._parsed.get(key, rv)
+        if cached is not None:
+            job = cached
         else:
             try:
                 # parsing and planning run in a worker thread: a job of thousands of
@@ -159,7 +200,7 @@ class JobController:
             except InvalidJob as err:
                 await self._fail_invalid(obj, err)
                 return None
-            self._parsed[key] = (rv, job)
+            self._parsed.put(key, rv, job, len(rec.raw))
         exited = dict(self._exited.get(key, {}))
         observed = self.observed(job, tuple(exited.items()))
         if self.framework.wants_ssh_key(job, observed):
@@ -177,7 +218,7 @@ class JobController:
         if job.spec.run_policy.suspend or cond.is_finished(plan.status):
             # a job that waits (suspended) or is done changes rarely: parse it again then,
             # rather than keep its parsed copy in memory meanwhile
-            self._parsed.pop(key, None)
+            self._parsed.pop(key)
         return plan.requeue_after
 
     async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:

@@ -43,6 +43,10 @@ CACHED = Gauge("trainop_cache_objects", "Objects held in the shared cache", ["re
 ERRORS = Counter("trainop_informer_errors_total", "Lists or watches that failed and were "
                  "retried", ["resource"])
 PAGE = 500
+"""Items a list page asks for at most."""
+PAGE_BYTES = 8 * 2**20
+"""Bytes a list page should have: the next page asks for as many items as fit, by the
+size of the items so far (60 jobs of 1.3 MiB in one page are 1 GiB decoded)."""
 WATCH_GRACE = 60
 """Seconds of silence past a watch's own timeout after which its connection counts as dead."""
 
@@ -51,7 +55,7 @@ class Informer(Generic[R]):
     def __init__(self, client: Client, resource: Resource, decode: Callable[[dict[str, Any]],
                  R | None], key: Callable[[R], str], owner: Callable[[R], str | None],
                  namespace: str | None = None, label_selector: str | None = None,
-                 version: Callable[[R], str] | None = None):
+                 version: Callable[[R], str] | None = None, first_page: int = PAGE):
         self.client = client
         self.resource = resource
         self.decode = decode
@@ -67,6 +71,7 @@ class Informer(Generic[R]):
         self._cached = CACHED.labels(resource.plural)
         self.resource_version: str | None = None
         self.watch_timeout = (240, 480)
+        self.first_page = first_page
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
@@ -138,11 +143,12 @@ class Informer(Generic[R]):
         path = self.resource.path(self.namespace)
         seen: set[str] = set()
         cont = ""
+        limit = self.first_page
         while True:
-            params = {**self._params(), "limit": str(PAGE)}
+            params = {**self._params(), "limit": str(limit)}
             if cont:
                 params["continue"] = cont
-            page = await self.client.get(path, params)
+            page, size = await self.client.get_sized(path, params)
             items = page.get("items")
             if not isinstance(items, list) and items is not None:
                 raise MalformedResponse(f"list {path}: items is not a list")
@@ -156,9 +162,13 @@ class Informer(Generic[R]):
                 key = self.key_of(rec)
                 seen.add(key)
                 self._put(rec)
-            cont = (page.get("metadata") or {}).get("continue") or ""
+            if items:
+                limit = max(1, min(PAGE, PAGE_BYTES * len(items) // max(size, 1)))
+            meta = page.get("metadata") or {}
+            del page, items  # this page's decoded objects go before the next one comes
+            cont = meta.get("continue") or ""
             if not cont:
-                self.resource_version = (page.get("metadata") or {}).get("resourceVersion")
+                self.resource_version = meta.get("resourceVersion")
                 break
         for key in [k for k in self.items if k not in seen]:
             self._remove(key)  # deleted while we were not watching

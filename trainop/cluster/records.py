@@ -127,7 +127,7 @@ class ObjectRecord:
     meta: Meta
     kind: str
     phase: str | None = None
-    content: Any = None
+    content: str | None = None
 
 
 def object_record(kind: str, obj: dict[str, Any]) -> ObjectRecord:

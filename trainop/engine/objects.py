@@ -4,9 +4,12 @@ into its plan."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from trainop.api import Job
 from trainop.api.templates import containers
@@ -114,8 +117,12 @@ KEPT_CURRENT = {"ConfigMap": "data", "Role": "rules"}
 discover_hosts.sh, its launcher Role's worker names); other objects are made once."""
 
 
-def content_of(kind: str, obj: Mapping[str, Any]) -> Any:
-    """What of `obj` the engine compares and updates (OwnedObject.content); None for a
-    kind it never updates (a Secret's keys are never kept)."""
+def content_of(kind: str, obj: Mapping[str, Any]) -> str | None:
+    """A digest of what of `obj` the engine compares and updates (OwnedObject.content);
+    None for a kind it never updates (a Secret's keys are never kept). A digest, not the
+    data: a ConfigMap a user's own job controls may hold a megabyte, and the cache keeps
+    32 bytes of it."""
     field = KEPT_CURRENT.get(kind)
-    return obj.get(field) if field else None
+    if not field:
+        return None
+    return hashlib.sha256(orjson.dumps(obj.get(field), option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
 
 class Phase(enum.StrEnum):
@@ -52,9 +51,9 @@ class OwnedObject:
     name: str
     phase: str | None = None
     """A PodGroup's status.phase."""
-    content: Any = None
-    """What the engine compares to decide on an update (objects.content_of: a ConfigMap's
-    data, a Role's rules); None: never updated."""
+    content: str | None = None
+    """A digest of what the engine compares to decide on an update (objects.content_of: a
+    ConfigMap's data, a Role's rules); None: never updated."""
 
 
 @dataclass(frozen=True)
