@@ -125,11 +125,7 @@ class _Run:
             for rtype, rs in (self.status.replica_statuses or {}).items():
                 rs.active = remaining[rtype].active if rtype in remaining else 0
         elif cond.is_true(self.status, cond.SUCCEEDED):
-            # replicas still active when the job succeeded count as succeeded, as upstream
-            # counts them (pkg/controller.v1/common/job.go:131-135)
-            for rs in (self.status.replica_statuses or {}).values():
-                rs.succeeded = (rs.succeeded or 0) + (rs.active or 0)
-                rs.active = 0
+            self.active_count_as_succeeded()
         ttl = self.job.spec.run_policy.ttl_seconds_after_finished
         done = self.status.completion_time
         if ttl is not None and done:
@@ -309,10 +305,19 @@ class _Run:
             return True
         return False
 
+    def active_count_as_succeeded(self) -> None:
+        """Replicas still active when the job succeeded count as succeeded, as upstream
+        counts them (pkg/controller.v1/common/job.go:131-135; upstream on the reconcile
+        after, which its own status write brings about)."""
+        for rs in (self.status.replica_statuses or {}).values():
+            rs.succeeded = (rs.succeeded or 0) + (rs.active or 0)
+            rs.active = 0
+
     def succeed(self) -> None:
         if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
                           self.fw.succeeded_message(self.job)):
             self.plan.count("successful")
+        self.active_count_as_succeeded()
         if self.status.completion_time is None:
             self.status.completion_time = self.now
         self.clean_up(deadline=False)
