@@ -54,30 +54,45 @@ def _folder(root: Path, parts: tuple[str, ...], make: bool = True) -> int:
     return fd
 
 
-def open_below(root: Path, relative: str, append: bool = False,
-               mode: int | None = None) -> BinaryIO:
-    """root/relative opened for writing (truncated, or appended to), made if missing, with
-    `mode` where given. UnsafePath for a symbolic link, a hard link, or anything but a
-    regular file."""
+def _open_file(root: Path, relative: str, flags: int, verb: str) -> int | None:
+    """A descriptor of the regular file root/relative, opened with `flags` and never
+    through a link; None where it (or its folder) is missing and `flags` make nothing."""
     parts = _parts(relative)
-    folder = _folder(root, parts[:-1])
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    make = bool(flags & os.O_CREAT)
     try:
-        fd = os.open(parts[-1], flags, 0o644, dir_fd=folder)
+        folder = _folder(root, parts[:-1], make=make)
+    except FileNotFoundError:
+        return None
+    try:
+        fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644,
+                     dir_fd=folder)
+    except FileNotFoundError:
+        return None
     except OSError:
-        raise UnsafePath(f"{root / relative}: a symbolic link or not a file; trainop writes "
+        raise UnsafePath(f"{root / relative}: a symbolic link or not a file; trainop {verb} "
                          "only files it creates") from None
     finally:
         os.close(folder)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        raise UnsafePath(f"{root / relative}: not a file of its own (a hard link?); trainop "
+                         f"{verb} only files it creates")
+    return fd
+
+
+def open_below(root: Path, relative: str, append: bool = False,
+               mode: int | None = None) -> BinaryIO:
+    """root/relative opened for writing (truncated, or appended to), made if missing, with
+    the permission bits of `mode` where given. UnsafePath for a symbolic link, a hard link,
+    or anything but a regular file."""
+    fd = _open_file(root, relative, os.O_WRONLY | os.O_CREAT, "writes")
+    assert fd is not None  # made where missing
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-            raise UnsafePath(f"{root / relative}: not a file of its own (a hard link?); "
-                             "trainop writes only files it creates")
         if not append:
             os.ftruncate(fd, 0)
         if mode is not None:
-            os.fchmod(fd, mode)
+            os.fchmod(fd, mode & 0o777)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "ab" if append else "wb")
     except BaseException:
@@ -88,26 +103,10 @@ def open_below(root: Path, relative: str, append: bool = False,
 def set_mode(root: Path, relative: str, mode: int) -> None:
     """Give root/relative the permission bits of `mode` where it is a file trainop wrote;
     nothing where it is missing. UnsafePath as open_below."""
-    parts = _parts(relative)
-    try:
-        folder = _folder(root, parts[:-1], make=False)
-    except FileNotFoundError:
+    fd = _open_file(root, relative, os.O_RDONLY, "changes")
+    if fd is None:
         return
     try:
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=folder)
-    except FileNotFoundError:
-        return
-    except OSError:
-        raise UnsafePath(f"{root / relative}: a symbolic link or not a file; trainop changes "
-                         "only files it creates") from None
-    finally:
-        os.close(folder)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-            raise UnsafePath(f"{root / relative}: not a file of its own (a hard link?); "
-                             "trainop changes only files it creates")
         os.fchmod(fd, mode & 0o777)
     finally:
         os.close(fd)
