@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from tests.jobs import TYPICAL, job
-from tests.sim import Cluster
-from trainop.api import KINDS
-from trainop.engine import EngineConfig
+from tests.sim import T0, Cluster
+from trainop.api import KINDS, JobStatus
+from trainop.engine import EngineConfig, Plan, create_refused
 from trainop.engine.objects import PLAN_BYTES, PLAN_OBJECTS
 
 ALL = sorted(KINDS)
@@ -455,6 +455,36 @@ def test_ttl_after_finished() -> None:
     assert [(e.reason, e.message) for e in plan.on_deleted] == [
         ("SuccessfulDeletePod", "Deleted job: job")]
     assert not any(e.reason == "SuccessfulDeletePod" for e in plan.events)
+
+
+
+@pytest.mark.parametrize("how", ["replica", "deadline", "backoff"])
+def test_a_failed_job_waits_for_its_ttl_from_the_round_it_fails(how: str) -> None:
+    # the round that fails the job asks to come back at the TTL: in a cluster, its own
+    # status write brings no other round (the cache holds it), and nothing else may change
+    policy: dict[str, Any] = {"ttlSecondsAfterFinished": 100}
+    if how == "deadline":
+        policy["activeDeadlineSeconds"] = 10
+    if how == "backoff":
+        policy["backoffLimit"] = 0
+    c = Cluster(job("TFJob", {"Worker": 2}, spec={"runPolicy": policy}))
+    c.step()
+    c.all("Running", ready=True)
+    c.step()
+    c.advance(20 if how == "deadline" else 5)
+    if how != "deadline":
+        c.set("job-worker-0", phase="Failed", exit_code=1)
+    plan = c.step()
+    assert c.last_condition() == "Failed"
+    assert plan.requeue_after == 100 and not plan.delete_job
+    c.advance(100)
+    assert c.step().delete_job
+
+
+def test_a_refused_create_is_decided_again_at_once() -> None:
+    # CreateFailed is written outside a reconcile: the next one cleans up and sets the TTL
+    refused = create_refused(Plan(status=JobStatus()), "JAXJob", "ns/j", "taken", T0)
+    assert refused.requeue_after == 0
 
 
 INT64_MAX = 2**63 - 1

@@ -24,10 +24,11 @@ def rejected(status: JobStatus, kind: str, key: str, problems: str,
 def create_refused(plan: Plan, kind: str, key: str, why: str, now: dt.datetime) -> Plan:
     """`plan` after the API server refused one of its objects for good (a template it
     rejects, a name taken by someone else's object): the job is Failed (CreateFailed), and
-    nothing says its pods were created."""
+    nothing says its pods were created. It is decided again at once: that round cleans up
+    what was made and waits for the TTL, as every finished job's does."""
     out = Plan(status=plan.status.model_copy(deep=True), events=list(plan.events),
                transitions=list(plan.transitions), status_changed=plan.status_changed,
-               requeue_after=plan.requeue_after,
+               requeue_after=0,
                counted={k: n for k, n in plan.counted.items() if k == "created"})
     _fail(out, "CreateFailed", f"{kind} {key} cannot run: {why}", now)
     return out

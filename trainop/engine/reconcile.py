@@ -32,6 +32,8 @@ class _Run:
         self.plan = Plan(status=JobStatus.model_validate(self.before))
         self.kind = job.kind
         self.specs = job.spec.replica_specs
+        self.past_deadline = False
+        """The job failed by its activeDeadlineSeconds in this round."""
 
     # -- helpers ----------------------------------------------------------------------
     @property
@@ -112,13 +114,17 @@ class _Run:
             self.suspend()
         else:
             self.active()
+            if cond.is_finished(self.status):
+                self.finished(just_now=True)
         self.finish_status()
         return self.plan
 
-    def finished(self) -> None:
-        """A finished job: clean up as its policy says, then wait for the TTL."""
-        doomed = self.clean_up(deadline=False)
-        if cond.is_true(self.status, cond.FAILED):
+    def finished(self, just_now: bool = False) -> None:
+        """A finished job, the one way every job ends: clean up as its policy says, then
+        wait for the TTL (`just_now`: it finished in this round, whose counts stand, and
+        the TTL is only waited for)."""
+        doomed = self.clean_up(deadline=self.past_deadline)
+        if not just_now and cond.is_true(self.status, cond.FAILED):
             # pods cleanup deletes, or that are gone, are no longer active (upstream leaves
             # the count of the moment the job failed, however long ago its pods went)
             remaining = self.count([p for p in self.live_pods() if p not in doomed])
@@ -131,13 +137,13 @@ class _Run:
         if ttl is not None and done:
             # seconds, not datetimes: a TTL of any int64 must not overflow the calendar
             left = ttl - (self.now_dt - clock.parse(done)).total_seconds()
-            if left <= 0:
+            if left <= 0 and not just_now:
                 self.plan.delete_job = True
                 # upstream's words and reason (e.g. pytorchjob_controller.go DeleteJob)
                 self.plan.on_deleted.append(Event("Normal", "SuccessfulDeletePod",
                                                   f"Deleted job: {self.job.name}"))
             else:
-                self.plan.requeue(left)
+                self.plan.requeue(max(left, 0))
 
     def clean_up(self, deadline: bool) -> list[PodState]:
         """Delete what the job's cleanPodPolicy says (`deadline`: the job failed by its
@@ -219,7 +225,7 @@ class _Run:
                 words = (f"Job {self.job.name} has failed because it was active longer than "
                          f"specified deadline")
                 self.fail(f"{self.kind}Failed", f"{words} of {ads}s.", words, warning=False)
-                self.clean_up(deadline=True)
+                self.past_deadline = True
                 return
             self.plan.requeue(left)
 
@@ -268,7 +274,6 @@ class _Run:
             if self.fail(judgement.reason, judgement.message, judgement.told,
                          judgement.warning) and judgement.by_replicas:
                 self.plan.count("failed")  # not a limit's failure (upstream's counters)
-            self.clean_up(deadline=False)
             return True
         self.delete_pods(list(judgement.restart), "restarting the whole job"
                          if judgement.whole_job else "restarting")
@@ -317,13 +322,8 @@ class _Run:
         if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
                           self.fw.succeeded_message(self.job)):
             self.plan.count("successful")
-        self.active_count_as_succeeded()
         if self.status.completion_time is None:
             self.status.completion_time = self.now
-        self.clean_up(deadline=False)
-        ttl = self.job.spec.run_policy.ttl_seconds_after_finished
-        if ttl is not None:
-            self.plan.requeue(ttl)
 
     def create_missing(self) -> None:
         todo = objects.missing(self.job, self.observed, self.fw, self.addr, self.config)
