@@ -6,6 +6,7 @@ in one screen.)"""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -15,7 +16,15 @@ from tests.jobs import job
 from trainop.cluster.applier import PlanApplier
 from trainop.cluster.caches import job_informer
 from trainop.cluster.client import APIError
-from trainop.engine import ClusterAddressing, Event, Observed, Plan, SSHKeyPair, reconcile
+from trainop.engine import (
+    ClusterAddressing,
+    Event,
+    Observed,
+    Plan,
+    PodState,
+    SSHKeyPair,
+    reconcile,
+)
 from trainop.engine import conditions as cond
 from trainop.frameworks import framework_for
 
@@ -34,6 +43,7 @@ class MemoryAPI:
         self.conflicts = conflicts
         """Status writes answered 409 (someone changed the job) before one goes through."""
         self.created: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
         self.status: dict[str, Any] | None = None
 
     async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +60,10 @@ class MemoryAPI:
         name = (params or {})["fieldSelector"].split("=", 1)[1]
         owner = [{"controller": True, "uid": self.taken[name], "kind": "X"}]
         return {"items": [{"metadata": {"name": name, "ownerReferences": owner}}]}
+
+    async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.deleted.append(path.rsplit("/", 1)[1])
+        return {}
 
     async def replace(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         if self.conflicts:
@@ -138,6 +152,29 @@ def test_a_conflict_on_the_status_write_tells_each_event_once() -> None:
     assert [e.reason for e in told.events] == ["JAXJobSuspended"]
     assert api.status is not None
     assert cond.SUSPENDED in [c["type"] for c in api.status["conditions"]]
+
+
+def test_deletions_are_told_once_whatever_the_status_write_meets() -> None:
+    # suspending a running job deletes its pods: those deletions happened even when the
+    # status write after them meets a conflict, and the retry (which finds the pods
+    # terminating) neither deletes nor tells them again
+    api, told = MemoryAPI(conflicts=1), Told()
+    j = job("JAXJob", {"Worker": 2}, uid="u1", spec={"runPolicy": {"suspend": True}})
+    running = tuple(PodState(f"job-worker-{i}", "Worker", i, phase="Running")
+                    for i in range(2))
+    head = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {
+        "name": "job", "namespace": "default", "uid": "u1", "resourceVersion": "1"}}
+    a = applier(api, told, "JAXJob")
+    plan = reconcile(j, Observed(pods=running), T0, framework_for("JAXJob"), ClusterAddressing())
+    with pytest.raises(APIError):
+        asyncio.run(a.apply("default/job", head, plan))
+    assert sorted(api.deleted) == ["job-worker-0", "job-worker-1"]
+    assert [e.reason for e in told.events] == ["SuccessfulDeletePod"] * 2
+    going = tuple(dataclasses.replace(p, terminating=True) for p in running)
+    plan = reconcile(j, Observed(pods=going), T0, framework_for("JAXJob"), ClusterAddressing())
+    asyncio.run(a.apply("default/job", head, plan))
+    assert sorted(api.deleted) == ["job-worker-0", "job-worker-1"]
+    assert [e.reason for e in told.events] == ["SuccessfulDeletePod"] * 2 + ["JAXJobSuspended"]
 
 
 def test_an_object_someone_else_made_under_the_jobs_name_is_not_adopted() -> None:

@@ -51,7 +51,7 @@ def test_volcano_pod_group_and_pods_held_until_admitted() -> None:
     plan = c.step()
     # the PodGroup goes with the finished job, told in upstream's words (job.go:238-243)
     assert [r.kind for r in plan.delete] == ["PodGroup"]
-    assert [(e.reason, e.message) for e in plan.events if "PodGroup" in e.message] == [
+    assert [(e.reason, e.message) for e in plan.on_removed if "PodGroup" in e.message] == [
         ("JobTerminated", "Job has been terminated. Deleting PodGroup"),
         ("SuccessfulDeletePodGroup", "Deleted PodGroup: job")]
 

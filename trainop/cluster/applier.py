@@ -75,15 +75,15 @@ class PlanApplier:
         announce a transition are told only once the status that holds it is stored: a
         conflict on the status write raises, the job is decided again from the fresh
         object, and the transition is told once, by the attempt that stores it. Those that
-        tell of the writes just made are told either way (the writes happened)."""
+        tell of the writes just made (creations, deletions) are told either way."""
         if plan.status_changed:
             try:
                 await self._write_status(key, obj, plan.status)
             except BaseException:
-                for event in plan.on_created:
+                for event in plan.on_removed + plan.on_created:
                     self.recorder.record(obj, event)
                 raise
-        for event in plan.events + plan.on_created:
+        for event in plan.on_removed + plan.events + plan.on_created:
             self.recorder.record(obj, event)
         ns, framework = obj["metadata"]["namespace"], self.framework
         for name, n in plan.counted.items():

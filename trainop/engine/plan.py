@@ -41,6 +41,10 @@ class Plan:
     on_created: list[Event] = field(default_factory=list)
     """Events that are true only once every object of `create` was made
     (SuccessfulCreatePod): not told when the API server refused one."""
+    on_removed: list[Event] = field(default_factory=list)
+    """Events that tell of `delete` (SuccessfulDeletePod): told once the deletions are
+    done, whether or not the status write after them goes through (a retry finds the pods
+    terminating and does not delete, nor tell, again)."""
     status_changed: bool = False
     requeue_after: float | None = None
     """Seconds until the engine must look again although nothing changed (deadline, TTL)."""

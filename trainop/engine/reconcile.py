@@ -55,6 +55,10 @@ class _Run:
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.plan.events.append(Event("Warning" if warning else "Normal", reason, message))
 
+    def removed(self, reason: str, message: str) -> None:
+        """A Normal event of a deletion this plan makes (Plan.on_removed)."""
+        self.plan.on_removed.append(Event("Normal", reason, message))
+
     def delete_pods(self, pods: list[PodState], reason: str) -> None:
         pods = [p for p in sorted(pods, key=lambda p: (p.replica_type, -p.index))
                 if not p.terminating and self.plan.remove(ObjectRef("Pod", p.name))]
@@ -62,15 +66,15 @@ class _Run:
             return
         if self.config.aggregate_events:
             names = ", ".join(p.name for p in pods[:5]) + (" ..." if len(pods) > 5 else "")
-            self.event("SuccessfulDeletePod", f"Deleted {len(pods)} pod(s) ({reason}): {names}")
+            self.removed("SuccessfulDeletePod", f"Deleted {len(pods)} pod(s) ({reason}): {names}")
         else:  # pkg/controller.v1/control/pod_control.go:190
             for p in pods:
-                self.event("SuccessfulDeletePod", f"Deleted pod: {p.name}")
+                self.removed("SuccessfulDeletePod", f"Deleted pod: {p.name}")
 
     def delete_service(self, name: str) -> None:
         if self.plan.remove(ObjectRef("Service", name)) and not self.config.aggregate_events:
             # pkg/controller.v1/control/service_control.go:133
-            self.event("SuccessfulDeleteService", f"Deleted service: {name}")
+            self.removed("SuccessfulDeleteService", f"Deleted service: {name}")
 
     def delete_services_of(self, pods: list[PodState]) -> None:
         names = {p.name for p in pods}
@@ -172,8 +176,8 @@ class _Run:
                 "PodGroup", self.job.name) is not None and self.plan.remove(
                 ObjectRef("PodGroup", self.job.name, gang.api_version(self.config))):
             # upstream's words (pkg/controller.v1/common/job.go:238-243), told as it goes
-            self.event("JobTerminated", "Job has been terminated. Deleting PodGroup")
-            self.event("SuccessfulDeletePodGroup", f"Deleted PodGroup: {self.job.name}")
+            self.removed("JobTerminated", "Job has been terminated. Deleting PodGroup")
+            self.removed("SuccessfulDeletePodGroup", f"Deleted PodGroup: {self.job.name}")
         return doomed
 
     def suspend(self) -> None:

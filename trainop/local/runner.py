@@ -96,7 +96,7 @@ class LocalRun:
         facts = {c.reason: c.message for c in plan.status.conditions or []
                  if c.status == "True" and c.type in (cond.FAILED, cond.RESTARTING)}
         said: set[str] = set()
-        for event in plan.events + plan.on_created:  # local creates cannot be refused
+        for event in plan.on_removed + plan.events + plan.on_created:  # none is refused
             if event.reason in facts:
                 if event.reason in said:
                     continue  # upstream's second event of the same restart
