@@ -81,13 +81,20 @@ def base_layer() -> Path:
     return out
 
 
+def shipped() -> list[Path]:
+    """The files of this checkout's trainop package the image holds: all but the test
+    harness (as the Dockerfile's context leaves it out, .dockerignore)."""
+    package = REPO / "trainop"
+    return [p for p in sorted(package.rglob("*")) if "__pycache__" not in p.parts
+            and p.relative_to(package).parts[0] != "testing"]
+
+
 def app_layer() -> bytes:
     """This checkout's trainop package, installed into the base's virtualenv."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in sorted((REPO / "trainop").rglob("*")):
-            if "__pycache__" not in path.parts:
-                tar.add(path, f"{SITE}/{path.relative_to(REPO)}".lstrip("/"), recursive=False)
+        for path in shipped():
+            tar.add(path, f"{SITE}/{path.relative_to(REPO)}".lstrip("/"), recursive=False)
         entry = tarfile.TarInfo(f"{VENV}/bin/trainop".lstrip("/"))
         entry.size, entry.mode = len(ENTRY), 0o755
         tar.addfile(entry, io.BytesIO(ENTRY.encode()))
