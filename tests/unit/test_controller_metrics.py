@@ -51,3 +51,21 @@ def test_results_are_counted_as_controller_runtime_counts_them() -> None:
     assert value("workqueue_retries_total", name=controller, controller=controller) >= 1
     assert value("workqueue_work_duration_seconds_count", name=controller,
                  controller=controller) >= 3
+
+
+def test_both_depth_gauges_follow_the_queue() -> None:
+    # a key added again while a worker holds it waits for done(): both names show it
+    async def scenario() -> None:
+        queue = WorkQueue("DepthJob", controller="depthjob-controller")
+        queue.add("a")
+        key = await queue.get()
+        queue.add("a")  # while it is worked on
+        assert value("workqueue_depth", name="depthjob-controller",
+                     controller="depthjob-controller") == 0
+        queue.done(key)
+        for name, labels in (("workqueue_depth", {"name": "depthjob-controller",
+                                                  "controller": "depthjob-controller"}),
+                             ("trainop_workqueue_depth", {"name": "DepthJob"})):
+            assert value(name, **labels) == 1, name
+        assert value("trainop_workqueue_adds_total", name="DepthJob") == 2
+    asyncio.run(scenario())

@@ -63,18 +63,22 @@ class TokenBucket:
         self.last = time.monotonic()
         self._lock = asyncio.Lock()
 
-    async def take(self) -> None:
+    def reserve(self) -> float:
+        """Take a token now; the seconds until it is really there (0 when it is)."""
         if self.qps <= 0:
-            return
+            return 0.0
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+        self.last = now
+        self.tokens -= 1
+        return 0.0 if self.tokens >= 0 else -self.tokens / self.qps
+
+    async def take(self) -> None:
+        """Wait for a token (callers are served in turn)."""
         async with self._lock:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
-            self.last = now
-            if self.tokens < 1:
-                await asyncio.sleep((1 - self.tokens) / self.qps)
-                self.tokens = 1
-                self.last = time.monotonic()
-            self.tokens -= 1
+            wait = self.reserve()
+            if wait:
+                await asyncio.sleep(wait)
 
 
 def throttle_delay(retry_after: str, attempt: int) -> float:

@@ -15,6 +15,12 @@ RECONCILE_SECONDS = Histogram("trainop_reconcile_duration_seconds",
                               buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                        0.5, 1, 2.5, 5, 10))
 RECONCILE_ERRORS = Counter("trainop_reconcile_errors_total", "Reconciles that failed", ["kind"])
+QUEUE_DEPTH = Gauge("trainop_workqueue_depth", "Keys waiting in the work queue", ["name"])
+QUEUE_ADDS = Counter("trainop_workqueue_adds_total", "Keys added to the work queue", ["name"])
+QUEUE_RETRIES = Counter("trainop_workqueue_retries_total", "Keys retried after an error",
+                        ["name"])
+# (trainop's own names, kept beside controller-runtime's below for the dashboards made for
+# them; the queue updates both through one call each)
 
 JOB_COUNTERS = {"created": JOBS_CREATED, "successful": JOBS_SUCCESSFUL, "failed": JOBS_FAILED,
                 "restarted": JOBS_RESTARTED}

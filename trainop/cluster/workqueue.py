@@ -13,17 +13,10 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from prometheus_client import Counter, Gauge
-
 from trainop.cluster import metrics
-from trainop.cluster.client import REQUEST_ERRORS
+from trainop.cluster.client import REQUEST_ERRORS, TokenBucket
 
 log = logging.getLogger("trainop.controller")
-
-QUEUE_DEPTH = Gauge("trainop_workqueue_depth", "Keys waiting in the work queue", ["name"])
-QUEUE_ADDS = Counter("trainop_workqueue_adds_total", "Keys added to the work queue", ["name"])
-QUEUE_RETRIES = Counter("trainop_workqueue_retries_total", "Keys retried after an error",
-                        ["name"])
 
 
 class WorkQueue:
@@ -33,9 +26,9 @@ class WorkQueue:
         self.controller = controller or name
         """The controller-runtime name of the queue (and of its controller's metrics)."""
         labels = (self.controller, self.controller)
-        self._depth = metrics.WQ_DEPTH.labels(*labels)
-        self._adds = metrics.WQ_ADDS.labels(*labels)
-        self._retries = metrics.WQ_RETRIES.labels(*labels)
+        self._depths = (metrics.WQ_DEPTH.labels(*labels), metrics.QUEUE_DEPTH.labels(name))
+        self._adds = (metrics.WQ_ADDS.labels(*labels), metrics.QUEUE_ADDS.labels(name))
+        self._retries = (metrics.WQ_RETRIES.labels(*labels), metrics.QUEUE_RETRIES.labels(name))
         self._queue_seconds = metrics.WQ_QUEUE_SECONDS.labels(*labels)
         self._work_seconds = metrics.WQ_WORK_SECONDS.labels(*labels)
         self._added_at: dict[str, float] = {}
@@ -46,10 +39,7 @@ class WorkQueue:
             lambda: max((time.monotonic() - t for t in self._started_at.values()), default=0.0))
         self.base_delay = base_delay
         self.max_delay = max_delay
-        self.qps = qps
-        self.burst = burst
-        self._tokens = float(burst)
-        self._last = time.monotonic()
+        self._bucket = TokenBucket(qps, burst)
         self._queue: deque[str] = deque()
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
@@ -66,16 +56,19 @@ class WorkQueue:
     def add(self, key: str) -> None:
         if self.shutting_down or key in self._dirty:
             return
-        QUEUE_ADDS.labels(self.name).inc()
-        self._adds.inc()
+        for counter in self._adds:
+            counter.inc()
         self._added_at.setdefault(key, time.monotonic())
         self._dirty.add(key)
         if key in self._processing:
             return  # queued again when the worker is done with it
         self._queue.append(key)
-        QUEUE_DEPTH.labels(self.name).set(len(self._queue))
-        self._depth.set(len(self._queue))
+        self._depth_changed()
         self._ready.set()
+
+    def _depth_changed(self) -> None:
+        for gauge in self._depths:
+            gauge.set(len(self._queue))
 
     def add_after(self, key: str, delay: float) -> None:
         if delay <= 0:
@@ -84,23 +77,15 @@ class WorkQueue:
         heapq.heappush(self._later, (time.monotonic() + delay, next(self._seq), key))
         self._arm()
 
-    def _reserve(self) -> float:
-        """Take a token from the overall bucket; the seconds until it is really there."""
-        now = time.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-        self._last = now
-        self._tokens -= 1
-        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
-
     def add_rate_limited(self, key: str) -> None:
         """Retry a key that failed: 5ms, 10ms, 20ms, ... up to max_delay, and no more than
         `qps` retries a second over all keys."""
         n = self._failures.get(key, 0)
         self._failures[key] = n + 1
-        QUEUE_RETRIES.labels(self.name).inc()
-        self._retries.inc()
+        for counter in self._retries:
+            counter.inc()
         self.add_after(key, max(min(self.base_delay * 2 ** n, self.max_delay),
-                                self._reserve()))
+                                self._bucket.reserve()))
 
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
@@ -128,8 +113,7 @@ class WorkQueue:
             self._ready.clear()
             await self._ready.wait()
         key = self._queue.popleft()
-        QUEUE_DEPTH.labels(self.name).set(len(self._queue))
-        self._depth.set(len(self._queue))
+        self._depth_changed()
         now = time.monotonic()
         self._queue_seconds.observe(now - self._added_at.pop(key, now))
         self._started_at[key] = now
@@ -144,7 +128,7 @@ class WorkQueue:
             self._work_seconds.observe(time.monotonic() - started)
         if key in self._dirty:
             self._queue.append(key)
-            self._depth.set(len(self._queue))
+            self._depth_changed()
             self._ready.set()
 
     def shutdown(self) -> None:
