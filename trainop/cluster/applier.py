@@ -63,7 +63,7 @@ class PlanApplier:
                 await self.client.delete(JOBS[self.kind].path(ns, obj["metadata"]["name"]),
                                          {"propagationPolicy": "Background"})
             except APIError as err:
-                if err.status != 404:
+                if not err.not_found:
                     raise
                 return  # an earlier round deleted it, and told so
             metrics.JOBS_DELETED.labels(ns, self.framework).inc()
@@ -174,7 +174,7 @@ class PlanApplier:
             # after all, making it again is a harmless 409 (its name is fixed).
             if obj["kind"] == "Pod":
                 self.expectations.lower(key, adds=[name])
-            if isinstance(err, APIError) and err.status == 409:
+            if isinstance(err, APIError) and err.conflict:
                 await self._squatted(resource, ns, obj)
                 return
             if isinstance(err, APIError) and err.status in REJECTED:
@@ -206,7 +206,7 @@ class PlanApplier:
         except Exception as err:
             if ref.kind == "Pod":
                 self.expectations.lower(key, deletes=[ref.name])
-            if not (isinstance(err, APIError) and err.status == 404):
+            if not (isinstance(err, APIError) and err.not_found):
                 raise
 
     async def _write_status(self, key: str, obj: dict[str, Any], status: JobStatus) -> None:
@@ -215,7 +215,7 @@ class PlanApplier:
             written = await self.client.replace(JOBS[self.kind].path(
                 obj["metadata"]["namespace"], obj["metadata"]["name"], "status"), body)
         except APIError as err:
-            if err.status == 404:
+            if err.not_found:
                 return
             raise  # 409: someone changed the job; retried with the fresh object
         self.jobs.put_newer(written)

@@ -43,6 +43,20 @@ class APIError(Exception):
     def message(self) -> str:
         return self.body.get("message", "") if isinstance(self.body, dict) else str(self.body)
 
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        """409: the object changed since it was read, or one of that name exists."""
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        """410: the resourceVersion a watch starts from is no longer kept."""
+        return self.status == 410
+
 
 class MalformedResponse(Exception):
     """A 2xx answer whose body is not the JSON object the API always sends (a proxy's page,

@@ -192,8 +192,6 @@ class Informer(Generic[R]):
                                              read_timeout):
             etype, obj = event.get("type"), event.get("object") or {}
             if etype == "ERROR":
-                if obj.get("code") == 410:
-                    raise APIError(410, obj)
                 raise APIError(int(obj.get("code") or 500), obj)
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if etype == "BOOKMARK":
@@ -222,7 +220,7 @@ class Informer(Generic[R]):
             except asyncio.CancelledError:
                 raise
             except APIError as err:
-                if err.status == 410:
+                if err.gone:
                     log.info("%s: watch expired (410 Gone); re-listing", self.resource.plural)
                     RELISTS.labels(self.resource.plural).inc()
                     self.resource_version = None

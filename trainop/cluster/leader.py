@@ -63,7 +63,7 @@ class LeaderElector:
         try:
             lease: dict[str, Any] = await self.client.get(path)
         except APIError as err:
-            if err.status != 404:
+            if not err.not_found:
                 raise
             await self.client.create(LEASES.path(self.namespace), {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

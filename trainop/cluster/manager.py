@@ -86,7 +86,7 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
         try:
             await client.get(path, {"limit": "1"})
         except APIError as err:
-            if err.status == 404:
+            if err.not_found:
                 raise StartupError(
                     f"the CRD {KINDS[kind].plural}.kubeflow.org is not installed: install the "
                     f"CRDs (trainop crds | kubectl apply --server-side -f -) or leave {kind} "

@@ -37,6 +37,8 @@ RECONCILE_RESULTS = ("error", "requeue_after", "requeue", "success")
 CR_RECONCILE_ERRORS = Counter("controller_runtime_reconcile_errors_total",
                               "Total number of reconciliation errors per controller",
                               ["controller"])
+# Shown at 0 and never counted, as upstream's: a reconcile error of either is retried,
+# none is terminal (controller-runtime's reconcile.TerminalError, which upstream never uses).
 TERMINAL_RECONCILE_ERRORS = Counter(
     "controller_runtime_terminal_reconcile_errors_total",
     "Total number of terminal reconciliation errors per controller", ["controller"])

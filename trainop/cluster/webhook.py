@@ -202,7 +202,7 @@ class WebhookServer:
             try:
                 config = await self.client.get(path)
             except APIError as err:
-                if err.status == 404:
+                if err.not_found:
                     log.info("no %s/%s to give the CA bundle to", plural,
                              self.options.config_name)
                     continue
@@ -222,7 +222,7 @@ class WebhookServer:
             try:
                 secret: dict[str, Any] | None = await self.client.get(path)
             except APIError as err:
-                if err.status != 404:
+                if not err.not_found:
                     raise
                 secret = None
             held = _pems_of(secret)
@@ -239,7 +239,7 @@ class WebhookServer:
                 else:  # the resourceVersion makes two renewals at once a 409 for one
                     await self.client.replace(path, {**secret, "data": data})
             except APIError as err:
-                if err.status == 409:
+                if err.conflict:
                     continue  # another replica wrote first: serve theirs
                 raise
             log.info("webhook certificates %s in Secret %s/%s (valid %d days)",
