@@ -132,8 +132,8 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
         workdir: Path | None, timeout: float | None, dry_run: bool, live: bool | None) -> None:
     """Run a job's replicas as processes on this machine, through the same engine as the
     cluster. FILE is a job manifest ('-' for stdin); without it, the built-in PyTorch DDP
-    example runs. Exit status: 0 Succeeded, 1 Failed, 2 bad input, 124 timed out,
-    130 interrupted."""
+    example runs. Exit status: 0 Succeeded, 1 Failed, 2 bad input, 3 suspended,
+    124 timed out, 130 interrupted."""
     from trainop.local.cli import run_job
 
     try:

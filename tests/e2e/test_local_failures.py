@@ -46,6 +46,10 @@ def test_exit_137_restarts_the_replica_then_succeeds(tmp_path: Path) -> None:
     assert "pod t-worker-1 exited with code 137 (SIGKILL)" in out.stdout
     assert "[worker-1] worker 1 finished" in out.stdout
     assert "Succeeded in" in out.stdout
+    # each ended pod's code, once, in upstream's words, as in a cluster (common/pod.go:343)
+    for pod, code in (("t-worker-1", 137), ("t-worker-1", 0), ("t-worker-0", 0)):
+        assert f"ExitedWithCode: Pod: default.{pod} exited with code {code}" in out.stdout, pod
+    assert out.stdout.count("ExitedWithCode") == 3
 
 
 def test_exit_1_fails_the_job_and_names_the_replica(tmp_path: Path) -> None:

@@ -129,6 +129,8 @@ class LocalPod:
     reason: str | None = None
     restarts: int = 0
     terminating: bool = False
+    exit_told: bool = False
+    """Its end was observed (Observed.exited) and so told once."""
     start_error: str | None = None
     """Why the command could not be started (no such program, say): the run cannot go on."""
     _proc: asyncio.subprocess.Process | None = None

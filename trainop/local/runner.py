@@ -22,6 +22,7 @@ from trainop.local.addressing import LocalAddressing
 from trainop.local.process import LocalPod, NotRunnable, command_of
 
 T = TypeVar("T")
+ENDED = ("Succeeded", "Failed")
 LOCAL_ENGINE = EngineConfig(aggregate_events=True)
 """Locally the events go to a terminal: one line per round reads better than one per pod."""
 
@@ -70,8 +71,12 @@ class LocalRun:
 
     # -- observe ---------------------------------------------------------------------
     def observed(self) -> Observed:
+        """What the runtime holds of the job's pods, as the cluster runtime observes them:
+        with the pods seen to end since the last plan (`exited`, told as ExitedWithCode)."""
+        exited = tuple((p.name, p.exit_code) for p in self.pods.values()
+                       if p.phase in ENDED and p.exit_code is not None and not p.exit_told)
         return Observed(pods=tuple(p.state() for p in self.pods.values()),
-                        objects=tuple(self.objects.values()))
+                        objects=tuple(self.objects.values()), exited=exited)
 
     def finished(self) -> str | None:
         status = self.job.status
@@ -199,9 +204,13 @@ class LocalRun:
                 broken = next((p for p in self.pods.values() if p.start_error), None)
                 if broken is not None:  # before the engine reads it as a failed replica
                     raise NotRunnable(f"pod {broken.name}: {broken.start_error}")
-                plan = reconcile(self.job, self.observed(), clock.now(),
+                observed = self.observed()
+                plan = reconcile(self.job, observed, clock.now(),
                                  self.framework, self.addr, LOCAL_ENGINE)
                 await self.apply(plan)
+                for name, _ in observed.exited:
+                    if name in self.pods:
+                        self.pods[name].exit_told = True
                 done = self.finished()
                 if done:
                     outcome = done
