@@ -65,3 +65,17 @@ def test_the_backoff_limit_counts_what_the_status_remembers() -> None:
     verdict = judge(j, [failed("w0", 0, 137)], status, FW)
     assert verdict is not None and verdict.verdict is Verdict.FAIL
     assert verdict.reason == "JAXJobFailed"  # upstream: pkg/controller.v1/common/job.go:245
+
+
+def test_a_replica_without_a_restart_policy_is_judged_by_its_kinds_default() -> None:
+    # one reading of the restart policy for pods and failures: a PyTorch worker left
+    # without one (a job built without defaulting) restarts as OnFailure, its pods' policy
+    from tests.jobs import manifest
+    from trainop.api import parse_job
+    from trainop.engine.pods import pod_restart_policy
+
+    raw = parse_job(manifest("PyTorchJob", {"Master": 1, "Worker": 1}))
+    assert raw.spec.replica_specs["Worker"].restart_policy is None
+    assert pod_restart_policy(raw, "Worker") == "OnFailure"
+    verdict = judge(raw, [failed("pt-worker-0", 0, 1)], JobStatus(), framework_for("PyTorchJob"))
+    assert verdict is not None and verdict.verdict is Verdict.RESTART

@@ -16,7 +16,7 @@ from typing import Any
 from trainop.api import Job, JobStatus, ReplicaSpec
 from trainop.engine.framework import Framework
 from trainop.engine.observed import Phase, PodState
-from trainop.engine.pods import pod_restart_policy
+from trainop.engine.pods import pod_restart_policy, replica_policy
 
 
 class Verdict(enum.Enum):
@@ -146,7 +146,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
     rp = job.spec.run_policy
     specs: dict[str, ReplicaSpec] = job.spec.replica_specs
     failures = sorted(
-        (Failure(p, classify(specs[p.replica_type].restart_policy or "Never", p))
+        (Failure(p, classify(replica_policy(job, p.replica_type), p))
          for p in live if p.phase == Phase.FAILED and in_spec(job, p)),
         key=lambda f: (f.pod.replica_type, f.pod.index))
 
@@ -165,7 +165,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
         first = permanent[0]
         rtype = first.pod.replica_type
         n = sum(1 for f in permanent if f.pod.replica_type == rtype)
-        policy = specs[rtype].restart_policy or "Never"
+        policy = replica_policy(job, rtype)
         words = fw.failed_message(job, n, rtype, policy)
         # ExitCode's permanent failure is pod.go:371's Warning; the rest the controllers'
         # Normal event (e.g. pytorchjob_controller.go:436)

@@ -32,9 +32,15 @@ def wait_for_dns_container(names: list[str], config: EngineConfig) -> dict[str, 
     return init_container("wait-for-dns", config.pytorch_init_image, ["sh", "-c", loop])
 
 
+def replica_policy(job: Job, rtype: str) -> str:
+    """The replica type's restartPolicy (defaulting sets it: the kind's default where the
+    manifest left it out), the one reading of it for pods and failures alike."""
+    return job.spec.replica_specs[rtype].restart_policy or job.info.default_restart_policy
+
+
 def pod_restart_policy(job: Job, rtype: str) -> str:
     """The pod's restartPolicy: ExitCode and job-wide restarts leave restarts to trainop."""
-    policy = job.spec.replica_specs[rtype].restart_policy or job.info.default_restart_policy
+    policy = replica_policy(job, rtype)
     if policy == "ExitCode" or job.spec.run_policy.restart_scope == "Job":
         return "Never"
     return policy
