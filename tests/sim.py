@@ -17,7 +17,7 @@ from trainop.engine import (
     SSHKeyPair,
     reconcile,
 )
-from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
+from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
 from trainop.frameworks import framework_for
 
@@ -65,11 +65,10 @@ class Cluster:
             meta = obj["metadata"]
             self.created[f"{obj['kind']}/{meta['name']}"] = obj
             if obj["kind"] == "Pod":
-                labels = meta["labels"]
-                rtype = replica_type_of(self.job, labels[REPLICA_TYPE])
-                assert rtype is not None
-                self.pods[meta["name"]] = PodState(meta["name"], rtype,
-                                                   int(labels.get(REPLICA_INDEX, 0)))
+                replica = replica_of(meta["labels"])
+                rtype = replica_type_of(self.job, replica[0]) if replica else None
+                assert replica is not None and rtype is not None
+                self.pods[meta["name"]] = PodState(meta["name"], rtype, replica[1])
             else:
                 content = content_of(obj["kind"], obj)
                 self.objects[(obj["kind"], meta["name"])] = OwnedObject(

@@ -287,3 +287,12 @@ def test_parsed_jobs_stay_within_their_budget_least_recently_used_first() -> Non
     assert parsed.get("ns/a", "1") is None and (len(parsed), parsed.used) == (1, 4)
     parsed.pop("ns/c")
     assert (len(parsed), parsed.used) == (0, 0)
+
+
+def test_a_pods_replica_is_read_from_its_labels_in_one_place() -> None:
+    from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_of
+
+    assert replica_of({REPLICA_TYPE: "worker", REPLICA_INDEX: "3"}) == ("worker", 3)
+    assert replica_of({REPLICA_TYPE: "launcher"}) == ("launcher", 0)  # MPI's only launcher
+    assert replica_of({REPLICA_TYPE: "worker", REPLICA_INDEX: "x"}) is None
+    assert replica_of({REPLICA_INDEX: "1"}) is None and replica_of({}) is None

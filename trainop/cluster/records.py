@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE
+from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
 
 
@@ -85,12 +85,10 @@ class PodRecord:
 def pod_record(obj: dict[str, Any]) -> PodRecord | None:
     """None for a pod without trainop's replica labels (not one of ours to count)."""
     meta = meta_of(obj)
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    rtype, index = labels.get(REPLICA_TYPE), labels.get(REPLICA_INDEX)
-    if index is None:
-        index = "0"  # a replica type's only pod (MPI's launcher) carries no index
-    if not rtype or not str(index).isdigit():
+    replica = replica_of((obj.get("metadata") or {}).get("labels") or {})
+    if replica is None:
         return None
+    rtype, index = replica
     status = obj.get("status") or {}
     restarts, ready, reason = 0, True, status.get("reason")
     codes: dict[str, int] = {}
@@ -114,7 +112,7 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         if latest and latest.get("exitCode") is not None:
             last[cs.get("name", "")] = (int(latest["exitCode"]), latest.get("reason"))
     return PodRecord(
-        meta=meta, replica_type=rtype, index=int(index),
+        meta=meta, replica_type=rtype, index=index,
         phase=status.get("phase") or "Pending",
         terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
         restarts=restarts, ready=ready and bool(statuses), reason=reason,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import Job
@@ -27,6 +28,16 @@ def replica_type_of(job: Job, label: str) -> str | None:
     """The replica type (the job's spec key, e.g. `PS`) a replica-type label (`ps`) stands
     for; None when the job has no such type."""
     return next((rt for rt in job.spec.replica_specs if rt.lower() == label.lower()), None)
+
+
+def replica_of(labels: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The replica type (as the label writes it, lower case) and index that a pod's labels
+    name; a type's only pod carries no index (MPI's launcher) and is index 0. None for a
+    pod without trainop's replica labels."""
+    rtype, index = labels.get(REPLICA_TYPE), labels.get(REPLICA_INDEX, "0")
+    if not rtype or not str(index).isdigit():
+        return None
+    return str(rtype), int(index)
 
 
 def job_labels(job: Job) -> dict[str, str]:

@@ -14,7 +14,7 @@ from trainop.api import Job
 from trainop.api.templates import containers
 from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, clock, reconcile
 from trainop.engine import conditions as cond
-from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_type_of
+from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
 from trainop.frameworks import framework_for
 from trainop.local import files
@@ -173,9 +173,10 @@ class LocalRun:
     def _create_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         name = meta["name"]
-        rtype = replica_type_of(self.job, meta["labels"][REPLICA_TYPE])
-        assert rtype is not None  # the engine labels only the job's own types
-        index = int(meta["labels"].get(REPLICA_INDEX, 0))  # MPI's launcher has none
+        replica = replica_of(meta["labels"])
+        rtype = replica_type_of(self.job, replica[0]) if replica else None
+        assert replica is not None and rtype is not None  # the engine labels its own pods
+        index = replica[1]
         command = None
         if rtype not in self.framework.started_by_launcher:
             command = command_of(pod, self.job.main_container, self.options.run_dir,
