@@ -49,6 +49,25 @@ class Addressing(Protocol):
         ...
 
 
+class PlanAddressing:
+    """A runtime's Addressing for the length of one plan, with that plan's memo: what every
+    replica's environment repeats (TF_CONFIG's cluster) is built once per plan, and goes
+    with it (frameworks.common.per_job). No state outlives the reconcile."""
+
+    def __init__(self, inner: Addressing):
+        self.inner = inner
+        self.memo: dict[str, Any] = {}
+
+    def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
+        return self.inner.host(job, rtype, index, qualified=qualified)
+
+    def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
+        return self.inner.port(job, rtype, index, name)
+
+    def pod_host(self, pod: str) -> str:
+        return self.inner.pod_host(pod)
+
+
 @dataclass(frozen=True)
 class Counts:
     """The pods of one replica type, by state."""

@@ -10,7 +10,7 @@ from trainop.engine import clock, failures, gang, objects
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.elastic import HPA_API_VERSION
-from trainop.engine.framework import Addressing, Counts, Framework
+from trainop.engine.framework import Addressing, Counts, Framework, PlanAddressing
 from trainop.engine.labels import replica_labels, selector_string
 from trainop.engine.observed import LIVE_PHASES, Observed, OwnedObject, Phase, PodState
 from trainop.engine.plan import Event, ObjectRef, Plan
@@ -26,7 +26,7 @@ class _Run:
         self.now = clock.fmt(now)
         self.now_dt = now
         self.fw = framework
-        self.addr = addr
+        self.addr = PlanAddressing(addr)
         self.config = config
         self.before = (job.status or JobStatus()).to_dict()
         self.plan = Plan(status=JobStatus.model_validate(self.before))

@@ -5,8 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,30 +15,21 @@ from trainop.engine import Addressing, Counts
 from trainop.engine.pods import init_container
 
 T = TypeVar("T")
-_MEMO: OrderedDict[tuple[int, int, str], tuple[Job, Addressing, Any]] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
-MEMO_SIZE = 32
 
 
 def per_job(job: Job, addr: Addressing, what: str, compute: Callable[[], T]) -> T:
-    """`compute()` once for this job object and addressing, however many pods ask.
+    """`compute()` once per plan, however many pods ask.
 
     What every replica's environment repeats (TF_CONFIG's cluster, XGBoost's worker list)
     costs O(replicas) to build: built once per plan, a job of n replicas costs O(n), not
-    O(n^2). Keyed by identity, and the entry keeps the job and addressing it was made for,
-    so a new parse of the job (a new version) never reads an old value."""
-    key = (id(job), id(addr), what)
-    with _MEMO_LOCK:
-        hit = _MEMO.get(key)
-        if hit is not None and hit[0] is job and hit[1] is addr:
-            _MEMO.move_to_end(key)
-            return hit[2]  # type: ignore[no-any-return]
-    value = compute()
-    with _MEMO_LOCK:
-        _MEMO[key] = (job, addr, value)
-        while len(_MEMO) > MEMO_SIZE:
-            _MEMO.popitem(last=False)
-    return value
+    O(n^2). The memo is the plan's own (engine.PlanAddressing, one job, made and dropped
+    with the reconcile); outside a plan it is built each time."""
+    memo = getattr(addr, "memo", None)
+    if not isinstance(memo, dict):
+        return compute()
+    if what not in memo:
+        memo[what] = compute()
+    return memo[what]  # type: ignore[no-any-return]
 
 
 def replicas(job: Job, rtype: str) -> int:
