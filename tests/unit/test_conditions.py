@@ -66,3 +66,15 @@ def test_a_status_kept_true_keeps_its_transition_time() -> None:
     suspended = cond.get(st, cond.SUSPENDED)
     assert suspended is not None
     assert (suspended.last_transition_time, suspended.last_update_time) == (T1, T2)
+
+
+def test_either_end_of_a_job_sets_its_completion_time_once() -> None:
+    # the one rule, in the condition machine, for Succeeded as for Failed
+    st = JobStatus()
+    assert cond.set_condition(st, cond.SUCCEEDED, "True", "JobSucceeded", "done", T1)
+    assert st.completion_time == T1
+    assert not cond.set_condition(st, cond.SUCCEEDED, "True", "JobSucceeded", "done", T2)
+    assert st.completion_time == T1
+    st = JobStatus()
+    assert cond.set_condition(st, cond.RUNNING, "True", "JobRunning", "running", T1)
+    assert st.completion_time is None  # only an end sets it

@@ -38,7 +38,8 @@ def is_finished(status: JobStatus) -> bool:
 def set_condition(
     status: JobStatus, ctype: str, value: str, reason: str, message: str, now: str
 ) -> bool:
-    """Set a condition; True when the status changed."""
+    """Set a condition; True when the status changed. A job that becomes Succeeded or
+    Failed gets its completionTime here (the one rule, for every way a job ends)."""
     if is_true(status, FAILED):
         return False
     current = get(status, ctype)
@@ -62,13 +63,13 @@ def set_condition(
         last_update_time=now, last_transition_time=transition,
     ))
     status.conditions = kept
+    if value == "True" and ctype in (SUCCEEDED, FAILED):
+        status.completion_time = status.completion_time or now
     return True
 
 
 def fail(status: JobStatus, reason: str, message: str, now: str) -> bool:
-    """Failed=True, and the job's completionTime (the one rule for every failure: a limit,
-    a bad spec, a refused create); True when the status changed."""
-    if not set_condition(status, FAILED, "True", reason, message, now):
-        return False
-    status.completion_time = status.completion_time or now
-    return True
+    """Failed=True (and the completionTime); True when the status changed."""
+    return set_condition(status, FAILED, "True", reason, message, now)
+
+

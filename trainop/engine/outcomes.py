@@ -44,15 +44,11 @@ def created_only(plan: Plan, stored: JobStatus, now: dt.datetime) -> Plan | None
         return None
     out = Plan(status=stored.model_copy(deep=True))
     reason, message = created.reason or "", created.message or ""
-    if cond.set_condition(out.status, cond.CREATED, "True", reason, message, clock.fmt(now)):
-        out.status_changed = True
-        out.transitions.append(cond.CREATED)
+    if out.record(cond.CREATED, "True", reason, message, clock.fmt(now)):
         out.count("created")
     return out
 
 
 def _fail(plan: Plan, reason: str, message: str, now: dt.datetime) -> None:
-    if cond.fail(plan.status, reason, message, clock.fmt(now)):
-        plan.status_changed = True
-        plan.transitions.append(cond.FAILED)
-        plan.events.append(Event("Warning", reason, message))
+    plan.record(cond.FAILED, "True", reason, message, clock.fmt(now),
+                Event("Warning", reason, message))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainop.api import JobStatus
+from trainop.engine import conditions as cond
 
 MAX_REQUEUE = 86400.0
 """A deadline or TTL further away than this is looked at again after it (a day), so that no
@@ -76,6 +77,20 @@ class Plan:
         if ref in self.delete:
             return False
         self.delete.append(ref)
+        return True
+
+    def record(self, ctype: str, value: str, reason: str, message: str, now: str,
+               event: Event | None = None) -> bool:
+        """Set a condition on the plan's status, the one way any is recorded: True when it
+        became True just now, and then the transition is noted and `event` told."""
+        if not cond.set_condition(self.status, ctype, value, reason, message, now):
+            return False
+        self.status_changed = True
+        if value != "True":
+            return False
+        self.transitions.append(ctype)
+        if event is not None:
+            self.events.append(event)
         return True
 
     def count(self, counter: str, n: int = 1) -> None:

@@ -44,13 +44,8 @@ class _Run:
                   warning: bool = False, tell: bool = True) -> bool:
         """Set a condition; True when it became True just now (and then its event is told,
         unless `tell` is False: upstream v1.9 tells no event for Created or Running)."""
-        changed = cond.set_condition(self.status, ctype, value, reason, message, self.now)
-        if changed and value == "True":
-            self.plan.transitions.append(ctype)
-            if tell:
-                self.event(reason, message, warning)
-            return True
-        return False
+        told = Event("Warning" if warning else "Normal", reason, message) if tell else None
+        return self.plan.record(ctype, value, reason, message, self.now, told)
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.plan.events.append(Event("Warning" if warning else "Normal", reason, message))
@@ -308,11 +303,8 @@ class _Run:
     def fail(self, reason: str, message: str, told: str = "", warning: bool = True) -> bool:
         """Fail the job with `message` on its condition and `told` (else the same) in its
         event; False when it had failed already."""
-        if cond.fail(self.status, reason, message, self.now):
-            self.plan.transitions.append(cond.FAILED)
-            self.event(reason, told or message, warning=warning)
-            return True
-        return False
+        return self.plan.record(cond.FAILED, "True", reason, message, self.now, Event(
+            "Warning" if warning else "Normal", reason, told or message))
 
     def active_count_as_succeeded(self) -> None:
         """Replicas still active when the job succeeded count as succeeded, as upstream
@@ -326,8 +318,6 @@ class _Run:
         if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
                           self.fw.succeeded_message(self.job)):
             self.plan.count("successful")
-        if self.status.completion_time is None:
-            self.status.completion_time = self.now
 
     def create_missing(self) -> None:
         todo = objects.missing(self.job, self.observed, self.fw, self.addr, self.config)
