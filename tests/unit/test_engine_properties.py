@@ -44,8 +44,10 @@ def jobs(draw: st.DrawFn, policies: list[str] = POLICIES) -> Job:
 def observed_for(draw: st.DrawFn, j: Job) -> Observed:
     pods = []
     for rtype, rspec in j.spec.replica_specs.items():
-        # also indexes past the replica count: pods left from a larger spec
-        for i in range((rspec.replicas or 0) + 2):
+        # also indexes past the replica count: pods left from a larger spec (a type of one
+        # pod without an index, MPI's launcher, has no other)
+        extra = 0 if rtype in j.info.unindexed_types else 2
+        for i in range((rspec.replicas or 0) + extra):
             if draw(st.booleans()):
                 pods.append(PodState(
                     replica_name(j, rtype, i), rtype, i, phase=draw(st.sampled_from(PHASES)),

@@ -38,6 +38,9 @@ class KindInfo:
     kinds the operator finds its container by the default name."""
     age_column_first: bool = False
     """`kubectl get` shows Age before State (upstream's MPIJob CRD lists them so)."""
+    unindexed_types: tuple[str, ...] = ()
+    """Replica types of one pod named and labelled without an index (MPI's launcher:
+    `{job}-launcher`, pkg/controller.v1/mpi/mpijob_controller.go:1006)."""
     pods_under_one_service: bool = False
     """Where pods are reached by DNS name, they are named through one headless service of
     the job's name (hostname and subdomain: `{pod}.{job}.{ns}.svc`) instead of a service
@@ -71,7 +74,8 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("MPIJob", "mpijobs", "mpiReplicaSpecs", ("Launcher", "Worker"),
                  "mpi", "mpi-port", 9999, "Never", "mpi", default_ports=False,
                  unset_replicas_zero=("Worker",), pods_under_one_service=True,
-                 free_container_names=True, age_column_first=True),
+                 free_container_names=True, age_column_first=True,
+                 unindexed_types=("Launcher",)),
         KindInfo("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("Master", "Worker"),
                  "xgboost", "xgboostjob-port", 9999, "Never", "xgboost"),
         KindInfo("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("Master", "Worker"),

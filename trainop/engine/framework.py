@@ -14,7 +14,6 @@ from typing import Any, Generic, Protocol, TypeVar
 from trainop.api import Job, KindInfo
 from trainop.api.types import JobSpec
 from trainop.engine.config import EngineConfig
-from trainop.engine.labels import replica_name
 from trainop.engine.observed import Observed
 
 POD_IP = "status.podIP"
@@ -122,10 +121,6 @@ class Framework(ABC, Generic[S]):
 
     def spec(self, job: Job) -> S:
         return spec_of(job, self.spec_type)
-
-    def replica_name(self, job: Job, rtype: str, index: int) -> str:
-        """The name of a replica's pod (and service): `{job}-{rtype}-{index}` by default."""
-        return replica_name(job, rtype, index)
 
     def stops_on_finish(self, job: Job) -> tuple[str, ...]:
         """Replica types whose running pods are deleted when the job ends, whatever the

@@ -20,7 +20,10 @@ def operator_name(job: Job) -> str:
 
 
 def replica_name(job: Job, rtype: str, index: int) -> str:
-    """`{job}-{replicatype lowercase}-{index}`: the name of a replica's pod and service."""
+    """`{job}-{replicatype lowercase}-{index}`: the name of a replica's pod and service
+    (`{job}-{replicatype lowercase}` for a type of one pod without an index)."""
+    if rtype in job.info.unindexed_types:
+        return f"{job.name}-{rtype.lower()}"
     return f"{job.name}-{rtype.lower()}-{index}"
 
 
@@ -46,7 +49,7 @@ def job_labels(job: Job) -> dict[str, str]:
 
 def replica_labels(job: Job, rtype: str, index: int | None = None) -> dict[str, str]:
     labels = {**job_labels(job), REPLICA_TYPE: rtype.lower()}
-    if index is not None:
+    if index is not None and rtype not in job.info.unindexed_types:
         labels[REPLICA_INDEX] = str(index)
     return labels
 

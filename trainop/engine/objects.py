@@ -17,6 +17,7 @@ from trainop.engine import elastic, gang
 from trainop.engine.config import EngineConfig
 from trainop.engine.failures import in_spec
 from trainop.engine.framework import Addressing, Framework
+from trainop.engine.labels import replica_name
 from trainop.engine.observed import Observed, PodState
 from trainop.engine.pods import desired_pod, desired_service
 
@@ -77,7 +78,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     for rtype, rspec in job.spec.replica_specs.items():
         may = not out.held and fw.may_create(job, rtype, observed)
         for i in range(rspec.replicas or 0):
-            name = fw.replica_name(job, rtype, i)
+            name = replica_name(job, rtype, i)
             wants_service = fw.pod_services and name not in services and not out.held
             wants_pod = may and (rtype, i) not in slots
             if not (wants_service or wants_pod):
@@ -106,7 +107,7 @@ def surplus(job: Job, observed: Observed, fw: Framework[Any]
     pods = [p for p in observed.pods if not p.terminating and not in_spec(job, p)]
     if not fw.pod_services:
         return pods, []
-    wanted = {fw.replica_name(job, rt, i)
+    wanted = {replica_name(job, rt, i)
               for rt, r in job.spec.replica_specs.items() for i in range(r.replicas or 0)}
     services = [o.name for o in observed.objects if o.kind == "Service" and o.name not in wanted]
     return pods, services

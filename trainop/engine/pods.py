@@ -53,7 +53,7 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], add
     labels = {**(tmeta.get("labels") or {}), **replica_labels(job, rtype, index)}
     if framework.is_master(job, rtype, index):
         labels[JOB_ROLE] = "master"
-    meta = object_meta(job, framework.replica_name(job, rtype, index), labels)
+    meta = object_meta(job, replica_name(job, rtype, index), labels)
     if tmeta.get("annotations"):
         meta["annotations"] = dict(tmeta["annotations"])
     spec = template.get("spec") or {}

@@ -15,7 +15,6 @@ from trainop.engine import Addressing, Counts, EngineConfig, Framework, Observed
 from trainop.engine.framework import spec_of
 from trainop.frameworks import mpi_exec, mpi_ssh
 from trainop.frameworks.common import all_succeeded, replicas
-from trainop.frameworks.mpi_exec import launcher_name
 
 
 class Transport(Protocol):
@@ -54,11 +53,6 @@ class MPI(Framework[MPIJobSpec]):
     owned_kinds = ("ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding")
     grants = (("RoleBinding", "rbac.authorization.k8s.io/v1"),
               ("Role", "rbac.authorization.k8s.io/v1"))
-
-    def replica_name(self, job: Job, rtype: str, index: int) -> str:
-        if rtype == "Launcher":
-            return launcher_name(job)  # one launcher, no index (mpijob_controller.go:1006)
-        return super().replica_name(job, rtype, index)
 
     def created_pod_message(self, rtype: str, name: str) -> str:
         if rtype == "Worker":

@@ -23,7 +23,7 @@ from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
-from trainop.engine.labels import REPLICA_INDEX, job_labels, object_meta, replica_name
+from trainop.engine.labels import job_labels, object_meta, replica_name
 from trainop.frameworks.common import host_slots, replicas
 
 CONFIG_VOLUME = "mpi-job-config"
@@ -136,7 +136,6 @@ class KubectlExec:
         if not isinstance(first, dict):
             return  # validation refuses a replica without containers
         if rtype == "Launcher":
-            del pod["metadata"]["labels"][REPLICA_INDEX]  # one launcher, no index
             self._launcher(job, pod, first, config)
             return
         if not first.get("command"):
