@@ -79,9 +79,10 @@ def run_job(doc: dict[str, Any], where: str, replicas: dict[str, str], env: dict
     view.run = run
     with view:
         result = asyncio.run(_run_until_signal(run))
-    if run.error:
-        return _err(run.error)
-    view.summary(result, str(run_dir))
+    if result.error:
+        _err(result.error)
+    else:
+        view.summary(result, str(run_dir))
     return result.exit_code
 
 

@@ -40,14 +40,16 @@ class RunOptions:
 
 @dataclass
 class RunResult:
-    outcome: str  # Succeeded, Failed, TimedOut, Interrupted, Suspended
+    outcome: str  # Succeeded, Failed, NotRunnable, TimedOut, Interrupted, Suspended
     status: Any
     duration: float
+    error: str | None = None
+    """Why the job could not run here (NotRunnable): one line for the user."""
 
     @property
     def exit_code(self) -> int:
-        return {"Succeeded": 0, "Failed": 1, "TimedOut": 124, "Interrupted": 130,
-                "Suspended": 3}[self.outcome]
+        return {"Succeeded": 0, "Failed": 1, "NotRunnable": 2, "TimedOut": 124,
+                "Interrupted": 130, "Suspended": 3}[self.outcome]
 
 
 class LocalRun:
@@ -67,7 +69,6 @@ class LocalRun:
         self.on_line, self.on_event, self.on_change = on_line, on_event, on_change
         self._wake = asyncio.Event()
         self.started = time.monotonic()
-        self.error: str | None = None
 
     # -- observe ---------------------------------------------------------------------
     def observed(self) -> Observed:
@@ -198,7 +199,7 @@ class LocalRun:
         self.options.run_dir.mkdir(parents=True, exist_ok=True)
         deadline = None if self.options.timeout is None else \
             self.started + self.options.timeout
-        outcome = "Interrupted"
+        outcome, error = "Interrupted", None
         try:
             while True:
                 self._wake.clear()
@@ -229,11 +230,11 @@ class LocalRun:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
         except NotRunnable as err:
-            self.error = str(err)
-            outcome = "Failed"
+            error = str(err)
+            outcome = "NotRunnable"  # bad input for a local run: no job outcome at all
         finally:
             await self.stop_all()
-        return RunResult(outcome, self.job.status, time.monotonic() - self.started)
+        return RunResult(outcome, self.job.status, time.monotonic() - self.started, error)
 
     async def stop_all(self) -> None:
         """Stop every process still running: a local run ends with its job."""
