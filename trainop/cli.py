@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -21,6 +22,7 @@ from trainop.api import (
 )
 from trainop.api.crd import all_crds
 from trainop.api.manifest import parse_documents
+from trainop.cluster.options import LeaseTimes, ManagerOptions, WebhookOptions
 from trainop.engine.config import EngineConfig
 
 
@@ -158,41 +160,53 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
                                                    "only the leader acts.")
 @click.option("--leader-election-namespace",
               help="Namespace of the Lease [default: the manager's namespace].")
-@click.option("--leader-election-id", default="1ca428e5.training-operator.kubeflow.org",
+@click.option("--leader-election-id", default=ManagerOptions.leader_election_id,
               show_default=True, help="Name of the Lease (upstream's: one of the two acts).")
-@click.option("--lease-duration", type=click.FloatRange(min=1), default=15.0,
+@click.option("--lease-duration", type=click.FloatRange(min=1),
+              default=LeaseTimes.lease_duration,
               show_default=True, help="Seconds a lease lasts without renewal.")
-@click.option("--renew-deadline", type=click.FloatRange(min=0.5), default=10.0,
+@click.option("--renew-deadline", type=click.FloatRange(min=0.5),
+              default=LeaseTimes.renew_deadline,
               show_default=True, help="Seconds the leader may fail to renew before it stops.")
-@click.option("--retry-period", type=click.FloatRange(min=0.1), default=2.0,
+@click.option("--retry-period", type=click.FloatRange(min=0.1),
+              default=LeaseTimes.retry_period,
               show_default=True, help="Seconds between lease attempts.")
-@click.option("--metrics-bind-address", default=":8080", show_default=True,
+@click.option("--metrics-bind-address", default=ManagerOptions.metrics_address,
+              show_default=True,
               help="Address of /metrics ('0' disables it).")
 @click.option("--metrics-secure", is_flag=True,
               help="Serve /metrics over HTTPS, only to callers allowed `get` on /metrics "
                    "(TokenReview + SubjectAccessReview).")
-@click.option("--health-probe-bind-address", default=":8081", show_default=True,
+@click.option("--health-probe-bind-address", default=ManagerOptions.health_address,
+              show_default=True,
               help="Address of /healthz and /readyz ('0' disables them).")
-@click.option("--controller-threads", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--controller-threads", type=click.IntRange(min=1),
+              default=ManagerOptions.threads, show_default=True,
               help="Jobs of one kind reconciled at once.")
-@click.option("--kube-api-qps", type=click.FloatRange(min=0), default=20.0, show_default=True,
+@click.option("--kube-api-qps", type=click.FloatRange(min=0), default=ManagerOptions.qps,
+              show_default=True,
               help="Requests per second to the API server (0: no limit).")
-@click.option("--kube-api-burst", type=click.IntRange(min=1), default=30, show_default=True,
+@click.option("--kube-api-burst", type=click.IntRange(min=1), default=ManagerOptions.burst,
+              show_default=True,
               help="Requests allowed at once above the QPS.")
 @click.option("--webhook-server-port", "--webhook-port", "webhook_port",
-              type=click.IntRange(min=0, max=65535), default=9443, show_default=True,
+              type=click.IntRange(min=0, max=65535), default=WebhookOptions.port,
+              show_default=True,
               help="Port of the admission webhook (TLS); 0 disables it.")
 @click.option("--webhook-cert-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("/tmp/k8s-webhook-server/serving-certs"), show_default=True,
+              default=WebhookOptions.cert_dir, show_default=True,
               help="tls.crt and tls.key (e.g. from cert-manager); made and renewed by the "
                    "manager when absent.")
-@click.option("--webhook-service-name", default="training-operator", show_default=True,
+@click.option("--webhook-service-name", default=WebhookOptions.service_name,
+              show_default=True,
               help="Service in front of the webhook (names the self-made certificate).")
-@click.option("--webhook-service-namespace", default="trainop-system", show_default=True,
+@click.option("--webhook-service-namespace", default=WebhookOptions.service_namespace,
+              show_default=True,
               envvar="POD_NAMESPACE", help="Namespace of that Service [env: POD_NAMESPACE].")
-@click.option("--webhook-config-name", default="trainop", show_default=True,
+@click.option("--webhook-config-name", default=WebhookOptions.config_name,
+              show_default=True,
               help="Validating/MutatingWebhookConfiguration that gets the CA bundle.")
-@click.option("--webhook-secret-name", default="training-operator-webhook-cert",
+@click.option("--webhook-secret-name", default=WebhookOptions.secret_name,
               show_default=True,
               help="Secret in the webhook Service's namespace holding the self-made "
                    "certificates that every manager replica serves.")
@@ -240,14 +254,7 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
     controller per enabled job kind."""
     import asyncio
 
-    from trainop.cluster.leader import LeaseTimes
-    from trainop.cluster.manager import (
-        ManagerOptions,
-        StartupError,
-        configure_logging,
-        run_manager,
-    )
-    from trainop.cluster.webhook import WebhookOptions
+    from trainop.cluster.manager import StartupError, configure_logging, run_manager
 
     by_name = {k.lower(): k for k in KINDS}
     kinds: list[str] = []
@@ -261,18 +268,22 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
     template = _init_template(pytorch_init_container_template_file)
     configure_logging(log_level)
     opts = ManagerOptions(
-        kinds=kinds or list(KINDS), namespace=namespace, gang_scheduler=gang_scheduler_name,
+        kinds=kinds or list(KINDS), namespace=namespace,
         leader_elect=leader_elect, leader_election_namespace=leader_election_namespace,
         leader_election_id=leader_election_id,
         lease=LeaseTimes(lease_duration, renew_deadline, retry_period),
         metrics_address=metrics_bind_address, metrics_secure=metrics_secure,
         health_address=health_probe_bind_address,
         threads=controller_threads, qps=kube_api_qps, burst=kube_api_burst,
-        kubeconfig=kubeconfig, mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
-        pytorch_init_image=pytorch_init_container_image,
-        pytorch_init_max_tries=pytorch_init_container_max_tries,
-        pytorch_init_template=template, wait_for_dns=wait_for_dns,
-        aggregate_events=aggregate_events,
+        kubeconfig=kubeconfig,
+        engine=EngineConfig(gang_scheduler=gang_scheduler_name,
+                            mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
+                            pytorch_init_image=pytorch_init_container_image,
+                            pytorch_init_max_tries=pytorch_init_container_max_tries,
+                            pytorch_init_template=template, wait_for_dns=wait_for_dns,
+                            aggregate_events=aggregate_events),
+        # upstream reads the cluster domain of TF_CONFIG's names from its own environment
+        cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None,
         webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,
                                service_name=webhook_service_name,
                                service_namespace=webhook_service_namespace,

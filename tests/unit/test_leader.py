@@ -8,7 +8,8 @@ import copy
 from typing import Any
 
 from trainop.cluster.client import APIError
-from trainop.cluster.leader import LeaderElector, LeaseTimes
+from trainop.cluster.leader import LeaderElector
+from trainop.cluster.options import LeaseTimes
 
 TIMES = LeaseTimes(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
 

@@ -187,7 +187,7 @@ def test_the_cluster_role_lets_owner_references_block_deletion() -> None:
 def test_the_manager_writes_only_to_mounted_folders() -> None:
     # The Deployment's root filesystem is read-only: every folder the manager writes in
     # (temporary files, its webhook certificates) must be a volume.
-    from trainop.cluster.webhook import WebhookOptions
+    from trainop.cluster.options import WebhookOptions
 
     deployment = yaml.safe_load((REPO / "config/manager/deployment.yaml").read_text())
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -202,7 +202,8 @@ def test_reviews_are_judged_off_the_event_loop() -> None:
     import asyncio
     import threading
 
-    from trainop.cluster.webhook import WebhookOptions, WebhookServer
+    from trainop.cluster.options import WebhookOptions
+    from trainop.cluster.webhook import WebhookServer
 
     body = json.dumps(review(manifest("JAXJob", {"Worker": 1}))).encode()
     judged_in: list[int] = []

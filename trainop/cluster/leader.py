@@ -12,21 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
+from trainop.cluster.options import LeaseTimes
 from trainop.cluster.resources import LEASES
 from trainop.engine import clock
 
 log = logging.getLogger("trainop.leader")
-
-
-@dataclass
-class LeaseTimes:
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
 
 
 def _micro_now() -> str:

@@ -11,7 +11,6 @@ import socket
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ from trainop.cluster.client import APIError, Client
 from trainop.cluster.controller import ControllerConfig, JobController
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.informer import Informer, wait_synced
-from trainop.cluster.leader import LeaderElector, LeaseTimes
+from trainop.cluster.leader import LeaderElector
+from trainop.cluster.options import ManagerOptions
 from trainop.cluster.resources import (
     HPAS,
     JOBS,
@@ -34,41 +34,13 @@ from trainop.cluster.resources import (
     VOLCANO_PODGROUPS,
     Resource,
 )
-from trainop.cluster.webhook import WebhookOptions, WebhookServer
-from trainop.engine import EngineConfig
+from trainop.cluster.webhook import WebhookServer
 
 log = logging.getLogger("trainop.manager")
 
 
 class StartupError(RuntimeError):
     """The manager cannot start; the message is the one line the user sees."""
-
-
-@dataclass
-class ManagerOptions:
-    kinds: list[str] = field(default_factory=lambda: list(KINDS))
-    namespace: str | None = None
-    gang_scheduler: str | None = None
-    leader_elect: bool = False
-    leader_election_namespace: str | None = None
-    leader_election_id: str = "1ca428e5.training-operator.kubeflow.org"
-    lease: LeaseTimes = field(default_factory=LeaseTimes)
-    metrics_address: str = ":8080"
-    health_address: str = ":8081"
-    threads: int = 1
-    qps: float = 20.0
-    burst: int = 30
-    kubeconfig: str | None = None
-    metrics_secure: bool = False
-    """Serve /metrics over TLS to callers the API server authenticates and authorizes."""
-    mpi_kubectl_delivery_image: str = EngineConfig.mpi_kubectl_delivery_image
-    pytorch_init_image: str = EngineConfig.pytorch_init_image
-    pytorch_init_max_tries: int = EngineConfig.pytorch_init_max_tries
-    pytorch_init_template: str | None = None
-    wait_for_dns: bool = False
-    aggregate_events: bool = False
-    webhook: WebhookOptions | None = field(default_factory=WebhookOptions)
-    """None: no admission webhook served."""
 
 
 async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]:
@@ -93,12 +65,13 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
                     f"out of --enable-scheme") from None
             raise StartupError(f"cannot list {KINDS[kind].plural}: {err}") from None
     extra: dict[str, Resource] = {}
-    if opts.gang_scheduler:
-        group = VOLCANO_PODGROUPS if opts.gang_scheduler == "volcano" else PLUGINS_PODGROUPS
+    gang_scheduler = opts.engine.gang_scheduler
+    if gang_scheduler:
+        group = VOLCANO_PODGROUPS if gang_scheduler == "volcano" else PLUGINS_PODGROUPS
         try:
             await client.get(f"/apis/{group.group}/{group.version}")
         except APIError:
-            raise StartupError(f"--gang-scheduler-name={opts.gang_scheduler} needs the PodGroup "
+            raise StartupError(f"--gang-scheduler-name={gang_scheduler} needs the PodGroup "
                                f"CRD {group.plural}.{group.group} ({group.api_version}), "
                                "which is not installed") from None
         extra["PodGroup"] = group
@@ -123,13 +96,7 @@ async def run_manager(opts: ManagerOptions) -> int:
     try:
         extra = await _discover(client, opts)
         caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
-        engine = EngineConfig(gang_scheduler=opts.gang_scheduler,
-                              mpi_kubectl_delivery_image=opts.mpi_kubectl_delivery_image,
-                              pytorch_init_image=opts.pytorch_init_image,
-                              pytorch_init_max_tries=opts.pytorch_init_max_tries,
-                              pytorch_init_template=opts.pytorch_init_template,
-                              wait_for_dns=opts.wait_for_dns,
-                              aggregate_events=opts.aggregate_events)
+        engine = opts.engine
         if opts.leader_elect:
             # its own connections and no shared rate limit: no burst of other requests
             # may delay a renewal
@@ -140,11 +107,8 @@ async def run_manager(opts: ManagerOptions) -> int:
                 opts.leader_election_id, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
                 opts.lease)
         leading = (lambda: elector.leading) if elector else (lambda: True)
-        # upstream reads the cluster domain of TF_CONFIG's names from its own environment
-        # (pkg/controller.v1/tensorflow/tensorflow.go:32, :175-178)
-        domain = os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None
         controllers = [JobController(kind, client, caches,
-                                     ControllerConfig(engine, opts.threads, domain),
+                                     ControllerConfig(engine, opts.threads, opts.cluster_domain),
                                      recorder, leading) for kind in opts.kinds]
         synced = False
         if opts.webhook is not None:

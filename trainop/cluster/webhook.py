@@ -17,7 +17,6 @@ import json
 import logging
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from trainop.api import (
 from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
+from trainop.cluster.options import WebhookOptions
 from trainop.cluster.resources import SECRETS
 from trainop.engine import clock
 
@@ -125,18 +125,6 @@ def _still_valid(cert_pem: bytes, margin: dt.timedelta) -> bool:
         return not_after(cert_pem) - clock.now() > margin
     except ValueError:
         return False
-
-
-@dataclass
-class WebhookOptions:
-    port: int = 9443
-    cert_dir: Path = Path("/tmp/k8s-webhook-server/serving-certs")
-    service_name: str = "training-operator"
-    service_namespace: str = "trainop-system"
-    config_name: str = "trainop"
-    secret_name: str = "training-operator-webhook-cert"
-    """Secret (in service_namespace) holding the certificates every replica serves."""
-    host: str = "0.0.0.0"
 
 
 class WebhookServer:
