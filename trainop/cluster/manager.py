@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from trainop.api import KINDS
-from trainop.cluster import allocator, server
+from trainop.cluster import allocator, listener, server
 from trainop.cluster import caches as caches_mod
 from trainop.cluster import config as cluster_config
 from trainop.cluster.authn import TokenAuthorizer
@@ -96,19 +96,11 @@ async def run_manager(opts: ManagerOptions) -> int:
     try:
         extra = await _discover(client, opts)
         caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
-        engine = opts.engine
-        if opts.leader_elect:
-            # its own connections and no shared rate limit: no burst of other requests
-            # may delay a renewal
-            elector_client = Client(cfg, qps=0, max_connections=2)
-            side_clients.append(elector_client)
-            elector = LeaderElector(
-                elector_client, opts.leader_election_namespace or cfg.namespace,
-                opts.leader_election_id, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
-                opts.lease)
+        elector = _elector(opts, cfg, side_clients)
         leading = (lambda: elector.leading) if elector else (lambda: True)
         controllers = [JobController(kind, client, caches,
-                                     ControllerConfig(engine, opts.threads, opts.cluster_domain),
+                                     ControllerConfig(opts.engine, opts.threads,
+                                                      opts.cluster_domain),
                                      recorder, leading) for kind in opts.kinds]
         synced = False
         if opts.webhook is not None:
@@ -121,19 +113,7 @@ async def run_manager(opts: ManagerOptions) -> int:
                 return 500, "text/plain", "webhook certificates not ready"
             return 200, "text/plain", "ok"
 
-        if opts.metrics_secure:
-            # reviews of scrapers' tokens have their own small budget: a flood of unknown
-            # tokens must not take the requests the controllers and the lease need
-            authn_client = Client(cfg, qps=5, burst=10, max_connections=4)
-            side_clients.append(authn_client)
-            runners.append(await server.start(
-                opts.metrics_address, {"/metrics": server.metrics_body},
-                ssl_context=server.self_signed_context(Path(tempfile.mkdtemp(
-                    prefix="trainop-metrics-"))),
-                authorize=TokenAuthorizer(authn_client).check, name="metrics"))
-        else:
-            runners.append(await server.start(opts.metrics_address,
-                                              {"/metrics": server.metrics_body}, name="metrics"))
+        runners.append(await _serve_metrics(opts, cfg, side_clients))
         informer_tasks: dict[str, asyncio.Task[object]] = {}
 
         def healthy() -> tuple[int, str, str]:
@@ -201,6 +181,37 @@ async def run_manager(opts: ManagerOptions) -> int:
         for other in side_clients:
             await other.close()
         await client.close()
+
+
+def _elector(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
+             side_clients: list[Client]) -> LeaderElector | None:
+    if not opts.leader_elect:
+        return None
+    # its own connections and no shared rate limit: no burst of other requests may delay
+    # a renewal
+    elector_client = Client(cfg, qps=0, max_connections=2)
+    side_clients.append(elector_client)
+    return LeaderElector(elector_client, opts.leader_election_namespace or cfg.namespace,
+                         opts.leader_election_id,
+                         f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}", opts.lease)
+
+
+async def _serve_metrics(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
+                         side_clients: list[Client]) -> listener.Listener | None:
+    """/metrics at its address: plain HTTP, or (--metrics-secure) TLS for the callers the
+    API server authenticates and authorizes."""
+    if not opts.metrics_secure:
+        return await server.start(opts.metrics_address, {"/metrics": server.metrics_body},
+                                  name="metrics")
+    # reviews of scrapers' tokens have their own small budget: a flood of unknown tokens
+    # must not take the requests the controllers and the lease need
+    authn_client = Client(cfg, qps=5, burst=10, max_connections=4)
+    side_clients.append(authn_client)
+    return await server.start(
+        opts.metrics_address, {"/metrics": server.metrics_body},
+        ssl_context=server.self_signed_context(Path(tempfile.mkdtemp(
+            prefix="trainop-metrics-"))),
+        authorize=TokenAuthorizer(authn_client).check, name="metrics")
 
 
 async def _when_synced(informers: list[Informer[Any]],
