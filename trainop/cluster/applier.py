@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from trainop import wallclock
 from trainop.api import JobStatus
 from trainop.cluster import metrics
 from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
@@ -17,7 +18,7 @@ from trainop.cluster.expectations import Expectations
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
 from trainop.cluster.resources import JOBS, Resource, resource_for
-from trainop.engine import Event, ObjectRef, Plan, clock, create_refused, created_only
+from trainop.engine import Event, ObjectRef, Plan, create_refused, created_only
 from trainop.engine.objects import KEPT_CURRENT
 
 REJECTED = (400, 422)
@@ -47,11 +48,11 @@ class PlanApplier:
         try:
             await self._send(key, obj, plan)
         except Refused as refusal:
-            plan = create_refused(plan, self.kind, key, str(refusal), clock.now())
+            plan = create_refused(plan, self.kind, key, str(refusal), wallclock.now())
         except REQUEST_ERRORS:
             # Nothing refused for good, but not all made: a new job still shows Created
             # (best effort); the next decision plans and tells the rest again.
-            blocked = created_only(plan, stored_status(obj), clock.now())
+            blocked = created_only(plan, stored_status(obj), wallclock.now())
             if blocked is not None:
                 with contextlib.suppress(*REQUEST_ERRORS):
                     await self.commit(key, obj, blocked)

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from trainop.engine import clock
+from trainop import wallclock
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def ca_and_serving_cert(
 def new_ca(common_name: str, days: int = 7, dns_names: tuple[str, ...] = ()) -> CertPair:
     """A self-signed certificate authority (valid for `dns_names` too, where a peer checks
     its CA's name as a host name)."""
-    now = clock.now()
+    now = wallclock.now()
     key = _key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
@@ -78,7 +78,7 @@ def issue(
 ) -> CertPair:
     """A certificate signed by `ca`: a serving one where names or addresses are given, a
     client one (user `common_name` in groups `organizations`) either way."""
-    now = clock.now()
+    now = wallclock.now()
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     assert isinstance(ca_key, rsa.RSAPrivateKey)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
 from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
@@ -25,7 +26,6 @@ from trainop.engine import (
     Observed,
     OwnedObject,
     PodState,
-    clock,
     reconcile,
     rejected,
 )
@@ -205,7 +205,7 @@ class JobController:
         observed = self.observed(job, tuple(exited.items()))
         if self.framework.wants_ssh_key(job, observed):
             observed = dataclasses.replace(observed, ssh_key=new_key_pair())
-        plan = await asyncio.to_thread(reconcile, job, observed, clock.now(),
+        plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        self.framework, self.addr, self.config.engine)
         await self.applier.apply(key, obj, plan)
         told = self._exited.get(key)
@@ -225,5 +225,5 @@ class JobController:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""
         m = obj["metadata"]
         key = f"{m['namespace']}/{m['name']}"
-        plan = rejected(stored_status(obj), self.kind, key, str(err), clock.now())
+        plan = rejected(stored_status(obj), self.kind, key, str(err), wallclock.now())
         await self.applier.commit(key, obj, plan)

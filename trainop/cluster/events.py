@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from trainop import wallclock
 from trainop.cluster.client import REQUEST_ERRORS, Client
 from trainop.cluster.resources import EVENTS
 from trainop.engine import Event, clock
@@ -68,7 +69,7 @@ class EventRecorder:
                 self._queue.task_done()
 
     async def _send(self, involved: dict[str, Any], event: Event) -> None:
-        now = clock.fmt(clock.now())
+        now = clock.fmt(wallclock.now())
         ns = involved["namespace"]
         body = {
             "apiVersion": "v1", "kind": "Event",

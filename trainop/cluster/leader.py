@@ -14,16 +14,16 @@ import logging
 import time
 from typing import Any
 
+from trainop import wallclock
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.options import LeaseTimes
 from trainop.cluster.resources import LEASES
-from trainop.engine import clock
 
 log = logging.getLogger("trainop.leader")
 
 
 def _micro_now() -> str:
-    return clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return wallclock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:

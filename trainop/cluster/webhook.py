@@ -22,6 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
+from trainop import wallclock
 from trainop.api import (
     KINDS,
     InvalidJob,
@@ -36,7 +37,6 @@ from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.options import WebhookOptions
 from trainop.cluster.resources import SECRETS
-from trainop.engine import clock
 
 log = logging.getLogger("trainop.webhook")
 RENEW_BEFORE = dt.timedelta(days=2)
@@ -122,7 +122,7 @@ def _pems_of(secret: dict[str, Any] | None) -> dict[str, bytes] | None:
 
 def _still_valid(cert_pem: bytes, margin: dt.timedelta) -> bool:
     try:
-        return not_after(cert_pem) - clock.now() > margin
+        return not_after(cert_pem) - wallclock.now() > margin
     except ValueError:
         return False
 

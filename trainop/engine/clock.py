@@ -11,9 +11,3 @@ def fmt(t: dt.datetime) -> str:
 
 def parse(s: str) -> dt.datetime:
     return dt.datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(dt.UTC)
-
-
-def now() -> dt.datetime:
-    """The current time (UTC). For the runtimes, which hand it to the engine: the engine
-    itself never reads the clock (a unit test checks)."""
-    return dt.datetime.now(dt.UTC)

@@ -14,9 +14,10 @@ from typing import Any
 import yaml
 from rich.console import Console
 
+from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
 from trainop.api.templates import containers, main_container
-from trainop.engine import EngineConfig, Observed, clock, reconcile
+from trainop.engine import EngineConfig, Observed, reconcile
 from trainop.engine.labels import REPLICA_TYPE, replica_type_of
 from trainop.frameworks import framework_for
 from trainop.local.addressing import LocalAddressing
@@ -129,7 +130,7 @@ def _images(job: Job) -> set[str]:
 def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Console) -> int:
     """Print every replica's command and trainop's environment for it; start nothing."""
     fw = framework_for(job.kind)
-    plan = reconcile(job, Observed(), clock.now(), fw, LocalAddressing(),
+    plan = reconcile(job, Observed(), wallclock.now(), fw, LocalAddressing(),
                      EngineConfig())
     report = []
     for obj in plan.create:

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from trainop import wallclock
 from trainop.api import Job
 from trainop.api.templates import containers
-from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, clock, reconcile
+from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
@@ -207,7 +208,7 @@ class LocalRun:
                 if broken is not None:  # before the engine reads it as a failed replica
                     raise NotRunnable(f"pod {broken.name}: {broken.start_error}")
                 observed = self.observed()
-                plan = reconcile(self.job, observed, clock.now(),
+                plan = reconcile(self.job, observed, wallclock.now(),
                                  self.framework, self.addr, LOCAL_ENGINE)
                 await self.apply(plan)
                 for name, _ in observed.exited:
