@@ -36,7 +36,11 @@ def test_default_job_is_the_pytorch_ddp_example(tmp_path: Path) -> None:
     assert "[master-0] epoch 7 loss" in out.stdout
     # what a newcomer's first run shows: every replica ends once, cleanly, and nothing
     # warns of a missing package (torch imports numpy where it is there)
-    assert "exited with code" not in out.stdout
+    ended = [line for line in out.stdout.splitlines() if "exited with code" in line]
+    assert sorted(ended) == [
+        f"trainop: ExitedWithCode: Pod: default.pytorch-ddp-{pod} exited with code 0"
+        for pod in ("master-0", "worker-0", "worker-1")], ended  # once each, with 0
+    assert "restarting" not in out.stdout
     assert "terminate called" not in out.stdout
     assert "Failed to initialize NumPy" not in out.stdout
     done = [line.split("] ", 1)[1] for line in out.stdout.splitlines() if line.endswith(" done")]
