@@ -14,7 +14,7 @@ venv: $(BIN)/python
 ## run: install trainop and PyTorch (PyPI's wheel, about 3 GB with its CUDA libraries), then
 ## run the embedded PyTorch DDP job locally (on the CPU)
 run: venv
-	$(BIN)/pip install -q -e '.[train]'
+	$(BIN)/pip install -q --no-cache-dir -e '.[train]'
 	$(BIN)/trainop run
 
 ## test: lint, type-check, then unit, integration (real kube-apiserver + etcd), e2e and
@@ -23,7 +23,7 @@ run: venv
 test: venv
 	bash hack/system-deps.sh
 	bash hack/node-deps.sh
-	$(BIN)/pip install -q -e '.[train,e2e,bench,dev]'
+	$(BIN)/pip install -q --no-cache-dir -e '.[train,e2e,bench,dev]'
 	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
 	export PATH="$$KUBEBUILDER_ASSETS:$$PATH" && \
 	$(BIN)/ruff check . && \

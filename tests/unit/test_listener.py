@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import tempfile
-from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -34,7 +32,7 @@ async def started(tls: bool, limits: ConnectionLimits = LIMITS) -> Listener:
         return web.Response(text=f"read {len(await request.read())}")
     app.router.add_get("/", hello)
     app.router.add_post("/", echo)
-    ctx = server.self_signed_context(Path(tempfile.mkdtemp())) if tls else None
+    ctx = server.self_signed_context() if tls else None
     return await serve("test", app, "127.0.0.1", 0, ctx, limits)
 
 

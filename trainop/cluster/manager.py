@@ -8,10 +8,8 @@ import logging
 import os
 import signal
 import socket
-import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -209,8 +207,7 @@ async def _serve_metrics(opts: ManagerOptions, cfg: cluster_config.ClusterConfig
     side_clients.append(authn_client)
     return await server.start(
         opts.metrics_address, {"/metrics": server.metrics_body},
-        ssl_context=server.self_signed_context(Path(tempfile.mkdtemp(
-            prefix="trainop-metrics-"))),
+        ssl_context=server.self_signed_context(),
         authorize=TokenAuthorizer(authn_client).check, name="metrics")
 
 

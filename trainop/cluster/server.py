@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -53,18 +54,20 @@ async def start(address: str, routes: dict[str, Callable[[], tuple[int, str, str
     return await listener.serve(name, app, where[0], where[1], ssl_context)
 
 
-def self_signed_context(cert_dir: Path) -> ssl.SSLContext:
+def self_signed_context() -> ssl.SSLContext:
     """TLS 1.2+ with a certificate made for this process (scrapers skip verification or
     pin it, as with controller-runtime's secure metrics)."""
     pair = ca_and_serving_cert("trainop-metrics", ["localhost"], ["127.0.0.1"], days=365)[1]
-    cert_dir.mkdir(parents=True, exist_ok=True)
-    (cert_dir / "metrics.crt").write_bytes(pair.cert_pem)
-    key = cert_dir / "metrics.key"
-    key.write_bytes(pair.key_pem)
-    key.chmod(0o600)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert_dir / "metrics.crt", key)
+    # ssl reads a chain from files only; they live as long as that read (the key stays in
+    # no file once the context holds it)
+    with tempfile.TemporaryDirectory(prefix="trainop-metrics-") as d:
+        cert, key = Path(d) / "metrics.crt", Path(d) / "metrics.key"
+        cert.write_bytes(pair.cert_pem)
+        key.touch(mode=0o600)
+        key.write_bytes(pair.key_pem)
+        ctx.load_cert_chain(cert, key)
     return ctx
 
 
