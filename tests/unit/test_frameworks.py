@@ -454,7 +454,7 @@ def test_mpi_hostfile_lists_each_host_once_with_all_its_slots(transport: str) ->
     j = job("MPIJob", {"Launcher": 1, "Worker": 3},
             spec={"slotsPerWorker": 2, "transport": transport})
     hostfile = mpi_ssh.hostfile if transport == "SSH" else mpi_exec.hostfile
-    assert hostfile(j, LocalAddressing()) == "127.0.0.1 slots=6\n"
+    assert hostfile(j, LocalAddressing.for_job(j)) == "127.0.0.1 slots=6\n"
 
 
 class CountingAddressing(ClusterAddressing):
@@ -526,3 +526,29 @@ def test_no_runtime_or_engine_module_names_a_job_kind() -> None:
     named = [(f.name, kind) for f in files for kind in KINDS
              if f'"{kind}"' in f.read_text()]
     assert named == []
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_local_plan_binds_nothing_and_gives_each_replica_its_own_port(
+        kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from trainop.engine import EngineConfig
+    from trainop.local.addressing import LocalAddressing
+
+    j = job(kind, replica_extra={rt: {"template": {"spec": {"containers": [{
+        "name": KINDS[kind].default_container, "image": "example.com/train:1",
+        "ports": [{"name": "metrics", "containerPort": 9100}]}]}}}
+        for rt in TYPICAL[kind]})
+    addr = LocalAddressing.for_job(j)  # the runtime's I/O, before the first reconcile
+
+    def closed(*a: object, **kw: object) -> None:
+        raise AssertionError("a reconcile opened a socket")
+    monkeypatch.setattr(socket, "socket", closed)
+    plan = reconcile(j, Observed(), T0, framework_for(kind), addr, EngineConfig())
+    assert [o for o in plan.create if o["kind"] == "Pod"]
+    ports = [addr.port(j, rt, i, name) for rt, n in TYPICAL[kind].items()
+             for i in range(n or 0) for name in (None, "metrics")]
+    assert len(set(ports)) == len(ports)
+    with pytest.raises(LookupError, match="no port 'other' on Worker replica 0"):
+        addr.port(j, "Worker", 0, "other")

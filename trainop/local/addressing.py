@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 
 from trainop.api import Job
+from trainop.api.templates import container
 
 
 def free_port() -> int:
@@ -13,11 +15,38 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class LocalAddressing:
-    """Hands out one free loopback port per (replica, port name), stable for the run."""
+def port_names(job: Job, rtype: str) -> list[str]:
+    """The port names a replica of `rtype` answers on: the kind's default one, then those
+    its main container declares."""
+    names = [job.info.default_port_name]
+    rspec = job.spec.replica_specs.get(rtype)
+    main = container(rspec.template if rspec else None, job.main_container)
+    for port in (main or {}).get("ports") or []:
+        if isinstance(port, dict) and isinstance(port.get("name"), str) \
+                and port["name"] not in names:
+            names.append(port["name"])
+    return names
 
-    def __init__(self) -> None:
-        self._ports: dict[tuple[str, str, int, str], int] = {}
+
+class LocalAddressing:
+    """One loopback port per (replica, port name), chosen before the job's first reconcile
+    (`for_job`), so that a reconcile only reads them: the engine binds nothing."""
+
+    def __init__(self, ports: Mapping[tuple[str, int, str], int]):
+        self._ports = dict(ports)
+
+    @classmethod
+    def for_job(cls, job: Job) -> LocalAddressing:
+        """A distinct free port for each port name of each replica of `job`."""
+        ports: dict[tuple[str, int, str], int] = {}
+        for rtype, rspec in job.spec.replica_specs.items():
+            for index in range(rspec.replicas or 0):
+                for name in port_names(job, rtype):
+                    port = free_port()
+                    while port in ports.values():
+                        port = free_port()
+                    ports[(rtype, index, name)] = port
+        return cls(ports)
 
     def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
         return "127.0.0.1"
@@ -26,11 +55,9 @@ class LocalAddressing:
         return "127.0.0.1"
 
     def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
-        key = (job.key, rtype, index, name or job.info.default_port_name)
+        key = (rtype, index, name or job.info.default_port_name)
         if key not in self._ports:
-            taken = set(self._ports.values())
-            port = free_port()
-            while port in taken:
-                port = free_port()
-            self._ports[key] = port
+            # a framework asking for a replica or port the job does not declare: say which
+            raise LookupError(f"{job.kind} {job.key} has no port {key[2]!r} on "
+                              f"{rtype} replica {index}")
         return self._ports[key]

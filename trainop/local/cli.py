@@ -130,7 +130,7 @@ def _images(job: Job) -> set[str]:
 def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Console) -> int:
     """Print every replica's command and trainop's environment for it; start nothing."""
     fw = framework_for(job.kind)
-    plan = reconcile(job, Observed(), wallclock.now(), fw, LocalAddressing(),
+    plan = reconcile(job, Observed(), wallclock.now(), fw, LocalAddressing.for_job(job),
                      EngineConfig())
     report = []
     for obj in plan.create:

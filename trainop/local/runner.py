@@ -64,7 +64,7 @@ class LocalRun:
         self.job = job
         self.options = options
         self.framework = framework_for(job.kind)
-        self.addr = LocalAddressing()
+        self.addr = LocalAddressing.for_job(job)
         self.pods: dict[str, LocalPod] = {}
         self.objects: dict[tuple[str, str], OwnedObject] = {}
         self.on_line, self.on_event, self.on_change = on_line, on_event, on_change
