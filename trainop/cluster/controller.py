@@ -203,7 +203,8 @@ class JobController:
             self._parsed.put(key, rv, job, len(rec.raw))
         exited = dict(self._exited.get(key, {}))
         observed = self.observed(job, tuple(exited.items()))
-        if self.framework.wants_ssh_key(job, observed):
+        launcher = self.framework.launcher
+        if launcher is not None and launcher.wants_ssh_key(job, observed):
             observed = dataclasses.replace(observed, ssh_key=new_key_pair())
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        self.framework, self.addr, self.config.engine)

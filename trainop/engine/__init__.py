@@ -7,16 +7,25 @@ manager and the local runner) observe, call `reconcile` and apply the plan.
 from trainop.engine.addressing import ClusterAddressing
 from trainop.engine.config import EngineConfig
 from trainop.engine.failures import Verdict, classify
-from trainop.engine.framework import POD_IP, Addressing, Counts, Env, FieldRef, Framework
+from trainop.engine.framework import (
+    POD_IP,
+    Addressing,
+    Counts,
+    Env,
+    FieldRef,
+    Framework,
+    Launcher,
+)
 from trainop.engine.observed import Observed, OwnedObject, Phase, PodState, SSHKeyPair
 from trainop.engine.outcomes import create_refused, created_only, rejected
 from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.reconcile import reconcile
+from trainop.engine.wording import Wording
 
 __all__ = [
     "POD_IP", "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Env", "Event",
-    "FieldRef", "Framework",
+    "FieldRef", "Framework", "Launcher",
     "ObjectRef", "Observed", "OwnedObject", "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict",
-    "classify",
+    "Wording", "classify",
     "create_refused", "created_only", "reconcile", "rejected",
 ]

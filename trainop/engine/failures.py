@@ -166,7 +166,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
         rtype = first.pod.replica_type
         n = sum(1 for f in permanent if f.pod.replica_type == rtype)
         policy = replica_policy(job, rtype)
-        words = fw.failed_message(job, n, rtype, policy)
+        words = fw.wording.failed(job, n, rtype, policy)
         # ExitCode's permanent failure is pod.go:371's Warning; the rest the controllers'
         # Normal event (e.g. pytorchjob_controller.go:436)
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
@@ -200,10 +200,10 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
             bumps[f.pod.replica_type] = bumps.get(f.pod.replica_type, 0) + 1
     scope = f"; {WHOLE_JOB}" if whole_job else ""
     rtype = first.pod.replica_type
-    words = fw.restarting_message(job, len(retry), rtype)
+    words = fw.wording.restarting(job, len(retry), rtype)
     return Judgement(
         Verdict.RESTART, f"{job.kind}Restarting",
         f"{words} Last failure: {first.describe()}{scope}.",
-        fw.restarting_event(job, len(retry), rtype) or "", True, first,
+        fw.wording.restarting_event(job, len(retry), rtype) or "", True, first,
         restart=tuple(live) if whole_job else tuple(f.pod for f in retry),
         recreations=bumps, whole_job=whole_job)

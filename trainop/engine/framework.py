@@ -15,6 +15,7 @@ from trainop.api import Job, KindInfo
 from trainop.api.types import JobSpec
 from trainop.engine.config import EngineConfig
 from trainop.engine.observed import Observed
+from trainop.engine.wording import Wording
 
 POD_IP = "status.podIP"
 
@@ -89,9 +90,48 @@ def spec_of(job: Job, spec_type: type[S]) -> S:
     return spec
 
 
+class Launcher(ABC):
+    """What a kind whose launcher starts the work in the other replicas needs besides pods
+    (MPI: mpirun reaches the workers by kubectl exec or ssh): the objects that takes, and
+    when the launcher may start. A kind without one has `Framework.launcher` None."""
+
+    started: tuple[str, ...] = ()
+    """Replica types whose work the launcher starts itself (MPI workers sleep, or run sshd,
+    until mpirun starts the ranks in them): the local runtime runs no process for them."""
+    grants: tuple[tuple[str, str], ...] = ()
+    """(kind, apiVersion) of the objects that give the launcher rights by pod name (MPI's
+    Role and RoleBinding): deleted once the job has finished, so that no name the job no
+    longer holds stays granted."""
+
+    @abstractmethod
+    def objects(self, job: Job, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
+        """The objects the launcher needs (ConfigMaps, Secrets, RBAC), desired now."""
+
+    def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
+        """Whether pods of `rtype` may be created yet (a launcher may wait for workers)."""
+        return True
+
+    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+        """Whether the runtime should offer a fresh key pair in `Observed.ssh_key`."""
+        return False
+
+    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
+        """Replica types whose running pods are deleted when the job ends, whatever the
+        cleanPodPolicy (workers that would otherwise run sshd forever)."""
+        return ()
+
+
+def started_by_launcher(fw: Framework[Any], rtype: str) -> bool:
+    """Whether the work of `rtype`'s replicas is started by the kind's launcher."""
+    return fw.launcher is not None and rtype in fw.launcher.started
+
+
 class Framework(ABC, Generic[S]):
-    """Base plugin: the defaults shared by most frameworks; override what differs. `S` is
-    the kind's spec class: `self.spec(job)` gives the job's spec as that type."""
+    """Base plugin. Required: `info`, `spec_type` and the success rule (`succeeded`); the
+    rest has the defaults most kinds share: the replicas' roles and environment, how their
+    pods are shaped, upstream's wording (`wording`) and, for a kind with a launcher, the
+    `launcher` capability. `S` is the kind's spec class: `self.spec(job)` gives the job's
+    spec as that type."""
 
     info: KindInfo
     spec_type: type[S]
@@ -101,31 +141,19 @@ class Framework(ABC, Generic[S]):
     """Without a replica of the master role, worker 0 is the master (PyTorch, TF, JAX)."""
     pod_services: bool = True
     """One headless service per pod, exposing the main container's named ports."""
-    started_by_launcher: tuple[str, ...] = ()
-    """Replica types whose work the launcher starts itself (MPI workers sleep, or run sshd,
-    until mpirun starts the ranks in them): the local runtime runs no process for them."""
     tells_exit_codes: bool = True
     """Whether each ended pod's exit code is told as an ExitedWithCode event (upstream's
     common pod reconciler, pkg/controller.v1/common/pod.go:343-346; MPI has its own)."""
     owned_kinds: tuple[str, ...] = ()
     """Kinds of objects, besides pods and services, that jobs of this kind own (ConfigMap,
     Secret, HorizontalPodAutoscaler): the cluster runtime watches those for them."""
-    grants: tuple[tuple[str, str], ...] = ()
-    """(kind, apiVersion) of the owned objects that give a replica rights by pod name
-    (MPI's launcher Role and RoleBinding): deleted once the job has finished, so that no
-    name the job no longer holds stays granted."""
-
-    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
-        """Whether the runtime should offer a fresh key pair in `Observed.ssh_key`."""
-        return False
+    wording: Wording = Wording()
+    """Upstream's texts for the kind's conditions and events."""
+    launcher: Launcher | None = None
+    """The optional capability of a kind whose launcher starts the work of the others."""
 
     def spec(self, job: Job) -> S:
         return spec_of(job, self.spec_type)
-
-    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
-        """Replica types whose running pods are deleted when the job ends, whatever the
-        cleanPodPolicy (MPI workers that would otherwise run sshd forever)."""
-        return ()
 
     def is_master(self, job: Job, rtype: str, index: int) -> bool:
         """Whether the replica is labelled job-role=master (upstream's IsMasterRole): the
@@ -172,49 +200,3 @@ class Framework(ABC, Generic[S]):
         """Whether the job is Running: a pod of the lead type runs."""
         lead = counts.get(self.lead_type(job))
         return lead is not None and lead.active > 0
-
-    def short_title(self, job: Job) -> bool:
-        """Whether upstream names the job by its name alone in the Running and Succeeded
-        messages (`K n is running.`, `K n is successfully completed.`) instead of
-        `K ns/n is running.`, `K ns/n successfully completed.`."""
-        return False
-
-    def running_message(self, job: Job) -> str:
-        if self.short_title(job):
-            return f"{job.kind} {job.name} is running."
-        return f"{job.kind} {job.key} is running."
-
-    def created_pod_message(self, rtype: str, name: str) -> str:
-        """The message of a pod's SuccessfulCreatePod event."""
-        return f"Created pod: {name}"
-
-    def succeeded_message(self, job: Job) -> str:
-        if self.short_title(job):
-            return f"{job.kind} {job.name} is successfully completed."
-        return f"{job.kind} {job.key} successfully completed."
-
-    def failed_message(self, job: Job, failed: int, rtype: str, policy: str) -> str:
-        """Upstream's Failed message when `failed` pods of `rtype` failed for good: an
-        ExitCode replica's permanent exit code (pkg/controller.v1/common/pod.go:369), else
-        the kind's UpdateJobStatus (e.g. pytorch/pytorchjob_controller.go:435)."""
-        if policy == "ExitCode":
-            return f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
-        return f"{job.kind} {job.name} is failed because {failed} {rtype} replica(s) failed."
-
-    def restarting_message(self, job: Job, failed: int, rtype: str) -> str:
-        """Upstream's Restarting message (pkg/controller.v1/common/pod.go:362)."""
-        return f"job {job.name} is restarting because {rtype} replica(s) failed."
-
-    def restarting_event(self, job: Job, failed: int, rtype: str) -> str | None:
-        """The Warning upstream's controller of the kind tells on a restart besides
-        pod.go's (e.g. pytorchjob_controller.go:430), if it has one."""
-        return f"{job.kind} {job.name} is restarting because {failed} {rtype} replica(s) failed."
-
-    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
-                      ) -> list[dict[str, Any]]:
-        """Other objects the job needs (ConfigMaps, Secrets, Services), desired now."""
-        return []
-
-    def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
-        """Whether pods of `rtype` may be created yet (an MPI launcher waits for workers)."""
-        return True

@@ -58,7 +58,7 @@ def _env_bytes(pod: dict[str, Any]) -> int:
 def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
             config: EngineConfig) -> Missing:
     out = Missing()
-    desired = list(fw.extra_objects(job, observed, addr))
+    desired = fw.launcher.objects(job, observed, addr) if fw.launcher else []
     hpa = elastic.desired_hpa(job)
     if hpa is not None:
         desired.append(hpa)
@@ -76,7 +76,8 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     slots = {(p.replica_type, p.index) for p in observed.pods}
     spent = 0
     for rtype, rspec in job.spec.replica_specs.items():
-        may = not out.held and fw.may_create(job, rtype, observed)
+        may = not out.held and (fw.launcher is None
+                                or fw.launcher.may_create(job, rtype, observed))
         for i in range(rspec.replicas or 0):
             name = replica_name(job, rtype, i)
             wants_service = fw.pod_services and name not in services and not out.held

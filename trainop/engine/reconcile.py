@@ -155,7 +155,8 @@ class _Run:
             doomed = [p for p in live if p.phase in LIVE_PHASES]
         else:
             doomed = []
-        stop = set(self.fw.stops_on_finish(self.job))
+        launcher = self.fw.launcher
+        stop = set(launcher.stops_on_finish(self.job) if launcher else ())
         doomed += [p for p in live if p.replica_type in stop and p not in doomed
                    and p.phase in LIVE_PHASES]
         self.delete_pods(doomed, "job finished" if not deadline else "deadline exceeded")
@@ -163,7 +164,7 @@ class _Run:
             self.delete_kind("Service")
         else:
             self.delete_services_of(doomed)
-        for kind, api_version in self.fw.grants:
+        for kind, api_version in launcher.grants if launcher else ():
             # (upstream keeps them until the job is deleted: a finished job's names may be
             # taken by another workload's pods, or were never its own if it failed on them)
             self.delete_kind(kind, api_version)
@@ -237,7 +238,7 @@ class _Run:
         self.create_missing()
         if self.fw.running(self.job, counts):
             self.condition(cond.RUNNING, "True", f"{self.kind}Running",
-                           self.fw.running_message(self.job), tell=False)
+                           self.fw.wording.running(self.job), tell=False)
 
     def scale_down(self) -> None:
         """Pods and services past the replica count, or of a type no longer in the spec."""
@@ -316,7 +317,7 @@ class _Run:
 
     def succeed(self) -> None:
         if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
-                          self.fw.succeeded_message(self.job)):
+                          self.fw.wording.succeeded(self.job)):
             self.plan.count("successful")
 
     def create_missing(self) -> None:
@@ -342,7 +343,7 @@ class _Run:
         # one per object, as upstream (pkg/controller.v1/control/pod_control.go:162,
         # service_control.go:106)
         told.extend(Event("Normal", "SuccessfulCreatePod",
-                          self.fw.created_pod_message(rtype, name)) for rtype, name in todo.pods)
+                          self.fw.wording.created_pod(rtype, name)) for rtype, name in todo.pods)
         told.extend(Event("Normal", "SuccessfulCreateService", f"Created service: {name}")
                     for name in todo.services)
 

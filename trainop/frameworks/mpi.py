@@ -11,8 +11,17 @@ from typing import Any, Protocol
 
 from trainop.api import KINDS, Job
 from trainop.api.types import MPIJobSpec
-from trainop.engine import Addressing, Counts, EngineConfig, Framework, Observed, Phase
+from trainop.engine import (
+    Addressing,
+    Counts,
+    EngineConfig,
+    Framework,
+    Launcher,
+    Observed,
+    Phase,
+)
 from trainop.engine.framework import spec_of
+from trainop.engine.wording import ShortTitle
 from trainop.frameworks import mpi_exec, mpi_ssh
 from trainop.frameworks.common import all_succeeded, replicas
 
@@ -27,7 +36,7 @@ class Transport(Protocol):
     def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None: ...
 
-    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
+    def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]: ...
 
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool: ...
@@ -43,27 +52,56 @@ def transport(job: Job) -> Transport:
     return TRANSPORTS[spec_of(job, MPIJobSpec).transport or "KubectlExec"]
 
 
+class MPIWording(ShortTitle):
+    """MPI's own UpdateJobStatus words every condition (mpijob_controller.go:581-614): the
+    job's name alone, and no common/pod.go messages (MPI reconciles its pods itself)."""
+
+    def created_pod(self, rtype: str, name: str) -> str:
+        if rtype == "Worker":
+            return f"Created worker pod: {name}"  # mpijob_controller.go:891
+        return super().created_pod(rtype, name)
+
+    def failed(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+        return f"MPIJob {job.name} is failed because {failed} {rtype} replica(s) failed."
+
+    def restarting(self, job: Job, failed: int, rtype: str) -> str:
+        return f"MPIJob {job.name} is restarting because {failed} {rtype} replica(s) failed."
+
+
+class MPILauncher(Launcher):
+    """mpirun in the launcher starts the ranks in the workers, through the job's transport."""
+
+    started = ("Worker",)
+    grants = (("RoleBinding", "rbac.authorization.k8s.io/v1"),
+              ("Role", "rbac.authorization.k8s.io/v1"))
+
+    def objects(self, job: Job, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
+        return transport(job).objects(job, observed, addr)
+
+    def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
+        if rtype != "Launcher" or spec_of(job, MPIJobSpec).launcher_creation_policy != \
+                "WaitForWorkersReady":
+            return True
+        ready = {p.index for p in observed.pods
+                 if p.replica_type == "Worker" and p.phase == Phase.RUNNING and p.ready}
+        return all(i in ready for i in range(replicas(job, "Worker")))
+
+    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+        return transport(job).wants_ssh_key(job, observed)
+
+    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
+        return transport(job).stops_on_finish()
+
+
 class MPI(Framework[MPIJobSpec]):
     info = KINDS["MPIJob"]
     spec_type = MPIJobSpec
     master_role = ("Launcher",)
     pod_services = False
-    started_by_launcher = ("Worker",)
     tells_exit_codes = False  # MPI reconciles its pods itself (mpijob_controller.go:330)
     owned_kinds = ("ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding")
-    grants = (("RoleBinding", "rbac.authorization.k8s.io/v1"),
-              ("Role", "rbac.authorization.k8s.io/v1"))
-
-    def created_pod_message(self, rtype: str, name: str) -> str:
-        if rtype == "Worker":
-            return f"Created worker pod: {name}"  # mpijob_controller.go:891
-        return super().created_pod_message(rtype, name)
-
-    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
-        return transport(job).stops_on_finish()
-
-    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
-        return transport(job).wants_ssh_key(job, observed)
+    wording = MPIWording()
+    launcher = MPILauncher()
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         return transport(job).env(job, rtype, index, addr)
@@ -75,28 +113,5 @@ class MPI(Framework[MPIJobSpec]):
                      addr: Addressing, config: EngineConfig) -> None:
         transport(job).decorate_pod(job, rtype, index, pod, addr, config)
 
-    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
-                      ) -> list[dict[str, Any]]:
-        return transport(job).extra_objects(job, observed, addr)
-
-    def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
-        if rtype != "Launcher" or self.spec(job).launcher_creation_policy != \
-                "WaitForWorkersReady":
-            return True
-        ready = {p.index for p in observed.pods
-                 if p.replica_type == "Worker" and p.phase == Phase.RUNNING and p.ready}
-        return all(i in ready for i in range(replicas(job, "Worker")))
-
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Launcher")
-
-    # MPI's own UpdateJobStatus words every condition (mpijob_controller.go:581-614): the
-    # job's name alone, and no common/pod.go messages (MPI reconciles its pods itself)
-    def short_title(self, job: Job) -> bool:
-        return True
-
-    def failed_message(self, job: Job, failed: int, rtype: str, policy: str) -> str:
-        return f"MPIJob {job.name} is failed because {failed} {rtype} replica(s) failed."
-
-    def restarting_message(self, job: Job, failed: int, rtype: str) -> str:
-        return f"MPIJob {job.name} is restarting because {failed} {rtype} replica(s) failed."

@@ -183,7 +183,7 @@ class KubectlExec:
             _config_volume(job, [(KUBEXEC, SCRIPT_MODE), (HOSTFILE, HOSTFILE_MODE),
                                  (DISCOVER_HOSTS, SCRIPT_MODE)])])
 
-    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
+    def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
         workers = [replica_name(job, "Worker", i) for i in range(replicas(job, "Worker"))]
         name = launcher_name(job)

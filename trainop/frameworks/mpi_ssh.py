@@ -110,7 +110,7 @@ class SSH:
             spec.setdefault("initContainers", []).append(
                 wait_for_dns_container(workers, config))
 
-    def extra_objects(self, job: Job, observed: Observed, addr: Addressing
+    def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
         workers = [addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))]
         discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in workers)

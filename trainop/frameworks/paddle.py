@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainop.api import KINDS, Job
 from trainop.api.types import PaddleJobSpec
 from trainop.engine import POD_IP, Addressing, Counts, Env, FieldRef, Framework
+from trainop.engine.wording import ShortTitleWithMaster
 from trainop.frameworks.common import all_succeeded, replicas, total_replicas
 
 
@@ -13,10 +14,8 @@ class Paddle(Framework[PaddleJobSpec]):
     spec_type = PaddleJobSpec
     master_role = ("Master",)
     owned_kinds = ("HorizontalPodAutoscaler",)
-
-    def short_title(self, job: Job) -> bool:
-        # pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:385-420, as PyTorch
-        return "Master" in job.spec.replica_specs
+    # pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:385-420, as PyTorch
+    wording = ShortTitleWithMaster()
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> Env:
         # upstream's variables in its order (pkg/controller.v1/paddlepaddle/envvar.go:53-140)

@@ -9,6 +9,7 @@ from trainop.api.types import PyTorchJobSpec
 from trainop.engine import Addressing, Counts, EngineConfig, Framework
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import replica_name
+from trainop.engine.wording import ShortTitleWithMaster
 from trainop.frameworks.common import (
     all_succeeded,
     any_succeeded,
@@ -41,11 +42,9 @@ class PyTorch(Framework[PyTorchJobSpec]):
     master_role = ("Master",)
     worker0_is_master = True  # upstream: pkg/controller.v1/pytorch/pytorchjob_controller.go:499
     owned_kinds = ("HorizontalPodAutoscaler",)
-
-    def short_title(self, job: Job) -> bool:
-        # pkg/controller.v1/pytorch/pytorchjob_controller.go:383-424: the Master's words
-        # name the job alone, the workers' its namespace too
-        return "Master" in job.spec.replica_specs
+    # pkg/controller.v1/pytorch/pytorchjob_controller.go:383-424: the Master's words name
+    # the job alone, the workers' its namespace too
+    wording = ShortTitleWithMaster()
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables in its order (envvar.go:49-123, master.go, elastic.go)

@@ -6,8 +6,19 @@ import json
 
 from trainop.api import KINDS, Job
 from trainop.api.types import TFJobSpec
-from trainop.engine import Addressing, Counts, Framework
+from trainop.engine import Addressing, Counts, Framework, Wording
 from trainop.frameworks.common import all_succeeded, compact_json, per_job, replicas, total_replicas
+
+
+class TFWording(Wording):
+    def restarting_event(self, job: Job, failed: int, rtype: str) -> str | None:
+        return None  # tfjob_controller.go tells none of its own
+
+    def failed(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+        if policy == "ExitCode":
+            return super().failed(job, failed, rtype, policy)
+        # pkg/controller.v1/tensorflow/tfjob_controller.go:500
+        return f"TFJob {job.key} has failed because {failed} {rtype} replica(s) failed."
 
 
 class TensorFlow(Framework[TFJobSpec]):
@@ -15,9 +26,7 @@ class TensorFlow(Framework[TFJobSpec]):
     spec_type = TFJobSpec
     master_role = ("Chief", "Master")
     worker0_is_master = True  # upstream: pkg/controller.v1/tensorflow/tfjob_controller.go:598
-
-    def restarting_event(self, job: Job, failed: int, rtype: str) -> str | None:
-        return None  # tfjob_controller.go tells none of its own
+    wording = TFWording()
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # A single replica trains alone: no cluster to describe (util.go:74-95).
@@ -48,11 +57,6 @@ class TensorFlow(Framework[TFJobSpec]):
         # tfjob_controller.go:495-498: the job goes on whatever its workers do
         return rtype == "Worker" and bool(self.spec(job).enable_dynamic_worker)
 
-    def failed_message(self, job: Job, failed: int, rtype: str, policy: str) -> str:
-        if policy == "ExitCode":
-            return super().failed_message(job, failed, rtype, policy)
-        # pkg/controller.v1/tensorflow/tfjob_controller.go:500
-        return f"TFJob {job.key} has failed because {failed} {rtype} replica(s) failed."
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         for chief in ("Chief", "Master"):

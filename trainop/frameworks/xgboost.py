@@ -5,6 +5,7 @@ from __future__ import annotations
 from trainop.api import KINDS, Job
 from trainop.api.types import XGBoostJobSpec
 from trainop.engine import Addressing, Counts, Framework
+from trainop.engine.wording import ShortTitle
 from trainop.frameworks.common import all_succeeded, per_job, replicas, total_replicas
 
 
@@ -13,8 +14,7 @@ class XGBoost(Framework[XGBoostJobSpec]):
     spec_type = XGBoostJobSpec
     master_role = ("Master",)
 
-    def short_title(self, job: Job) -> bool:
-        return True  # pkg/controller.v1/xgboost/xgboostjob_controller.go:365-377
+    wording = ShortTitle()  # pkg/controller.v1/xgboost/xgboostjob_controller.go:365-377
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables, in its order: pkg/controller.v1/xgboost/xgboost.go:31-110

@@ -18,6 +18,7 @@ from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
 from trainop.api.templates import containers, main_container
 from trainop.engine import EngineConfig, Observed, reconcile
+from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import REPLICA_TYPE, replica_type_of
 from trainop.frameworks import framework_for
 from trainop.local.addressing import LocalAddressing
@@ -138,8 +139,9 @@ def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Consol
             continue
         name = obj["metadata"]["name"]
         rtype = replica_type_of(job, obj["metadata"]["labels"][REPLICA_TYPE])
+        assert rtype is not None  # the engine labels its own pods
         entry: dict[str, Any] = {"replica": name, "restartPolicy": obj["spec"]["restartPolicy"]}
-        if rtype in fw.started_by_launcher:
+        if started_by_launcher(fw, rtype):
             entry["process"] = "none (started by the launcher)"
         else:
             try:

@@ -15,6 +15,7 @@ from trainop.api import Job
 from trainop.api.templates import containers
 from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, reconcile
 from trainop.engine import conditions as cond
+from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
 from trainop.frameworks import framework_for
@@ -180,7 +181,7 @@ class LocalRun:
         assert replica is not None and rtype is not None  # the engine labels its own pods
         index = replica[1]
         command = None
-        if rtype not in self.framework.started_by_launcher:
+        if not started_by_launcher(self.framework, rtype):
             command = command_of(pod, self.job.main_container, self.options.run_dir,
                                  self.options.env, self._mounts(pod))
         local = LocalPod(name=name, replica_type=rtype, index=index, command=command,

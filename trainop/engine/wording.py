@@ -1,0 +1,66 @@
+"""Upstream's words: the condition messages and event texts a kind's jobs are told with.
+
+Clients and dashboards match these texts, so each is upstream v1.9.4's exact one. The
+common controller's wording is the default; a kind whose own controller words a message
+differently has a `Wording` subclass (`Framework.wording`).
+"""
+
+from __future__ import annotations
+
+from trainop.api import Job
+
+
+class Wording:
+    """The common controller's texts (pkg/controller.v1/common)."""
+
+    def short_title(self, job: Job) -> bool:
+        """Whether the kind names the job by its name alone in the Running and Succeeded
+        messages (`K n is running.`, `K n is successfully completed.`) instead of
+        `K ns/n is running.`, `K ns/n successfully completed.`."""
+        return False
+
+    def running(self, job: Job) -> str:
+        if self.short_title(job):
+            return f"{job.kind} {job.name} is running."
+        return f"{job.kind} {job.key} is running."
+
+    def succeeded(self, job: Job) -> str:
+        if self.short_title(job):
+            return f"{job.kind} {job.name} is successfully completed."
+        return f"{job.kind} {job.key} successfully completed."
+
+    def created_pod(self, rtype: str, name: str) -> str:
+        """The message of a pod's SuccessfulCreatePod event."""
+        return f"Created pod: {name}"
+
+    def failed(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+        """The Failed message when `failed` pods of `rtype` failed for good: an ExitCode
+        replica's permanent exit code (pkg/controller.v1/common/pod.go:369), else the
+        kind's UpdateJobStatus (e.g. pytorch/pytorchjob_controller.go:435)."""
+        if policy == "ExitCode":
+            return f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
+        return f"{job.kind} {job.name} is failed because {failed} {rtype} replica(s) failed."
+
+    def restarting(self, job: Job, failed: int, rtype: str) -> str:
+        """The Restarting message (pkg/controller.v1/common/pod.go:362)."""
+        return f"job {job.name} is restarting because {rtype} replica(s) failed."
+
+    def restarting_event(self, job: Job, failed: int, rtype: str) -> str | None:
+        """The Warning the kind's own controller tells on a restart besides pod.go's (e.g.
+        pytorchjob_controller.go:430), if it has one."""
+        return f"{job.kind} {job.name} is restarting because {failed} {rtype} replica(s) failed."
+
+
+class ShortTitle(Wording):
+    """A kind that names the job by its name alone (XGBoost, MPI)."""
+
+    def short_title(self, job: Job) -> bool:
+        return True
+
+
+class ShortTitleWithMaster(Wording):
+    """PyTorch and Paddle: the name alone where the job has a Master (their controllers
+    word the master's and the workers' status differently)."""
+
+    def short_title(self, job: Job) -> bool:
+        return "Master" in job.spec.replica_specs
