@@ -60,7 +60,7 @@ class Cluster:
         self.api.stop()
 
     def client(self) -> Client:
-        return Client(from_kubeconfig(str(self.api.kubeconfig)), qps=0,
+        return Client(from_kubeconfig(str(self.api.kubeconfig)),
                       max_connections=CONCURRENCY)
 
     def namespace(self, name: str) -> str:

@@ -45,7 +45,7 @@ async def serving(fake: FlakyServer) -> AsyncIterator[Client]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = Client(ClusterConfig(server=f"http://127.0.0.1:{port}"), qps=0)
+    client = Client(ClusterConfig(server=f"http://127.0.0.1:{port}"))
     try:
         yield client
     finally:

@@ -127,7 +127,10 @@ def _resource_of(path: str) -> str:
 
 
 class Client:
-    def __init__(self, config: ClusterConfig, qps: float = 20, burst: int = 30,
+    """Requests to one API server. `qps`/`burst` limit them as client-go does (0: no limit;
+    the manager's limit is its --kube-api-qps/--kube-api-burst, `ManagerOptions`)."""
+
+    def __init__(self, config: ClusterConfig, qps: float = 0, burst: int = 1,
                  max_connections: int = MAX_IN_FLIGHT):
         self.config = config
         self.limiter = TokenBucket(qps, burst)

@@ -187,7 +187,7 @@ def _elector(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
         return None
     # its own connections and no shared rate limit: no burst of other requests may delay
     # a renewal
-    elector_client = Client(cfg, qps=0, max_connections=2)
+    elector_client = Client(cfg, max_connections=2)
     side_clients.append(elector_client)
     return LeaderElector(elector_client, opts.leader_election_namespace or cfg.namespace,
                          opts.leader_election_id,

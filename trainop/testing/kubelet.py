@@ -40,7 +40,7 @@ def status(phase: str, exit_code: int | None = None) -> dict[str, Any]:
 
 
 async def main(kubeconfig: str, run_seconds: float, fail_every: int) -> None:
-    client = Client(from_kubeconfig(kubeconfig), qps=0, max_connections=CONCURRENCY)
+    client = Client(from_kubeconfig(kubeconfig), max_connections=CONCURRENCY)
     sem = asyncio.Semaphore(CONCURRENCY)
     seen: set[str] = set()
     running: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references
