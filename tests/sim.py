@@ -10,11 +10,13 @@ from trainop.api import Job
 from trainop.engine import (
     ClusterAddressing,
     EngineConfig,
+    Held,
     Observed,
     OwnedObject,
     Plan,
     PodState,
     SSHKeyPair,
+    clock,
     reconcile,
 )
 from trainop.engine.labels import replica_of, replica_type_of
@@ -39,11 +41,13 @@ class Cluster:
         self.created: dict[str, dict[str, Any]] = {}
         self.deleted_job = False
         self.plans: list[Plan] = []
+        self.held: tuple[Held, ...] = ()
+        """Names other jobs' objects hold (the runtime finds them in its caches)."""
 
     @property
     def observed(self) -> Observed:
         return Observed(pods=tuple(self.pods.values()), objects=tuple(self.objects.values()),
-                        ssh_key=KEY)
+                        ssh_key=KEY, held=self.held)
 
     def plan(self) -> Plan:
         return reconcile(self.job, self.observed, self.now, framework_for(self.job.kind),
@@ -68,7 +72,8 @@ class Cluster:
                 replica = replica_of(meta["labels"])
                 rtype = replica_type_of(self.job, replica[0]) if replica else None
                 assert replica is not None and rtype is not None
-                self.pods[meta["name"]] = PodState(meta["name"], rtype, replica[1])
+                self.pods[meta["name"]] = PodState(meta["name"], rtype, replica[1],
+                                                   created=clock.fmt(self.now))
             else:
                 content = content_of(obj["kind"], obj)
                 self.objects[(obj["kind"], meta["name"])] = OwnedObject(

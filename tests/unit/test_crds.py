@@ -101,6 +101,11 @@ def test_extensions_are_in_the_schema() -> None:
     assert replica["restartLimit"]["type"] == "integer"
     status = schema["properties"]["status"]["properties"]
     assert set(status["lastFailure"]["properties"]) >= {"replicaType", "index", "pod", "exitCode"}
+    assert spec["runPolicy"]["properties"]["startupDeadlineSeconds"]["type"] == "integer"
+    waiting = status["waitingReplicas"]
+    assert waiting["type"] == "array"
+    assert set(waiting["items"]["properties"]) == {"replicaType", "index", "pod", "reason",
+                                                   "message", "since"}
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

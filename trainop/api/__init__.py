@@ -13,6 +13,7 @@ from trainop.api.types import (
     ReplicaSpec,
     ReplicaStatus,
     RunPolicy,
+    WaitingReplica,
 )
 from trainop.api.validation import (
     InvalidJob,
@@ -26,5 +27,6 @@ __all__ = [
     "API_VERSION", "GROUP", "JOB_MODELS", "KINDS", "OUR_MANAGER", "VERSION",
     "FailureInfo", "InvalidJob", "Job", "JobCondition", "JobStatus", "KindInfo",
     "ManifestError", "Problem", "ReplicaSpec", "ReplicaStatus", "RunPolicy",
+    "WaitingReplica",
     "default_job", "load_job", "parse_job", "read_documents", "validate", "validate_update",
 ]

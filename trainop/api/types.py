@@ -88,6 +88,11 @@ class RunPolicy(Model):
         description="trainop: Replica (default) restarts only the failed pod; Job restarts "
         "every replica of the job together when one fails retryably.",
     )
+    startup_deadline_seconds: int | None = Field(
+        None,
+        description="trainop: fail the job (reason StartupDeadlineExceeded) when one of its "
+        "pods has not started this many seconds after it was created; unset: wait for ever.",
+    )
 
 
 class RDZVConf(Model):
@@ -383,6 +388,19 @@ class FailureInfo(Model):
     time: Time | None = None
 
 
+class WaitingReplica(Model):
+    """trainop: a replica whose pod has not started (or cannot be made yet), and why."""
+
+    replica_type: str
+    index: int
+    pod: str
+    reason: str
+    """The kubelet's or the scheduler's (ErrImagePull, CreateContainerConfigError,
+    Unschedulable, CrashLoopBackOff of an init container), or trainop's NameInUse."""
+    message: str | None = None
+    since: Time | None = None
+
+
 class JobStatus(Model):
     conditions: list[JobCondition] | None = None
     replica_statuses: dict[str, ReplicaStatus] | None = None
@@ -390,6 +408,8 @@ class JobStatus(Model):
     completion_time: Time | None = None
     last_reconcile_time: Time | None = None
     last_failure: FailureInfo | None = None
+    waiting_replicas: list[WaitingReplica] | None = Field(
+        None, description="trainop: the replicas whose pods have not started, and why.")
 
 
 class Job(Model):

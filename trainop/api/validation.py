@@ -231,6 +231,9 @@ def _run_policy_problems(job: Job) -> list[Problem]:
     ):
         if value is not None and value < 0:
             problems.append(Problem(f"spec.runPolicy.{name}", f"must be 0 or more, got {value}"))
+    if rp.startup_deadline_seconds is not None and rp.startup_deadline_seconds < 1:
+        problems.append(Problem("spec.runPolicy.startupDeadlineSeconds",
+                                f"must be 1 or more, got {rp.startup_deadline_seconds}"))
     sp = rp.scheduling_policy
     if sp is not None:
         if sp.min_available is not None and sp.min_available < 0:

@@ -74,12 +74,17 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
 
     services = {o.name for o in observed.objects if o.kind == "Service"}
     slots = {(p.replica_type, p.index) for p in observed.pods}
+    # a name another job's object still holds: neither the pod nor its service is made
+    # until it is free (the reconcile says why, or fails the job if it never will be)
+    taken = {h.name for h in observed.held}
     spent = 0
     for rtype, rspec in job.spec.replica_specs.items():
         may = not out.held and (fw.launcher is None
                                 or fw.launcher.may_create(job, rtype, observed))
         for i in range(rspec.replicas or 0):
             name = replica_name(job, rtype, i)
+            if name in taken:
+                continue
             wants_service = fw.pod_services and name not in services and not out.held
             wants_pod = may and (rtype, i) not in slots
             if not (wants_service or wants_pod):

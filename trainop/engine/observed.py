@@ -41,6 +41,12 @@ class PodState:
     last_run: tuple[int, str | None] | None = None
     """The main container's last run when it restarted in place: exit code and reason."""
     ready: bool = False
+    waiting: tuple[str, str] | None = None
+    """Why a pod that has not started waits (reason, message), where that is a problem:
+    an image that cannot be pulled, a missing ConfigMap, no node that fits, an init
+    container crash-looping. None while it starts as it should."""
+    created: str | None = None
+    """When the pod was made (RFC 3339), for runPolicy.startupDeadlineSeconds."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,24 @@ class OwnedObject:
     content: str | None = None
     """A digest of what the engine compares to decide on an update (objects.content_of: a
     ConfigMap's data, a Role's rules); None: never updated."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """An object under a name one of the job's replicas needs, controlled by another
+    kubeflow.org/v1 job (the runtime finds them by name in its caches)."""
+
+    kind: str
+    name: str
+    deleting: bool
+    owner_kind: str | None
+    owner_name: str | None
+
+    def going(self, job_kind: str, job_name: str) -> bool:
+        """Whether it will go by itself: it is being deleted, or it was a job of this kind
+        and name that is gone (the garbage collector deletes what the old one owned: the
+        job was deleted and applied again)."""
+        return self.deleting or (self.owner_kind == job_kind and self.owner_name == job_name)
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,8 @@ class Observed:
     exited: tuple[tuple[str, int], ...] = ()
     """(pod, exit code) of the kind's default container, for pods seen to end since the
     job's last reconcile (the runtime keeps them until a plan was applied)."""
+    held: tuple[Held, ...] = ()
+    """Names of the job's pods and services that objects of other jobs hold."""
 
     def object(self, kind: str, name: str) -> OwnedObject | None:
         for obj in self.objects:

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
-from trainop.engine import clock, failures, gang, objects
+from trainop.engine import clock, failures, gang, objects, waiting
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.elastic import HPA_API_VERSION
@@ -123,6 +123,7 @@ class _Run:
         wait for the TTL (`just_now`: it finished in this round, whose counts stand, and
         the TTL is only waited for)."""
         doomed = self.clean_up(deadline=self.past_deadline)
+        self.status.waiting_replicas = None
         if not just_now and cond.is_true(self.status, cond.FAILED):
             # pods cleanup deletes, or that are gone, are no longer active (upstream leaves
             # the count of the moment the job failed, however long ago its pods went)
@@ -199,6 +200,7 @@ class _Run:
         # start has no replica statuses, as upstream writes none for it)
         for rs in (self.status.replica_statuses or {}).values():
             rs.active = 0
+        self.status.waiting_replicas = None
 
     def active(self) -> None:
         st = self.status
@@ -234,6 +236,8 @@ class _Run:
             return
         if self.fw.succeeded(self.job, counts):
             self.succeed()
+            return
+        if self.waiting():
             return
         self.create_missing()
         if self.fw.running(self.job, counts):
@@ -319,6 +323,26 @@ class _Run:
         if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
                           self.fw.wording.succeeded(self.job)):
             self.plan.count("successful")
+
+    def waiting(self) -> bool:
+        """Say which replicas wait and why (status.waitingReplicas, an event per new cause);
+        True when that fails the job: a pod past runPolicy.startupDeadlineSeconds, or a
+        name another job's live object holds."""
+        survey = waiting.survey(self.job, self.observed, self.status.waiting_replicas,
+                                self.now_dt)
+        self.status.waiting_replicas = survey.entries or None
+        self.plan.events.extend(survey.told)
+        if survey.foreign is not None:
+            h = survey.foreign
+            self.fail("CreateFailed", f"{self.kind} {self.job.key} cannot run: "
+                                      f"{waiting.not_ours(h.kind, h.name)}")
+            return True
+        if survey.overdue is not None:
+            self.fail(waiting.STARTUP_DEADLINE, waiting.overdue_message(self.job, survey.overdue))
+            return True
+        if survey.next_look is not None:
+            self.plan.requeue(survey.next_look)
+        return False
 
     def create_missing(self) -> None:
         todo = objects.missing(self.job, self.observed, self.fw, self.addr, self.config)

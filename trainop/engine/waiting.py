@@ -1,0 +1,103 @@
+"""Replicas that have not started, and why: `status.waitingReplicas`, the events that tell
+of each cause once, and `runPolicy.startupDeadlineSeconds`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from trainop.api import Job, WaitingReplica
+from trainop.engine import clock
+from trainop.engine.failures import in_spec
+from trainop.engine.labels import replica_name
+from trainop.engine.observed import Held, Observed, Phase, PodState
+from trainop.engine.plan import Event
+
+NAME_IN_USE = "NameInUse"
+"""The reason of a replica whose name an object of an earlier job still holds."""
+STARTUP_DEADLINE = "StartupDeadlineExceeded"
+HELD_RETRY = 1.0
+"""Seconds between looks at a name another job's object holds (its deletion is no event of
+this job's)."""
+
+
+def not_ours(kind: str, name: str) -> str:
+    """Why a job cannot run when an object it needs is someone else's for good."""
+    return f"{kind} {name} already exists and is not controlled by this job (delete or rename it)"
+
+
+@dataclass
+class Survey:
+    entries: list[WaitingReplica] = field(default_factory=list)
+    told: list[Event] = field(default_factory=list)
+    """A Warning (Normal for NameInUse) per replica and reason not waiting so before."""
+    foreign: Held | None = None
+    """A name held by a live object of another job: the job cannot run."""
+    overdue: PodState | None = None
+    """A pod past the startup deadline (the one made first)."""
+    next_look: float | None = None
+    """Seconds until the next deadline or look at a held name."""
+
+
+def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
+           now: dt.datetime) -> Survey:
+    """The replicas of `job` that wait, with what `before` (the stored status) had of them."""
+    out = Survey()
+    since = {(w.pod, w.reason): w.since for w in before or []}
+    stamp = clock.fmt(now)
+
+    def wait(rtype: str, index: int, pod: str, reason: str, message: str) -> None:
+        out.entries.append(WaitingReplica(replica_type=rtype, index=index, pod=pod,
+                                          reason=reason, message=message,
+                                          since=since.get((pod, reason), stamp)))
+        if (pod, reason) not in since:
+            out.told.append(Event("Normal" if reason == NAME_IN_USE else "Warning", reason,
+                                  f"pod {pod} is waiting: {message}"))
+
+    pending = [p for p in observed.pods
+               if p.phase == Phase.PENDING and not p.terminating and in_spec(job, p)]
+    for p in sorted(pending, key=lambda p: (p.replica_type, p.index)):
+        if p.waiting is not None:
+            wait(p.replica_type, p.index, p.name, *p.waiting)
+    if observed.held:
+        _held(job, observed.held, out, wait)
+    limit = job.spec.run_policy.startup_deadline_seconds
+    if limit is not None:
+        for p in sorted(pending, key=lambda p: p.created or ""):
+            if p.created is None:
+                continue
+            left = limit - (now - clock.parse(p.created)).total_seconds()
+            if left <= 0:
+                out.overdue = out.overdue or p
+            else:
+                out.next_look = left if out.next_look is None else min(out.next_look, left)
+    return out
+
+
+def _held(job: Job, held: tuple[Held, ...], out: Survey,
+          wait: Callable[[str, int, str, str, str], None]) -> None:
+    by_name = {h.name: h for h in sorted(held, key=lambda h: h.kind != "Pod")}
+    for rtype, rspec in job.spec.replica_specs.items():
+        for index in range(rspec.replicas or 0):
+            h = by_name.get(replica_name(job, rtype, index))
+            if h is None:
+                continue
+            if not h.going(job.kind, job.name):
+                out.foreign = out.foreign or h
+                continue
+            if h.owner_kind == job.kind and h.owner_name == job.name:
+                why = f"{h.kind} {h.name} of an earlier {job.kind} {job.name} is still there"
+            else:
+                why = f"{h.kind} {h.name} of {h.owner_kind} {h.owner_name} is being deleted"
+            wait(rtype, index, h.name, NAME_IN_USE, f"{why}; it is made once that is gone")
+            out.next_look = HELD_RETRY
+
+
+def overdue_message(job: Job, pod: PodState) -> str:
+    limit = job.spec.run_policy.startup_deadline_seconds
+    words = f"{job.kind} {job.name} has failed because pod {pod.name} did not start within " \
+            f"{limit}s"
+    if pod.waiting is not None:
+        return f"{words} ({pod.waiting[0]}: {pod.waiting[1]})."
+    return f"{words}."
