@@ -37,9 +37,12 @@ class MemoryAPI:
     name to the controller UID of an object already there."""
 
     def __init__(self, refuse: dict[str, int] | None = None,
-                 taken: dict[str, str] | None = None, conflicts: int = 0):
+                 taken: dict[str, str] | None = None, conflicts: int = 0,
+                 taken_by: tuple[str, str] = ("X", "x"), deleting: bool = False):
         self.refuse = refuse or {}
         self.taken = taken or {}
+        self.taken_by, self.deleting = taken_by, deleting
+        """The kind and name of the holders' controller; whether they are being deleted."""
         self.conflicts = conflicts
         """Status writes answered 409 (someone changed the job) before one goes through."""
         self.created: list[tuple[str, str]] = []
@@ -58,8 +61,12 @@ class MemoryAPI:
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         name = (params or {})["fieldSelector"].split("=", 1)[1]
-        owner = [{"controller": True, "uid": self.taken[name], "kind": "X"}]
-        return {"items": [{"metadata": {"name": name, "ownerReferences": owner}}]}
+        owner = [{"controller": True, "uid": self.taken[name], "kind": self.taken_by[0],
+                  "name": self.taken_by[1], "apiVersion": "kubeflow.org/v1"}]
+        meta = {"name": name, "ownerReferences": owner}
+        if self.deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return {"items": [{"metadata": meta}]}
 
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         self.deleted.append(path.rsplit("/", 1)[1])
@@ -193,3 +200,20 @@ def test_our_own_object_found_after_a_409_is_used() -> None:
     asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
     assert [k for k, _ in api.created].count("Pod") == 2
     assert "CreateFailed" not in [e.reason for e in told.events]
+
+
+@pytest.mark.parametrize(("taken_by", "deleting"), [(("MPIJob", "job"), False),
+                                                     (("TFJob", "other"), True)],
+                         ids=["an-earlier-job-of-the-name", "being-deleted"])
+def test_a_name_still_held_by_what_is_going_is_tried_again_not_failed(
+        taken_by: tuple[str, str], deleting: bool) -> None:
+    api = MemoryAPI(taken={"job-config": "old-uid"}, taken_by=taken_by, deleting=deleting)
+    told = Told()
+    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 1})
+    again = asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
+    assert again == 1.0
+    assert [k for k, _ in api.created if k == "Pod"] == []
+    assert "CreateFailed" not in [e.reason for e in told.events]
+    # a new job shows Created meanwhile, and nothing else
+    assert api.status is not None
+    assert [c["type"] for c in api.status["conditions"]] == ["Created"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import pytest
 
@@ -145,6 +146,33 @@ def test_pod_record_keeps_what_the_engine_reads() -> None:
     assert (rec.phase, rec.restarts, rec.ready) == ("Failed", 3, False)
     assert rec.exit_code("pytorch") == 137
     assert rec.exit_code("missing") == 0  # falls back to the first terminated container
+
+
+@pytest.mark.parametrize(("status", "cause"), [
+    ({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/1 nodes are available: 1 Insufficient cpu."}]},
+     ("Unschedulable", "0/1 nodes are available: 1 Insufficient cpu.")),
+    ({"initContainerStatuses": [{"name": "init-pytorch", "state": {"waiting": {
+        "reason": "ErrImagePull", "message": "failed to pull image \"nope:1\""}}}],
+      "containerStatuses": [{"name": "pytorch", "state": {"waiting": {
+          "reason": "PodInitializing"}}}]},
+     ("ErrImagePull", 'init container init-pytorch: failed to pull image "nope:1"')),
+    ({"containerStatuses": [{"name": "pytorch", "state": {"waiting": {
+        "reason": "CreateContainerConfigError", "message": 'configmap "cfg" not found'}}}]},
+     ("CreateContainerConfigError", 'container pytorch: configmap "cfg" not found')),
+    ({"containerStatuses": [{"name": "pytorch", "state": {"waiting": {
+        "reason": "ContainerCreating"}}}]}, None),  # on its way
+    ({}, None),
+], ids=["unschedulable", "init-image", "config", "creating", "nothing-yet"])
+def test_a_pending_pod_says_why_it_does_not_start(status: dict[str, Any],
+                                                   cause: tuple[str, str] | None) -> None:
+    pod = {**POD, "metadata": {**POD["metadata"], "creationTimestamp": "2026-01-01T00:00:00Z"},
+           "status": {"phase": "Pending", **status}}
+    rec = pod_record(pod)
+    assert rec is not None and rec.waiting == cause
+    assert rec.created == "2026-01-01T00:00:00Z"
+    started = pod_record({**pod, "status": {**pod["status"], "phase": "Running"}})
+    assert started is not None and (started.waiting, started.created) == (None, None)
 
 
 def _owned(namespace: str, api_version: str, controller: bool = True) -> str | None:

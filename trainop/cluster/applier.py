@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,8 +19,11 @@ from trainop.cluster.expectations import Expectations
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
 from trainop.cluster.resources import JOBS, Resource, resource_for
-from trainop.engine import Event, ObjectRef, Plan, create_refused, created_only
+from trainop.engine import Event, Held, ObjectRef, Plan, create_refused, created_only
 from trainop.engine.objects import KEPT_CURRENT
+from trainop.engine.waiting import HELD_RETRY, not_ours
+
+log = logging.getLogger("trainop.applier")
 
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
@@ -28,6 +32,11 @@ REJECTED = (400, 422)
 class Refused(Exception):
     """The API server refused an object of the plan for good (a template it rejects, a
     name taken by an object the job does not control): the job cannot run."""
+
+
+class NameHeld(Exception):
+    """A name the plan needs is held by an object that is going (an earlier job of the
+    same kind and name, or anything being deleted): made once it is gone."""
 
 
 class PlanApplier:
@@ -44,9 +53,19 @@ class PlanApplier:
         self.recorder = recorder
         self.expectations = Expectations()
 
-    async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+    async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> float | None:
+        """Send `plan`; the seconds after which the job is to be decided again (the plan's,
+        or a second where a name it needs is still held)."""
         try:
             await self._send(key, obj, plan)
+        except NameHeld as held:
+            # the cache had not shown the holder yet: the next decision finds it there and
+            # says what the replica waits for; a new job shows Created meanwhile
+            log.info("%s %s: %s; trying again in %.0fs", self.kind, key, held, HELD_RETRY)
+            blocked = created_only(plan, stored_status(obj), wallclock.now())
+            if blocked is not None:
+                await self.commit(key, obj, blocked)
+            return HELD_RETRY
         except Refused as refusal:
             plan = create_refused(plan, self.kind, key, str(refusal), wallclock.now())
         except REQUEST_ERRORS:
@@ -66,10 +85,11 @@ class PlanApplier:
             except APIError as err:
                 if not err.not_found:
                     raise
-                return  # an earlier round deleted it, and told so
+                return None  # an earlier round deleted it, and told so
             metrics.JOBS_DELETED.labels(ns, self.framework).inc()
             for event in plan.on_deleted:
                 self.recorder.record(obj, event)
+        return plan.requeue_after
 
     async def commit(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
         """What follows a plan's writes: its status, its events, its metrics. Events that
@@ -185,9 +205,9 @@ class PlanApplier:
 
     async def _squatted(self, resource: Resource, ns: str, obj: dict[str, Any]) -> None:
         """After a 409: nothing when the object there is ours (a create the cache had not
-        shown yet), else Refused. An object someone else made under the name the
-        job needs (a ConfigMap with another script, a Secret with another key) is never
-        adopted."""
+        shown yet); NameHeld when it is going (Held.going); else Refused. An object
+        someone else made under the name the job needs (a ConfigMap with another script, a
+        Secret with another key) is never adopted."""
         name = obj["metadata"]["name"]
         # a list by name, not a get: the manager's role lists what it owns, and reads no
         # single Secret it was not given
@@ -196,9 +216,15 @@ class PlanApplier:
         there = (found.get("items") or [None])[0]
         if there is None:
             return  # gone meanwhile: the next decision makes it again
-        if meta_of(there).owner_uid != obj["metadata"]["ownerReferences"][0]["uid"]:
-            raise Refused(f"{obj['kind']} {name} already exists and is not controlled by "
-                          "this job (delete or rename it)")
+        meta, owner = meta_of(there), obj["metadata"]["ownerReferences"][0]
+        if meta.owner_uid == owner["uid"]:
+            return
+        held = Held(obj["kind"], name, bool((there.get("metadata") or {}).get(
+            "deletionTimestamp")), meta.owner_kind, meta.owner_name)
+        if held.going(owner["kind"], owner["name"]):
+            raise NameHeld(f"{obj['kind']} {name} of {meta.owner_kind} {meta.owner_name} "
+                           "is still there")
+        raise Refused(not_ours(obj["kind"], name))
 
     async def _delete(self, key: str, ns: str, ref: ObjectRef) -> None:
         try:

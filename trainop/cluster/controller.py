@@ -16,13 +16,14 @@ from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder, component
-from trainop.cluster.informer import Change
+from trainop.cluster.informer import Change, Informer
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.engine import (
     ClusterAddressing,
     EngineConfig,
+    Held,
     Observed,
     OwnedObject,
     PodState,
@@ -30,7 +31,7 @@ from trainop.engine import (
     rejected,
 )
 from trainop.engine import conditions as cond
-from trainop.engine.labels import replica_type_of
+from trainop.engine.labels import replica_name, replica_type_of
 from trainop.frameworks import framework_for
 
 
@@ -175,11 +176,41 @@ class JobController:
             PodState(p.meta.name, replica_type_of(job, p.replica_type) or p.replica_type,
                      p.index, phase=p.phase, terminating=p.terminating,
                      exit_code=p.exit_code(main), reason=p.reason, restarts=p.restarts,
-                     ready=p.ready, last_run=p.last_run(main))
+                     ready=p.ready, last_run=p.last_run(main), waiting=p.waiting,
+                     created=p.created)
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
                         for o in self.caches.owned_objects(owner))
-        return Observed(pods=pods, objects=objects, exited=exited)
+        return Observed(pods=pods, objects=objects, exited=exited,
+                        held=self.held(job, pods, objects))
+
+    def held(self, job: Job, pods: tuple[PodState, ...], objects: tuple[OwnedObject, ...]
+             ) -> tuple[Held, ...]:
+        """The replica names of `job` that pods or services of other kubeflow.org/v1 jobs
+        hold in the caches (a job deleted and applied again: the old one's, still going)."""
+        assert self.caches.pods is not None
+        services = [o.name for o in objects if o.kind == "Service"]
+        total = sum(r.replicas or 0 for r in job.spec.replica_specs.values())
+        if len(pods) >= total and (len(services) >= total or not self.framework.pod_services):
+            return ()  # every replica has its objects (the common case: no lookup at all)
+        mine = {p.name for p in pods} | set(services)
+        caches: list[tuple[str, Informer[Any]]] = [("Pod", self.caches.pods)]
+        if "Service" in self.caches.objects:
+            caches.append(("Service", self.caches.objects["Service"]))
+        out = []
+        for rtype, rspec in job.spec.replica_specs.items():
+            for index in range(rspec.replicas or 0):
+                name = replica_name(job, rtype, index)
+                if name in mine:
+                    continue
+                for kind, cache in caches:
+                    rec = cache.get(f"{job.namespace}/{name}")
+                    if rec is not None and rec.meta.owner_uid != job.metadata.uid:
+                        # (a service has no grace period: one being deleted is gone)
+                        deleting = isinstance(rec, PodRecord) and rec.terminating
+                        out.append(Held(kind, name, deleting, rec.meta.owner_kind,
+                                        rec.meta.owner_name))
+        return tuple(out)
 
     async def sync(self, key: str) -> float | None:
         if not self.leading():
@@ -208,7 +239,7 @@ class JobController:
             observed = dataclasses.replace(observed, ssh_key=new_key_pair())
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        self.framework, self.addr, self.config.engine)
-        await self.applier.apply(key, obj, plan)
+        requeue = await self.applier.apply(key, obj, plan)
         told = self._exited.get(key)
         if told is not None:
             for pod, code in exited.items():
@@ -220,7 +251,7 @@ class JobController:
             # a job that waits (suspended) or is done changes rarely: parse it again then,
             # rather than keep its parsed copy in memory meanwhile
             self._parsed.pop(key)
-        return plan.requeue_after
+        return requeue
 
     async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""

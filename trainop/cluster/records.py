@@ -68,6 +68,9 @@ class PodRecord:
     last_runs: dict[str, tuple[int, str | None]] | None = None
     """Containers restarted in place (OnFailure): the exit code and reason of their last
     run, by name (None when none restarted)."""
+    waiting: tuple[str, str] | None = None
+    """Why a pending pod is not starting, where that is a problem (waiting_cause)."""
+    created: str | None = None
 
     def exit_code(self, main: str) -> int | None:
         if not self.exit_codes:
@@ -111,13 +114,41 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         latest = term if term and term.get("exitCode") is not None else before
         if latest and latest.get("exitCode") is not None:
             last[cs.get("name", "")] = (int(latest["exitCode"]), latest.get("reason"))
+    phase = status.get("phase") or "Pending"
     return PodRecord(
         meta=meta, replica_type=rtype, index=index,
-        phase=status.get("phase") or "Pending",
+        phase=phase,
         terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
         restarts=restarts, ready=ready and bool(statuses), reason=reason,
         exit_codes=codes or None, last_runs=last or None,
+        waiting=waiting_cause(status) if phase == "Pending" else None,
+        # (for runPolicy.startupDeadlineSeconds; a pod that started never needs it again)
+        created=(obj.get("metadata") or {}).get("creationTimestamp")
+        if phase == "Pending" else None,
     )
+
+
+STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+"""Waiting reasons of a container that is on its way: every other one is a problem."""
+
+
+def waiting_cause(status: dict[str, Any]) -> tuple[str, str] | None:
+    """Why a pending pod does not start, as (reason, message): no node fits it (the
+    scheduler's Unschedulable), or a container, init containers first, waits for a reason
+    other than being on its way (ErrImagePull, CreateContainerConfigError, an init
+    container's CrashLoopBackOff)."""
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason"):
+            return str(c["reason"]), str(c.get("message") or c["reason"])
+    for key, what in (("initContainerStatuses", "init container"),
+                      ("containerStatuses", "container")):
+        for cs in status.get(key) or []:
+            w = (cs.get("state") or {}).get("waiting") or {}
+            reason = w.get("reason")
+            if reason and reason not in STARTING:
+                told = w.get("message") or reason
+                return str(reason), f"{what} {cs.get('name', '')}: {told}"
+    return None
 
 
 @dataclass(slots=True)
