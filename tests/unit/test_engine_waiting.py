@@ -47,10 +47,16 @@ def test_a_replica_that_cannot_start_is_named_with_its_cause_and_told_once() -> 
     c.step()
     assert not [e for e in told(c) if e[1] == "ErrImagePull"]  # once, not every round
     assert waiting(c)[0]["since"] == "2026-01-01T00:00:00Z"
-    # a new cause is told, and counted from now
+    # the kubelet's back-off between pulls is the same cause: shown, not told again
     c.set("job-worker-1", waiting=("ImagePullBackOff", "Back-off pulling image"))
     c.step()
-    assert [e[1] for e in told(c)] == ["ImagePullBackOff"]
+    assert told(c) == []
+    assert (waiting(c)[0]["reason"], waiting(c)[0]["since"]) == (
+        "ImagePullBackOff", "2026-01-01T00:00:00Z")
+    # a new cause is told, and counted from now
+    c.set("job-worker-1", waiting=("CreateContainerConfigError", 'secret "s" not found'))
+    c.step()
+    assert [e[1] for e in told(c)] == ["CreateContainerConfigError"]
     assert waiting(c)[0]["since"] == "2026-01-01T00:00:30Z"
     # once it runs, nothing waits
     c.set("job-worker-1", phase=Phase.RUNNING, waiting=None)
@@ -109,7 +115,8 @@ def test_a_name_an_earlier_job_of_the_same_name_still_holds_is_waited_for() -> N
     c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}))
     # the job was deleted and applied again: the old master pod is still terminating, the
     # old worker's service not yet collected
-    c.held = (Held("Pod", "job-master-0", True, "PyTorchJob", "job"),
+    c.held = (Held("Service", "job-master-0", False, "PyTorchJob", "job"),
+              Held("Pod", "job-master-0", True, "PyTorchJob", "job"),
               Held("Service", "job-worker-0", False, "PyTorchJob", "job"))
     plan = c.step()
     assert plan.creates == []

@@ -17,6 +17,8 @@ from trainop.engine.plan import Event
 NAME_IN_USE = "NameInUse"
 """The reason of a replica whose name an object of an earlier job still holds."""
 STARTUP_DEADLINE = "StartupDeadlineExceeded"
+SAME_CAUSE = {"ImagePullBackOff": "ErrImagePull"}
+"""Reasons the kubelet alternates between for one cause: told once, `since` kept."""
 HELD_RETRY = 1.0
 """Seconds between looks at a name another job's object holds (its deletion is no event of
 this job's)."""
@@ -44,14 +46,15 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
            now: dt.datetime) -> Survey:
     """The replicas of `job` that wait, with what `before` (the stored status) had of them."""
     out = Survey()
-    since = {(w.pod, w.reason): w.since for w in before or []}
+    since = {(w.pod, SAME_CAUSE.get(w.reason, w.reason)): w.since for w in before or []}
     stamp = clock.fmt(now)
 
     def wait(rtype: str, index: int, pod: str, reason: str, message: str) -> None:
+        cause = (pod, SAME_CAUSE.get(reason, reason))
         out.entries.append(WaitingReplica(replica_type=rtype, index=index, pod=pod,
                                           reason=reason, message=message,
-                                          since=since.get((pod, reason), stamp)))
-        if (pod, reason) not in since:
+                                          since=since.get(cause, stamp)))
+        if cause not in since:
             out.told.append(Event("Normal" if reason == NAME_IN_USE else "Warning", reason,
                                   f"pod {pod} is waiting: {message}"))
 
@@ -77,7 +80,8 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
 
 def _held(job: Job, held: tuple[Held, ...], out: Survey,
           wait: Callable[[str, int, str, str, str], None]) -> None:
-    by_name = {h.name: h for h in sorted(held, key=lambda h: h.kind != "Pod")}
+    # a replica's pod and service share the name: the pod is the one named
+    by_name = {h.name: h for h in sorted(held, key=lambda h: h.kind == "Pod")}
     for rtype, rspec in job.spec.replica_specs.items():
         for index in range(rspec.replicas or 0):
             h = by_name.get(replica_name(job, rtype, index))
