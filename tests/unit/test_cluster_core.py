@@ -324,3 +324,18 @@ def test_a_pods_replica_is_read_from_its_labels_in_one_place() -> None:
     assert replica_of({REPLICA_TYPE: "launcher"}) == ("launcher", 0)  # MPI's only launcher
     assert replica_of({REPLICA_TYPE: "worker", REPLICA_INDEX: "x"}) is None
     assert replica_of({REPLICA_INDEX: "1"}) is None and replica_of({}) is None
+
+
+def test_a_failed_pod_keeps_what_the_pod_failure_policy_reads() -> None:
+    pod = json.loads(json.dumps(POD))
+    pod["status"]["initContainerStatuses"] = [
+        {"name": "fetch", "state": {"terminated": {"exitCode": 0}}}]
+    pod["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
+        {"type": "Ready", "status": "False"}]
+    rec = pod_record(pod)
+    assert rec is not None and rec.failure == (
+        (("sidecar", 0), ("pytorch", 137), ("fetch", 0)),
+        (("DisruptionTarget", "True"), ("Ready", "False")))
+    running = pod_record({**pod, "status": {**pod["status"], "phase": "Running"}})
+    assert running is not None and running.failure is None  # nothing kept for the living

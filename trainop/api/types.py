@@ -29,6 +29,9 @@ from trainop.api.problems import (
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["All", "Running", "None"]
 RestartScope = Literal["Replica", "Job"]
+PodFailureAction = Literal["FailJob", "Ignore", "Count", "RestartJob"]
+ExitCodeOperator = Literal["In", "NotIn"]
+ConditionStatus = Literal["True", "False", "Unknown"]
 
 
 class ObjectMeta(Model):
@@ -73,6 +76,39 @@ class SchedulingPolicy(Model):
     schedule_timeout_seconds: int | None = None
 
 
+class PodFailurePolicyOnExitCodes(Model):
+    """A failed pod's container exit codes a rule matches (as batch/v1 Job's)."""
+
+    container_name: str | None = Field(
+        None, description="Only this container's (or init container's) exit code; unset: any.")
+    operator: ExitCodeOperator
+    values: list[int] = Field(
+        description="Exit codes (ordered, unique; 0 is never matched).")
+
+
+class PodFailurePolicyOnPodCondition(Model):
+    """A condition a failed pod has (DisruptionTarget: preempted, evicted, drained)."""
+
+    type: str
+    status: ConditionStatus = "True"
+
+
+class PodFailurePolicyRule(Model):
+    action: PodFailureAction = Field(
+        description="FailJob: fail the job now; Ignore: make the pod again, not counted "
+        "against backoffLimit or restartLimit; Count: as without a policy; RestartJob "
+        "(trainop's): restart every replica together, counted as one restart.")
+    on_exit_codes: PodFailurePolicyOnExitCodes | None = None
+    on_pod_conditions: list[PodFailurePolicyOnPodCondition] | None = None
+
+
+class PodFailurePolicy(Model):
+    """trainop: what a failed pod means for the job, by its exit codes or conditions, with
+    the Kubernetes Job API's rules; the first rule that matches decides."""
+
+    rules: list[PodFailurePolicyRule]
+
+
 class RunPolicy(Model):
     """The job logic every kind shares: cleanup, TTL, deadline, backoff, gang, suspend."""
 
@@ -88,6 +124,7 @@ class RunPolicy(Model):
         description="trainop: Replica (default) restarts only the failed pod; Job restarts "
         "every replica of the job together when one fails retryably.",
     )
+    pod_failure_policy: PodFailurePolicy | None = None
     startup_deadline_seconds: int | None = Field(
         None,
         description="trainop: fail the job (reason StartupDeadlineExceeded) when one of its "

@@ -13,10 +13,13 @@ from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import API_VERSION, KINDS
 from trainop.api.nesting import MAX_DEPTH, deepest
 from trainop.api.problems import Problem
-from trainop.api.types import JOB_MODELS, Job, ReplicaSpec
+from trainop.api.types import JOB_MODELS, Job, PodFailurePolicy, ReplicaSpec
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}"
+                        r"[A-Za-z0-9])?$")
+"""A Kubernetes qualified name (a condition's type: DisruptionTarget, example.com/Cause)."""
 MAX_REPLICAS = 10_000
 """Most pods one job may ask for: a typo of 1e6 must not make a million pods."""
 
@@ -221,6 +224,56 @@ def _kind_problems(job: Job, field: str) -> list[Problem]:
     return problems + job.spec.kind_problems(field)
 
 
+MAX_POLICY_RULES = 20
+MAX_EXIT_CODES = 255
+MAX_CONDITION_PATTERNS = 20
+"""The Job API's limits of a podFailurePolicy (k8s.io/kubernetes pkg/apis/batch/validation)."""
+
+
+def _pod_failure_policy_problems(job: Job, policy: PodFailurePolicy) -> list[Problem]:
+    """The Job API's rules for a podFailurePolicy, over every replica type's containers."""
+    path = "spec.runPolicy.podFailurePolicy.rules"
+    problems = []
+    if len(policy.rules) > MAX_POLICY_RULES:
+        problems.append(Problem(path, f"must have at most {MAX_POLICY_RULES} rules, "
+                                      f"got {len(policy.rules)}"))
+    names = set()
+    for rspec in job.spec.replica_specs.values():
+        tpl = (rspec.template or {}).get("spec") or {}
+        for key in ("containers", "initContainers"):
+            names |= {c.get("name") for c in tpl.get(key) or [] if isinstance(c, dict)}
+    for i, rule in enumerate(policy.rules):
+        rpath = f"{path}[{i}]"
+        if (rule.on_exit_codes is None) == (not rule.on_pod_conditions):
+            problems.append(Problem(rpath, "must have one of onExitCodes and onPodConditions"))
+        codes = rule.on_exit_codes
+        if codes is not None:
+            cpath = f"{rpath}.onExitCodes"
+            if codes.container_name is not None and codes.container_name not in names:
+                problems.append(Problem(f"{cpath}.containerName", "must be one of the "
+                                        f"containers of the pod templates, got "
+                                        f"{codes.container_name!r}"))
+            values = codes.values
+            if not values or len(values) > MAX_EXIT_CODES:
+                problems.append(Problem(f"{cpath}.values", f"must have 1 to {MAX_EXIT_CODES} "
+                                                           f"exit codes, got {len(values)}"))
+            elif values != sorted(set(values)):
+                problems.append(Problem(f"{cpath}.values", f"must be ordered and unique, "
+                                                           f"got {values}"))
+            if codes.operator == "In" and 0 in values:
+                problems.append(Problem(f"{cpath}.values", "must not hold 0 for the In "
+                                                           "operator (0 is no failure)"))
+        patterns = rule.on_pod_conditions or []
+        if len(patterns) > MAX_CONDITION_PATTERNS:
+            problems.append(Problem(f"{rpath}.onPodConditions", f"must have at most "
+                                    f"{MAX_CONDITION_PATTERNS} patterns, got {len(patterns)}"))
+        for j, pattern in enumerate(patterns):
+            if not _QUALIFIED.match(pattern.type):
+                problems.append(Problem(f"{rpath}.onPodConditions[{j}].type",
+                                        f"must be a condition type, got {pattern.type!r}"))
+    return problems
+
+
 def _run_policy_problems(job: Job) -> list[Problem]:
     rp = job.spec.run_policy
     problems = []
@@ -231,6 +284,8 @@ def _run_policy_problems(job: Job) -> list[Problem]:
     ):
         if value is not None and value < 0:
             problems.append(Problem(f"spec.runPolicy.{name}", f"must be 0 or more, got {value}"))
+    if rp.pod_failure_policy is not None:
+        problems.extend(_pod_failure_policy_problems(job, rp.pod_failure_policy))
     if rp.startup_deadline_seconds is not None and rp.startup_deadline_seconds < 1:
         problems.append(Problem("spec.runPolicy.startupDeadlineSeconds",
                                 f"must be 1 or more, got {rp.startup_deadline_seconds}"))

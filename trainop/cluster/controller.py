@@ -177,7 +177,8 @@ class JobController:
                      p.index, phase=p.phase, terminating=p.terminating,
                      exit_code=p.exit_code(main), reason=p.reason, restarts=p.restarts,
                      ready=p.ready, last_run=p.last_run(main), waiting=p.waiting,
-                     created=p.created)
+                     created=p.created, exit_codes=p.failure[0] if p.failure else (),
+                     conditions=p.failure[1] if p.failure else ())
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
                         for o in self.caches.owned_objects(owner))

@@ -71,6 +71,9 @@ class PodRecord:
     waiting: tuple[str, str] | None = None
     """Why a pending pod is not starting, where that is a problem (waiting_cause)."""
     created: str | None = None
+    failure: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]] | None = None
+    """A failed pod's exit codes (containers, then init containers) and conditions, as
+    runPolicy.podFailurePolicy reads them; None for any other pod."""
 
     def exit_code(self, main: str) -> int | None:
         if not self.exit_codes:
@@ -125,7 +128,19 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         # (for runPolicy.startupDeadlineSeconds; a pod that started never needs it again)
         created=(obj.get("metadata") or {}).get("creationTimestamp")
         if phase == "Pending" else None,
+        failure=_failure(status, codes) if phase == "Failed" else None,
     )
+
+
+def _failure(status: dict[str, Any], codes: dict[str, int]
+             ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]]:
+    init = [(cs.get("name", ""), int(term["exitCode"]))
+            for cs in status.get("initContainerStatuses") or []
+            if (term := (cs.get("state") or {}).get("terminated"))
+            and term.get("exitCode") is not None]
+    conditions = tuple((str(c.get("type")), str(c.get("status")))
+                       for c in status.get("conditions") or [] if c.get("type"))
+    return (*codes.items(), *init), conditions
 
 
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})

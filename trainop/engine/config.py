@@ -22,6 +22,10 @@ class EngineConfig:
     mpi_kubectl_delivery_image: str = "ghcr.io/kubeflow/training-v1/kubectl-delivery:latest"
     """--mpi-kubectl-delivery-image: the MPI launcher's init container that brings kubectl
     (upstream's default, pkg/config/config.go:35)."""
+    ignore_disruptions: bool = False
+    """--ignore-disruptions (trainop's own; off as upstream): a job that sets no
+    runPolicy.podFailurePolicy has podfailure.IGNORE_DISRUPTIONS (a pod the cluster ended,
+    with the DisruptionTarget condition, is made again, not counted)."""
     aggregate_events: bool = False
     """--aggregate-events (trainop's own; off as upstream): one SuccessfulCreatePod,
     SuccessfulCreateService or SuccessfulDeletePod event per job and round, naming the

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainop.api import Job, JobStatus, ReplicaSpec
+from trainop.api.types import PodFailurePolicy
+from trainop.engine import podfailure
 from trainop.engine.framework import Framework
 from trainop.engine.observed import Phase, PodState
 from trainop.engine.pods import pod_restart_policy, replica_policy
@@ -24,6 +26,8 @@ class Verdict(enum.Enum):
     """Recreate the pod (or every pod, with restartScope Job): the job goes on."""
     FAIL = "fail"
     """The job fails."""
+    IGNORE = "ignore"
+    """Only failures the pod failure policy ignores: their pods are made again, uncounted."""
 
 
 def _exit_code_rule(pod: PodState) -> Verdict:
@@ -78,6 +82,9 @@ class Judgement:
     recreations: dict[str, int] = field(default_factory=dict)
     """Replica type -> pod recreations this restart adds to its status (RESTART)."""
     whole_job: bool = False
+    ignored: tuple[tuple[PodState, str], ...] = ()
+    """Failed pods an Ignore rule of the pod failure policy matched, with the rule's words:
+    deleted to be made again, counted nowhere (unless the job fails)."""
     by_replicas: bool = False
     """A FAIL because replicas failed for good (not a limit: upstream counts only these as
     failed jobs)."""
@@ -134,22 +141,49 @@ def recreations(status: JobStatus, rtype: str | None = None) -> int:
     return sum(rs.restarts or 0 for rs in statuses.values())
 
 
-def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
-          ) -> Judgement | None:
-    """The verdict on the job's failed pods and limits, in this order: restarts in place
-    past backoffLimit; a permanent failure; a retryable one past backoffLimit or its
-    type's restartLimit; else a restart. None when nothing failed. Messages start with
-    upstream's words (the framework's); the failure that decided follows."""
+def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any],
+          policy: PodFailurePolicy | None = None) -> Judgement | None:
+    """The verdict on the job's failed pods and limits, in this order: a FailJob rule of
+    the pod failure `policy`; restarts in place past backoffLimit; a permanent failure; a
+    retryable one past backoffLimit or its type's restartLimit; else a restart (of every
+    replica where a RestartJob rule matched). Pods an Ignore rule matched are left out of
+    all of it. None when nothing failed. Messages start with upstream's words (the
+    framework's); the failure that decided follows."""
+    failures = sorted(
+        (Failure(p, classify(replica_policy(job, p.replica_type), p))
+         for p in live if p.phase == Phase.FAILED and in_spec(job, p)),
+        key=lambda f: (f.pod.replica_type, f.pod.index))
+    matches = {f.pod.name: m for f in failures
+               if (m := podfailure.match(policy, job.namespace, f.pod)) is not None}
+    for f in failures:
+        m = matches.get(f.pod.name)
+        if m is not None and m.action == "FailJob":
+            # the Job API's reason and words, as its Failed condition says them
+            return Judgement(Verdict.FAIL, podfailure.REASON, m.why, m.why, True, f,
+                             by_replicas=True)
+    ignored = tuple((f.pod, matches[f.pod.name].why) for f in failures
+                    if matches.get(f.pod.name, _COUNT).action == "Ignore")
+    restart_job = any(m.action == "RestartJob" for m in matches.values())
+    failures = [Failure(f.pod, Verdict.RESTART)
+                if matches.get(f.pod.name, _COUNT).action == "RestartJob" else f
+                for f in failures if matches.get(f.pod.name, _COUNT).action != "Ignore"]
+    judgement = _judge_counted(job, live, status, fw, failures, restart_job)
+    if judgement is None:
+        return Judgement(Verdict.IGNORE, "", "", ignored=ignored) if ignored else None
+    return dataclasses.replace(judgement, ignored=ignored)
+
+
+_COUNT = podfailure.Match("Count", -1, "")
+
+
+def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any],
+                   failures: list[Failure], restart_job: bool) -> Judgement | None:
+    """judge() over the failures that count."""
     title = f"{job.kind} {job.key}"
     # upstream's words (pkg/controller.v1/common/job.go:210); trainop's facts follow them
     backoff = f"Job {job.name} has failed because it has reached the specified backoff limit"
     rp = job.spec.run_policy
     specs: dict[str, ReplicaSpec] = job.spec.replica_specs
-    failures = sorted(
-        (Failure(p, classify(replica_policy(job, p.replica_type), p))
-         for p in live if p.phase == Phase.FAILED and in_spec(job, p)),
-        key=lambda f: (f.pod.replica_type, f.pod.index))
-
     in_place = container_restarts(job, live)
     if rp.backoff_limit is not None and in_place > 0 and (
             in_place >= rp.backoff_limit or rp.backoff_limit == 0):
@@ -191,7 +225,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any]
             return Judgement(Verdict.FAIL, "RestartLimitExceeded", message, message, True,
                              first)
 
-    whole_job = rp.restart_scope == "Job"
+    whole_job = rp.restart_scope == "Job" or restart_job
     if whole_job:
         bumps = {first.pod.replica_type: 1}
     else:

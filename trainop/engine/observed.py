@@ -47,6 +47,11 @@ class PodState:
     container crash-looping. None while it starts as it should."""
     created: str | None = None
     """When the pod was made (RFC 3339), for runPolicy.startupDeadlineSeconds."""
+    exit_codes: tuple[tuple[str, int], ...] = ()
+    """A failed pod's terminated containers' exit codes, containers then init containers,
+    by name (for runPolicy.podFailurePolicy's onExitCodes)."""
+    conditions: tuple[tuple[str, str], ...] = ()
+    """A failed pod's conditions as (type, status) (for onPodConditions: DisruptionTarget)."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
-from trainop.engine import clock, failures, gang, objects, waiting
+from trainop.engine import clock, failures, gang, objects, podfailure, waiting
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.elastic import HPA_API_VERSION
@@ -269,9 +269,19 @@ class _Run:
     def handle_failures(self) -> bool:
         """Restart or fail as the failure rules judge (failures.py); True when the job
         stopped or restarts (nothing more to create in this round)."""
-        judgement = failures.judge(self.job, self.live_pods(), self.status, self.fw)
+        policy = self.job.spec.run_policy.pod_failure_policy
+        if policy is None and self.config.ignore_disruptions:
+            policy = podfailure.IGNORE_DISRUPTIONS
+        judgement = failures.judge(self.job, self.live_pods(), self.status, self.fw, policy)
         if judgement is None:
             return False
+        if judgement.verdict is not failures.Verdict.FAIL and judgement.ignored:
+            # made again, counted nowhere: the pod's end was not the job's doing
+            self.delete_pods([pod for pod, _ in judgement.ignored], "pod failure policy")
+            for _, why in judgement.ignored:
+                self.event(podfailure.REASON, f"{why}: the pod is made again, not counted")
+        if judgement.verdict is failures.Verdict.IGNORE:
+            return True
         if judgement.first is not None:
             self.record_failure(judgement.first)
         if judgement.verdict is failures.Verdict.FAIL:
