@@ -238,6 +238,11 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
                    "(preempted, evicted, its node drained: the DisruptionTarget condition) "
                    "is made again and counted against no limit. Not in upstream; the "
                    "shipped Deployment turns it on.")
+@click.option("--fallback-to-logs-on-error", is_flag=True,
+              help="Give containers whose template leaves terminationMessagePolicy unset "
+                   "FallbackToLogsOnError: a container that fails without writing a "
+                   "termination message leaves the end of its log in status.lastFailure. "
+                   "Not in upstream; the shipped Deployment turns it on.")
 @click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
                                    "~/.kube/config].")
 @click.option("--log-level", default="info", show_default=True,
@@ -254,7 +259,7 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             pytorch_init_container_max_tries: int,
             pytorch_init_container_template_file: Path, mpi_kubectl_delivery_image: str,
             wait_for_dns: bool, aggregate_events: bool, ignore_disruptions: bool,
-            kubeconfig: str | None,
+            fallback_to_logs_on_error: bool, kubeconfig: str | None,
             log_level: str) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
@@ -288,7 +293,8 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
                             pytorch_init_max_tries=pytorch_init_container_max_tries,
                             pytorch_init_template=template, wait_for_dns=wait_for_dns,
                             aggregate_events=aggregate_events,
-                            ignore_disruptions=ignore_disruptions),
+                            ignore_disruptions=ignore_disruptions,
+                            fallback_to_logs_on_error=fallback_to_logs_on_error),
         # upstream reads the cluster domain of TF_CONFIG's names from its own environment
         cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None,
         webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,

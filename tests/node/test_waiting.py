@@ -96,3 +96,24 @@ def test_a_job_deleted_and_applied_again_at_once_waits_for_its_old_pods_and_runs
                    for e in held), held
         assert "SuccessfulCreatePod" in reasons, told
         assert "training" in ns.logs("again-master-0")
+
+
+def test_the_last_failure_holds_the_node_container_and_the_end_of_the_log(
+        cluster: TestCluster, manager: None) -> None:
+    # the shipped Deployment's --fallback-to-logs-on-error: the program writes no
+    # termination message, and the kubelet keeps the end of its log as one
+    job = python_job("PyTorchJob", "lastwords", {"Master": 1},
+                     "import sys; print('loading shard 7', flush=True); "
+                     "print('ValueError: shard 7 is corrupt', flush=True); sys.exit(3)")
+    with Namespace(cluster, "lastwords") as ns:
+        ns.apply(job)
+        done = ns.condition("PyTorchJob", "lastwords", "Failed", timeout=120)
+        last = done["status"]["lastFailure"]
+        pod = ns.get("pod", "lastwords-master-0")
+        assert pod is not None
+        assert (last["pod"], last["container"], last["exitCode"]) == (
+            "lastwords-master-0", "pytorch", 3), last
+        assert last["node"] == pod["spec"]["nodeName"], last
+        assert last["message"].endswith("ValueError: shard 7 is corrupt\n"), last
+        term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert last["time"] == term["finishedAt"], (last, term)

@@ -14,6 +14,7 @@ from trainop.cluster.client import throttle_delay, warning_texts
 from trainop.cluster.expectations import Expectations
 from trainop.cluster.records import job_record, object_record, owner_key, pod_record
 from trainop.cluster.workqueue import WorkQueue
+from trainop.engine import Ended
 from trainop.engine.objects import content_of
 
 
@@ -328,14 +329,21 @@ def test_a_pods_replica_is_read_from_its_labels_in_one_place() -> None:
 
 def test_a_failed_pod_keeps_what_the_pod_failure_policy_reads() -> None:
     pod = json.loads(json.dumps(POD))
+    pod["spec"] = {"nodeName": "node-1"}
+    pod["status"]["containerStatuses"][1]["state"]["terminated"].update(
+        finishedAt="2026-01-01T00:01:00Z", message="CUDA error: out of memory")
     pod["status"]["initContainerStatuses"] = [
         {"name": "fetch", "state": {"terminated": {"exitCode": 0}}}]
     pod["status"]["conditions"] = [
         {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
         {"type": "Ready", "status": "False"}]
     rec = pod_record(pod)
-    assert rec is not None and rec.failure == (
-        (("sidecar", 0), ("pytorch", 137), ("fetch", 0)),
-        (("DisruptionTarget", "True"), ("Ready", "False")))
+    assert rec is not None and rec.failure is not None
+    assert rec.failure.exit_codes == (("sidecar", 0), ("pytorch", 137), ("fetch", 0))
+    assert rec.failure.conditions == (("DisruptionTarget", "True"), ("Ready", "False"))
+    # what status.lastFailure names: each container that failed, as it ended
+    assert rec.failure.ended == (Ended("pytorch", "2026-01-01T00:01:00Z", "CUDA error: out of"
+                                       " memory"),)
+    assert rec.node == "node-1"
     running = pod_record({**pod, "status": {**pod["status"], "phase": "Running"}})
     assert running is not None and running.failure is None  # nothing kept for the living

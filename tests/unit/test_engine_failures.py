@@ -79,3 +79,49 @@ def test_a_replica_without_a_restart_policy_is_judged_by_its_kinds_default() -> 
     assert pod_restart_policy(raw, "Worker") == "OnFailure"
     verdict = judge(raw, [failed("pt-worker-0", 0, 1)], JobStatus(), framework_for("PyTorchJob"))
     assert verdict is not None and verdict.verdict is Verdict.RESTART
+
+
+def test_the_last_failure_names_the_node_container_time_and_message_of_the_first_to_fail(
+        ) -> None:
+    from tests.sim import Cluster
+    from trainop.engine import Ended
+
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 2},
+                    replica_extra={"Worker": {"restartPolicy": "ExitCode"}}))
+    c.step()
+    c.all("Running")
+    c.step()
+    # worker 1 failed first (CUDA); worker 0 lost its peer a second later
+    c.set("job-worker-0", phase="Failed", exit_code=1, reason="Error", node="gpu-2",
+          ended=Ended("pytorch", "2026-01-01T00:05:01Z", "connection reset by peer"))
+    c.set("job-worker-1", phase="Failed", exit_code=1, reason="Error", node="gpu-1",
+          ended=Ended("pytorch", "2026-01-01T00:05:00Z", "CUDA error: an illegal memory "
+                      "access was encountered"))
+    c.step()
+    assert c.job.status is not None and c.job.status.last_failure is not None
+    assert c.job.status.last_failure.to_dict() == {
+        "replicaType": "Worker", "index": 1, "pod": "job-worker-1", "exitCode": 1,
+        "reason": "Error", "time": "2026-01-01T00:05:00Z", "node": "gpu-1",
+        "container": "pytorch",
+        "message": "CUDA error: an illegal memory access was encountered"}
+    failed = c.condition("Failed")
+    # upstream's words first (both workers counted), then the first to fail
+    assert failed.message == ('job "job" is failing because "Worker" replica(s) failed. '
+                              "Last failure: pod job-worker-1 exited with code 1 (Error).")
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_logs_stand_in_for_a_missing_termination_message_with_the_flag(on: bool) -> None:
+    from tests.sim import Cluster
+    from trainop.engine import EngineConfig
+
+    extra = {"Worker": {"template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "x"},
+        {"name": "sidecar", "image": "x", "terminationMessagePolicy": "File"}]}}}}
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}, replica_extra=extra),
+                config=EngineConfig(fallback_to_logs_on_error=on))
+    c.step()
+    policies = [ct.get("terminationMessagePolicy")
+                for ct in c.pod("job-worker-0")["spec"]["containers"]]
+    # the template's own choice is kept either way
+    assert policies == (["FallbackToLogsOnError", "File"] if on else [None, "File"])

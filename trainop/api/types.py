@@ -423,6 +423,12 @@ class FailureInfo(Model):
     exit_code: int | None = None
     reason: str | None = None
     time: Time | None = None
+    """When the container ended (else when trainop saw the failure)."""
+    node: str | None = None
+    container: str | None = None
+    message: str | None = None
+    """The container's termination message (with FallbackToLogsOnError: the end of its
+    log when it wrote none)."""
 
 
 class WaitingReplica(Model):

@@ -22,6 +22,7 @@ from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.engine import (
     ClusterAddressing,
+    Ended,
     EngineConfig,
     Held,
     Observed,
@@ -177,8 +178,10 @@ class JobController:
                      p.index, phase=p.phase, terminating=p.terminating,
                      exit_code=p.exit_code(main), reason=p.reason, restarts=p.restarts,
                      ready=p.ready, last_run=p.last_run(main), waiting=p.waiting,
-                     created=p.created, exit_codes=p.failure[0] if p.failure else (),
-                     conditions=p.failure[1] if p.failure else ())
+                     created=p.created, node=p.node,
+                     exit_codes=p.failure.exit_codes if p.failure else (),
+                     conditions=p.failure.conditions if p.failure else (),
+                     ended=_main_first(p.failure.ended, main) if p.failure else None)
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
                         for o in self.caches.owned_objects(owner))
@@ -260,3 +263,8 @@ class JobController:
         key = f"{m['namespace']}/{m['name']}"
         plan = rejected(stored_status(obj), self.kind, key, str(err), wallclock.now())
         await self.applier.commit(key, obj, plan)
+
+
+def _main_first(ended: tuple[Ended, ...], main: str) -> Ended | None:
+    """The main container's end where it failed, else the first container's that did."""
+    return next((e for e in ended if e.container == main), ended[0] if ended else None)

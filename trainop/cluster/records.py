@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ import orjson
 
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
+from trainop.engine.observed import Ended
 
 
 @dataclass(slots=True)
@@ -53,6 +55,17 @@ def meta_of(obj: dict[str, Any]) -> Meta:
                 owner.get("apiVersion") if owner else None)
 
 
+@dataclass(slots=True, frozen=True)
+class FailureFacts:
+    exit_codes: tuple[tuple[str, int], ...]
+    """Terminated containers' exit codes, containers then init containers (as
+    runPolicy.podFailurePolicy reads them)."""
+    conditions: tuple[tuple[str, str], ...]
+    """The pod's conditions as (type, status)."""
+    ended: tuple[Ended, ...]
+    """The containers that ended with a code other than 0, as they ended."""
+
+
 @dataclass(slots=True)
 class PodRecord:
     meta: Meta
@@ -71,9 +84,9 @@ class PodRecord:
     waiting: tuple[str, str] | None = None
     """Why a pending pod is not starting, where that is a problem (waiting_cause)."""
     created: str | None = None
-    failure: tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]] | None = None
-    """A failed pod's exit codes (containers, then init containers) and conditions, as
-    runPolicy.podFailurePolicy reads them; None for any other pod."""
+    failure: FailureFacts | None = None
+    """What a failed pod tells of its end; None for any other pod."""
+    node: str | None = None
 
     def exit_code(self, main: str) -> int | None:
         if not self.exit_codes:
@@ -129,18 +142,26 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         created=(obj.get("metadata") or {}).get("creationTimestamp")
         if phase == "Pending" else None,
         failure=_failure(status, codes) if phase == "Failed" else None,
+        node=sys.intern(node) if (node := (obj.get("spec") or {}).get("nodeName")) else None,
     )
 
 
-def _failure(status: dict[str, Any], codes: dict[str, int]
-             ) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, str], ...]]:
-    init = [(cs.get("name", ""), int(term["exitCode"]))
-            for cs in status.get("initContainerStatuses") or []
-            if (term := (cs.get("state") or {}).get("terminated"))
-            and term.get("exitCode") is not None]
+def _failure(status: dict[str, Any], codes: dict[str, int]) -> FailureFacts:
+    ended = []
+    init = []
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or []:
+            term = (cs.get("state") or {}).get("terminated")
+            if not term or term.get("exitCode") is None:
+                continue
+            name = cs.get("name", "")
+            if key == "initContainerStatuses":
+                init.append((name, int(term["exitCode"])))
+            if term["exitCode"] != 0:
+                ended.append(Ended(name, term.get("finishedAt"), term.get("message")))
     conditions = tuple((str(c.get("type")), str(c.get("status")))
                        for c in status.get("conditions") or [] if c.get("type"))
-    return (*codes.items(), *init), conditions
+    return FailureFacts((*codes.items(), *init), conditions, tuple(ended))
 
 
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})

@@ -16,14 +16,14 @@ from trainop.engine.framework import (
     Framework,
     Launcher,
 )
-from trainop.engine.observed import Held, Observed, OwnedObject, Phase, PodState, SSHKeyPair
+from trainop.engine.observed import Ended, Held, Observed, OwnedObject, Phase, PodState, SSHKeyPair
 from trainop.engine.outcomes import create_refused, created_only, rejected
 from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.reconcile import reconcile
 from trainop.engine.wording import Wording
 
 __all__ = [
-    "POD_IP", "Addressing", "ClusterAddressing", "Counts", "EngineConfig", "Env", "Event",
+    "POD_IP", "Addressing", "ClusterAddressing", "Counts", "Ended", "EngineConfig", "Env", "Event",
     "FieldRef", "Framework", "Held", "Launcher", "ObjectRef", "Observed", "OwnedObject",
     "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict", "Wording", "classify",
     "create_refused", "created_only", "reconcile", "rejected",

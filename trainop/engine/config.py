@@ -26,6 +26,11 @@ class EngineConfig:
     """--ignore-disruptions (trainop's own; off as upstream): a job that sets no
     runPolicy.podFailurePolicy has podfailure.IGNORE_DISRUPTIONS (a pod the cluster ended,
     with the DisruptionTarget condition, is made again, not counted)."""
+    fallback_to_logs_on_error: bool = False
+    """--fallback-to-logs-on-error (trainop's own; off as upstream): containers whose
+    template leaves terminationMessagePolicy unset get FallbackToLogsOnError, so a failed
+    container that wrote no termination message leaves the end of its log as one
+    (status.lastFailure.message)."""
     aggregate_events: bool = False
     """--aggregate-events (trainop's own; off as upstream): one SuccessfulCreatePod,
     SuccessfulCreateService or SuccessfulDeletePod event per job and round, naming the

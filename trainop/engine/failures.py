@@ -132,6 +132,15 @@ def _last_in_place(live: list[PodState]) -> Failure | None:
     return Failure(dataclasses.replace(pod, exit_code=code, reason=reason), Verdict.FAIL)
 
 
+def earliest(failures: list[Failure]) -> Failure:
+    """The failure that came first, where the containers' end times tell (the others are
+    usually its victims: peers that lost their connection to it); else the first listed."""
+    def when(f: Failure) -> str:
+        ended = f.pod.ended
+        return ended.finished_at if ended and ended.finished_at else "~"  # after any time
+    return min(failures, key=when)
+
+
 def recreations(status: JobStatus, rtype: str | None = None) -> int:
     """Pod recreations after failures so far, as the job's status remembers them."""
     statuses = status.replica_statuses or {}
@@ -196,8 +205,8 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
     permanent = [f for f in failures if f.verdict is Verdict.FAIL
                  and not fw.tolerates_failure(job, f.pod.replica_type)]
     if permanent:
-        first = permanent[0]
-        rtype = first.pod.replica_type
+        rtype = permanent[0].pod.replica_type  # upstream's words name the first type
+        first = earliest(permanent)
         n = sum(1 for f in permanent if f.pod.replica_type == rtype)
         policy = replica_policy(job, rtype)
         words = fw.wording.failed(job, n, rtype, policy)
@@ -210,7 +219,7 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
     retry = [f for f in failures if f.verdict is Verdict.RESTART]
     if not retry:
         return None
-    first = retry[0]
+    first = earliest(retry)
     if rp.backoff_limit is not None and \
             recreations(status) + in_place >= rp.backoff_limit:
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
@@ -233,7 +242,7 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
         for f in retry:
             bumps[f.pod.replica_type] = bumps.get(f.pod.replica_type, 0) + 1
     scope = f"; {WHOLE_JOB}" if whole_job else ""
-    rtype = first.pod.replica_type
+    rtype = retry[0].pod.replica_type
     words = fw.wording.restarting(job, len(retry), rtype)
     return Judgement(
         Verdict.RESTART, f"{job.kind}Restarting",

@@ -52,6 +52,18 @@ class PodState:
     by name (for runPolicy.podFailurePolicy's onExitCodes)."""
     conditions: tuple[tuple[str, str], ...] = ()
     """A failed pod's conditions as (type, status) (for onPodConditions: DisruptionTarget)."""
+    node: str | None = None
+    ended: Ended | None = None
+    """A failed pod's container that failed (the main one where it did), as it ended."""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a container ended: for status.lastFailure."""
+
+    container: str
+    finished_at: str | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True)

@@ -310,9 +310,13 @@ class _Run:
         return True
 
     def record_failure(self, f: failures.Failure) -> None:
+        ended = f.pod.ended
         self.status.last_failure = FailureInfo(
             replica_type=f.pod.replica_type, index=f.pod.index, pod=f.pod.name,
-            exit_code=f.pod.exit_code, reason=f.pod.reason, time=self.now,
+            exit_code=f.pod.exit_code, reason=f.pod.reason,
+            time=(ended.finished_at if ended else None) or self.now, node=f.pod.node,
+            container=ended.container if ended else None,
+            message=ended.message if ended else None,
         )
 
     def fail(self, reason: str, message: str, told: str = "", warning: bool = True) -> bool:
