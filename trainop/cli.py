@@ -148,6 +148,49 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
 
 
 @main.command()
+@click.argument("job", metavar="KIND/NAME")
+@click.option("-n", "--namespace", help="The job's namespace [default: the kubeconfig "
+                                        "context's, else default].")
+@click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
+                                   "~/.kube/config].")
+@click.option("-w", "--watch", is_flag=True, help="Keep the screen current until Ctrl-C.")
+def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: bool) -> None:
+    """Show a job in a cluster as `trainop run` shows a local one: each replica's pod
+    (phase, node, restarts, exit code, what it waits for), the job's conditions, the
+    replicas it says wait, and its last failure. KIND/NAME as kubectl takes it, e.g.
+    pytorchjob/mnist. Exit status: 0 shown, 1 the cluster could not be asked, 2 bad input
+    or no such job."""
+    import asyncio
+
+    from rich.console import Console
+
+    from trainop.cluster import describe as screen
+    from trainop.cluster.client import REQUEST_ERRORS, APIError
+    from trainop.cluster.config import ConfigError, load
+
+    word, _, name = job.partition("/")
+    kind = screen.kind_of(word)
+    if kind is None or not name:
+        _fail(f"describe {job}: give KIND/NAME, KIND one of "
+              f"{', '.join(k.lower() for k in KINDS)}")
+    try:
+        config = load(kubeconfig)
+    except ConfigError as err:
+        _fail(f"describe: {err}", 1)
+    ns = namespace or config.namespace
+    try:
+        asyncio.run(screen.describe(config, kind, ns, name, Console(), watch))
+    except KeyboardInterrupt:
+        pass
+    except APIError as err:
+        if err.not_found:
+            _fail(f"describe: {kind} {ns}/{name} not found")
+        _fail(f"describe: {err}", 1)
+    except REQUEST_ERRORS as err:
+        _fail(f"describe: cannot reach the cluster: {err}", 1)
+
+
+@main.command()
 @click.option("--enable-scheme", "schemes", multiple=True, metavar="KIND",
               help="Run the controller of this kind (tfjob, pytorchjob, mpijob, xgboostjob, "
                    "paddlejob, jaxjob, mxjob); repeat for more [default: all].")
