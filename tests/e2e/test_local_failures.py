@@ -189,3 +189,22 @@ def test_a_link_planted_in_the_workdir_is_not_followed(tmp_path: Path) -> None:
         "files it creates"]
     assert victim.read_text() == "keep me\n"
     assert "ran" not in out.stdout
+
+
+def test_a_pod_failure_policy_and_the_last_failure_are_the_clusters_locally(
+        tmp_path: Path) -> None:
+    script = ("import os, sys\n"
+              "if os.environ['PROCESS_ID'] == '1':\n"
+              "    print('shard 3 is corrupt', flush=True); sys.exit(42)\n"
+              "import time; time.sleep(30)\n")
+    policy = {"rules": [{"action": "FailJob",
+                         "onExitCodes": {"operator": "In", "values": [42]}}]}
+    out = trainop_run("-", cwd=tmp_path, stdin=job(script, policy="Never",
+                                                   podFailurePolicy=policy))
+    assert out.returncode == 1, out.stdout + out.stderr
+    # the Job API's reason and words, as on a cluster; then the replica's last lines
+    assert ("Failed      True  PodFailurePolicy: Container jax for pod default/t-worker-1 "
+            "failed with exit code 42 matching FailJob rule at index 0") in out.stdout, \
+        out.stdout
+    assert "last failure: pod t-worker-1 (container jax) exited with code 42" in out.stdout
+    assert "    shard 3 is corrupt" in out.stdout

@@ -22,7 +22,8 @@ def running(rules: list[dict[str, Any]] | None, restart: str = "Never",
             config: EngineConfig | None = None, **run_policy: Any) -> Cluster:
     rp = {**run_policy, **({"podFailurePolicy": {"rules": rules}} if rules else {})}
     c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 2}, spec={"runPolicy": rp},
-                    replica_extra={"Worker": {"restartPolicy": restart}}), config=config)
+                    replica_extra={rt: {"restartPolicy": restart} for rt in ("Master", "Worker")}),
+                config=config)
     c.step()
     c.all(Phase.RUNNING)
     c.step()
@@ -77,7 +78,7 @@ def test_the_managers_flag_ignores_disruptions_of_jobs_without_a_policy() -> Non
 def test_fail_job_on_an_exit_code_fails_at_once_in_the_job_apis_words() -> None:
     rules = [{"action": "FailJob", "onExitCodes": {"containerName": "pytorch",
                                                    "operator": "In", "values": [42]}}]
-    c = running(rules, restart="OnFailure", backoffLimit=10)  # would restart in place
+    c = running(rules, restart="ExitCode", backoffLimit=10)  # 42: PyTorchJobFailed without
     c.set("job-worker-0", phase=Phase.FAILED, exit_code=42,
           exit_codes=(("sidecar", 0), ("pytorch", 42)))
     plan = c.step()
@@ -146,12 +147,18 @@ def test_the_first_matching_rule_decides() -> None:
      "templates, got 'nope'"),
     ({"action": "Ignore", "onPodConditions": [{"type": "not a type"}]},
      "rules[0].onPodConditions[0].type: must be a condition type, got 'not a type'"),
+    ({"action": "FailJob", "onExitCodes": {"operator": "In", "values": [1]}, "_policy":
+      "OnFailure"}, "rules[0].onExitCodes: cannot match: the kubelet restarts Master in "
+     "place (restartPolicy OnFailure or Always), so no exit code fails a pod; use Never or "
+     "ExitCode"),
     ({"action": "Drop", "onPodConditions": [{"type": "DisruptionTarget"}]},
      "rules[0].action: must be one of 'FailJob', 'Ignore', 'Count', 'RestartJob'"),
 ])
 def test_a_policy_the_job_api_would_refuse_is_refused(rule: dict[str, Any],
                                                       problem: str) -> None:
+    policy = rule.pop("_policy", "Never")
     with pytest.raises(InvalidJob) as err:
         load_job(manifest("PyTorchJob", {"Master": 1},
-                          spec={"runPolicy": {"podFailurePolicy": {"rules": [rule]}}}))
+                          spec={"runPolicy": {"podFailurePolicy": {"rules": [rule]}}},
+                          replica_extra={"Master": {"restartPolicy": policy}}))
     assert f"spec.runPolicy.podFailurePolicy.{problem}" in str(err.value)

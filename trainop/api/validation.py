@@ -242,6 +242,9 @@ def _pod_failure_policy_problems(job: Job, policy: PodFailurePolicy) -> list[Pro
         tpl = (rspec.template or {}).get("spec") or {}
         for key in ("containers", "initContainers"):
             names |= {c.get("name") for c in tpl.get(key) or [] if isinstance(c, dict)}
+    in_place = [rt for rt, r in job.spec.replica_specs.items()
+                if (r.restart_policy or job.info.default_restart_policy) in ("OnFailure", "Always")
+                and job.spec.run_policy.restart_scope != "Job"]
     for i, rule in enumerate(policy.rules):
         rpath = f"{path}[{i}]"
         if (rule.on_exit_codes is None) == (not rule.on_pod_conditions):
@@ -249,6 +252,11 @@ def _pod_failure_policy_problems(job: Job, policy: PodFailurePolicy) -> list[Pro
         codes = rule.on_exit_codes
         if codes is not None:
             cpath = f"{rpath}.onExitCodes"
+            if in_place:
+                problems.append(Problem(cpath, "cannot match: the kubelet restarts "
+                                        f"{', '.join(in_place)} in place (restartPolicy "
+                                        "OnFailure or Always), so no exit code fails a pod; "
+                                        "use Never or ExitCode"))
             if codes.container_name is not None and codes.container_name not in names:
                 problems.append(Problem(f"{cpath}.containerName", "must be one of the "
                                         f"containers of the pod templates, got "

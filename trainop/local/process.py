@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
+import platform
 import re
 import signal
 import sys
@@ -14,13 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainop import wallclock
 from trainop.api.templates import main_container
-from trainop.engine import PodState
+from trainop.engine import Ended, PodState, clock
 
 PYTHONS = ("python", "python3")
 MAX_BACKOFF = 10.0
 START_FAILED = 127
 """Exit code of a replica whose command could not be started."""
+TAIL_LINES = 20
+"""Lines of a failed run's output kept as its termination message."""
 
 
 class NotRunnable(ValueError):
@@ -133,6 +138,13 @@ class LocalPod:
     """Its end was observed (Observed.exited) and so told once."""
     start_error: str | None = None
     """Why the command could not be started (no such program, say): the run cannot go on."""
+    container: str = ""
+    """The main container's name (what status.lastFailure and podFailurePolicy name)."""
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(
+        maxlen=TAIL_LINES))
+    """The last lines of the current run's output: its termination message, as a
+    kubelet's FallbackToLogsOnError keeps the end of a log."""
+    finished_at: str | None = None
     _proc: asyncio.subprocess.Process | None = None
     _task: asyncio.Task[None] | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
@@ -141,10 +153,16 @@ class LocalPod:
         # restarted in place: its last run, as a kubelet's lastState says
         last = (self.exit_code, self.reason) if self.restarts and self.exit_code is not None \
             and self.phase in ("Pending", "Running") else None
+        failed = self.phase == "Failed" and self.exit_code is not None
         return PodState(self.name, self.replica_type, self.index, phase=self.phase,
                         terminating=self.terminating, exit_code=self.exit_code,
                         reason=self.reason, restarts=self.restarts,
-                        ready=self.phase == "Running", last_run=last)
+                        ready=self.phase == "Running", last_run=last,
+                        exit_codes=((self.container, self.exit_code),)
+                        if failed and self.exit_code is not None else (),
+                        node=platform.node() if failed else None,
+                        ended=Ended(self.container, self.finished_at,
+                                    "".join(self.tail) or None) if failed else None)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -197,17 +215,21 @@ class LocalPod:
             self.on_line(self.name, self.start_error)
             return START_FAILED
         self.phase = "Running"
+        self.tail.clear()
         self.on_change()
         assert self._proc.stdout is not None
         async for raw in self._proc.stdout:
             log.write(raw)
             log.flush()
-            self.on_line(self.name, raw.decode(errors="replace").rstrip("\n"))
+            text = raw.decode(errors="replace")
+            self.tail.append(text if text.endswith("\n") else text + "\n")
+            self.on_line(self.name, text.rstrip("\n"))
         code = await self._proc.wait()
         return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell says
 
     def _finish(self, code: int) -> None:
         self.exit_code = code
+        self.finished_at = clock.fmt(wallclock.now())
         self.phase = "Succeeded" if code == 0 else "Failed"
         self.reason = None if code == 0 else "StartError" if self.start_error else _reason(code)
         self.on_change()

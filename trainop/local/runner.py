@@ -188,7 +188,8 @@ class LocalRun:
                          restart_policy=pod["spec"]["restartPolicy"],
                          log=self._guarded(files.open_below, self.options.run_dir,
                                            f"{name}.log", append=True),
-                         on_line=self.on_line, on_change=self.wake)
+                         on_line=self.on_line, on_change=self.wake,
+                         container=self.job.main_container)
         self.pods[name] = local
         local.start()
 

@@ -77,6 +77,14 @@ class RunView:
         for c in conditions:
             self.console.print(f"  {c.type:<11} {c.status:<5} {c.reason}: {c.message}",
                                soft_wrap=True, highlight=False)
+        last = result.status.last_failure if result.status else None
+        if last is not None and result.outcome != "Succeeded":
+            self.console.print(f"  last failure: pod {last.pod} (container {last.container}) "
+                               f"exited with code {last.exit_code}; its last lines:",
+                               soft_wrap=True, highlight=False)
+            for line in (last.message or "").splitlines()[-5:]:
+                self.console.print(Text(f"    {line}", style="dim"), soft_wrap=True,
+                                   highlight=False)
         style = "bold green" if result.outcome == "Succeeded" else "bold red"
         self.console.print(Text(f"{result.outcome} in {result.duration:.1f}s; "
                                 f"logs in {run_dir}", style=style), highlight=False)
