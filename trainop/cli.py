@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
@@ -29,6 +30,17 @@ from trainop.engine.config import EngineConfig
 def _fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"trainop: {message}", err=True)
     sys.exit(code)
+
+
+def _own_flag(name: str, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A manager flag of trainop's own: off by default (upstream has no such behaviour), on
+    in the shipped Deployment."""
+    return click.option(name, is_flag=True,
+                        help=f"{help} Not in upstream; the shipped Deployment turns it on.")
+
+
+_KUBECONFIG = click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else "
+                                                "$KUBECONFIG or ~/.kube/config].")
 
 
 def _dump_yaml(obj: object) -> str:
@@ -151,8 +163,7 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
 @click.argument("job", metavar="KIND/NAME")
 @click.option("-n", "--namespace", help="The job's namespace [default: the kubeconfig "
                                         "context's, else default].")
-@click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
-                                   "~/.kube/config].")
+@_KUBECONFIG
 @click.option("-w", "--watch", is_flag=True, help="Keep the screen current until Ctrl-C.")
 def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: bool) -> None:
     """Show a job in a cluster as `trainop run` shows a local one: each replica's pod
@@ -266,28 +277,23 @@ def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: boo
 @click.option("--mpi-kubectl-delivery-image", default=EngineConfig.mpi_kubectl_delivery_image,
               show_default=True, help="Image of the MPI launcher's init container that "
                                       "brings kubectl (MPIJobs of the KubectlExec transport).")
-@click.option("--wait-for-dns", is_flag=True,
-              help="Give pods that dial a peer by name as they start, without retrying the "
-                   "lookup (XGBoost's workers), an init container `wait-for-dns` that waits "
-                   "for that name (image and tries of the PyTorch init container). Not in "
-                   "upstream; the shipped Deployment turns it on.")
-@click.option("--aggregate-events", is_flag=True,
-              help="Tell one SuccessfulCreatePod, SuccessfulCreateService or "
-                   "SuccessfulDeletePod event per job and round, naming the objects, instead "
-                   "of one per object (fewer API writes for large jobs). Not in upstream; the "
-                   "shipped Deployment turns it on.")
-@click.option("--ignore-disruptions", is_flag=True,
-              help="For jobs that set no runPolicy.podFailurePolicy: a pod the cluster ended "
-                   "(preempted, evicted, its node drained: the DisruptionTarget condition) "
-                   "is made again and counted against no limit. Not in upstream; the "
-                   "shipped Deployment turns it on.")
-@click.option("--fallback-to-logs-on-error", is_flag=True,
-              help="Give containers whose template leaves terminationMessagePolicy unset "
-                   "FallbackToLogsOnError: a container that fails without writing a "
-                   "termination message leaves the end of its log in status.lastFailure. "
-                   "Not in upstream; the shipped Deployment turns it on.")
-@click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else $KUBECONFIG or "
-                                   "~/.kube/config].")
+@_own_flag("--wait-for-dns",
+           "Give pods that dial a peer by name as they start, without retrying the lookup "
+           "(XGBoost's workers), an init container `wait-for-dns` that waits for that name "
+           "(image and tries of the PyTorch init container).")
+@_own_flag("--aggregate-events",
+           "Tell one SuccessfulCreatePod, SuccessfulCreateService or SuccessfulDeletePod "
+           "event per job and round, naming the objects, instead of one per object (fewer "
+           "API writes for large jobs).")
+@_own_flag("--ignore-disruptions",
+           "For jobs that set no runPolicy.podFailurePolicy: a pod the cluster ended "
+           "(preempted, evicted, its node drained: the DisruptionTarget condition) is made "
+           "again and counted against no limit.")
+@_own_flag("--fallback-to-logs-on-error",
+           "Give containers whose template leaves terminationMessagePolicy unset "
+           "FallbackToLogsOnError: a container that fails without writing a termination "
+           "message leaves the end of its log in status.lastFailure.")
+@_KUBECONFIG
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name: str | None,
