@@ -135,15 +135,15 @@ def test_a_name_an_earlier_job_of_the_same_name_still_holds_is_waited_for() -> N
     assert c.job.status is not None and c.job.status.waiting_replicas is None
 
 
-def test_a_name_another_live_job_holds_fails_the_job() -> None:
+def test_a_name_another_live_job_holds_is_left_to_the_api_server() -> None:
+    # a cache can lag behind a deletion: the create is tried, and the applier reads the
+    # holder afresh before it fails the job (test_applier: not adopted, CreateFailed)
     c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}))
     c.held = (Held("Pod", "job-worker-0", False, "TFJob", "job"),)
     plan = c.step()
-    failed = c.condition(cond.FAILED)
-    assert failed.reason == "CreateFailed"
-    assert failed.message == ("PyTorchJob default/job cannot run: Pod job-worker-0 already "
-                              "exists and is not controlled by this job (delete or rename it)")
-    assert [o for o in plan.creates if o["kind"] == "Pod"] == []
+    assert not cond.is_finished(c.job.status)
+    assert "job-worker-0" in [o["metadata"]["name"] for o in plan.creates if o["kind"] == "Pod"]
+    assert c.job.status is not None and c.job.status.waiting_replicas is None
 
 
 def test_a_name_of_a_job_being_deleted_is_waited_for_whatever_job_it_was() -> None:

@@ -74,9 +74,10 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
 
     services = {o.name for o in observed.objects if o.kind == "Service"}
     slots = {(p.replica_type, p.index) for p in observed.pods}
-    # a name another job's object still holds: neither the pod nor its service is made
-    # until it is free (the reconcile says why, or fails the job if it never will be)
-    taken = {h.name for h in observed.held}
+    # a name an object that is going still holds: neither the pod nor its service is made
+    # until it is free (the reconcile says why). One that stays is tried all the same: the
+    # API server refuses it, and the applier reads the holder afresh before failing the job
+    taken = {h.name for h in observed.held if h.going(job.kind, job.name)}
     spent = 0
     for rtype, rspec in job.spec.replica_specs.items():
         may = not out.held and (fw.launcher is None

@@ -340,17 +340,11 @@ class _Run:
 
     def waiting(self) -> bool:
         """Say which replicas wait and why (status.waitingReplicas, an event per new cause);
-        True when that fails the job: a pod past runPolicy.startupDeadlineSeconds, or a
-        name another job's live object holds."""
+        True when that fails the job: a pod past runPolicy.startupDeadlineSeconds."""
         survey = waiting.survey(self.job, self.observed, self.status.waiting_replicas,
                                 self.now_dt)
         self.status.waiting_replicas = survey.entries or None
         self.plan.events.extend(survey.told)
-        if survey.foreign is not None:
-            h = survey.foreign
-            self.fail("CreateFailed", f"{self.kind} {self.job.key} cannot run: "
-                                      f"{waiting.not_ours(h.kind, h.name)}")
-            return True
         if survey.overdue is not None:
             self.fail(waiting.STARTUP_DEADLINE, waiting.overdue_message(self.job, survey.overdue))
             return True

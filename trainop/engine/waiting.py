@@ -34,8 +34,6 @@ class Survey:
     entries: list[WaitingReplica] = field(default_factory=list)
     told: list[Event] = field(default_factory=list)
     """A Warning (Normal for NameInUse) per replica and reason not waiting so before."""
-    foreign: Held | None = None
-    """A name held by a live object of another job: the job cannot run."""
     overdue: PodState | None = None
     """A pod past the startup deadline (the one made first)."""
     next_look: float | None = None
@@ -88,8 +86,7 @@ def _held(job: Job, held: tuple[Held, ...], out: Survey,
             if h is None:
                 continue
             if not h.going(job.kind, job.name):
-                out.foreign = out.foreign or h
-                continue
+                continue  # the API server's to refuse (a cache can lag behind a deletion)
             if h.owner_kind == job.kind and h.owner_name == job.name:
                 why = f"{h.kind} {h.name} of an earlier {job.kind} {job.name} is still there"
             else:
