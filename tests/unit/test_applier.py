@@ -98,6 +98,13 @@ def plan_for(kind: str, replicas: dict[str, int], **spec: Any) -> tuple[Plan, di
     return plan, head
 
 
+def seen(a: PlanApplier, api: MemoryAPI) -> None:
+    """The cache shows the services `api` made (as the controller's handler tells it)."""
+    for kind, name in api.created:
+        if kind == "Service":
+            a.expectations.observed_add("default/job", f"Service/{name}")
+
+
 def applier(api: MemoryAPI, told: Told, kind: str) -> PlanApplier:
     jobs = job_informer(api, kind, None)  # type: ignore[arg-type]
     return PlanApplier(kind, "f", api, jobs, told)  # type: ignore[arg-type]
@@ -129,7 +136,8 @@ def test_a_refused_template_fails_the_job_once_and_claims_no_pod() -> None:
     failed = next(c for c in api.status["conditions"] if c["type"] == cond.FAILED)
     assert failed["reason"] == "CreateFailed" and "Pod job-worker-0 was rejected" in \
         failed["message"]
-    assert a.expectations.satisfied("default/job")  # nothing left to wait for
+    seen(a, api)  # the services made before the refusal reach the cache
+    assert a.expectations.satisfied("default/job")  # no pod left to wait for
 
 
 def test_a_passing_refusal_shows_created_and_retries() -> None:
@@ -142,6 +150,7 @@ def test_a_passing_refusal_shows_created_and_retries() -> None:
     assert api.status is not None
     assert [c["type"] for c in api.status["conditions"]] == [cond.CREATED]
     assert "startTime" not in api.status  # the rest of the status waits for the pods
+    seen(a, api)
     assert a.expectations.satisfied("default/job")
 
 
@@ -217,3 +226,28 @@ def test_a_name_still_held_by_what_is_going_is_tried_again_not_failed(
     # a new job shows Created meanwhile, and nothing else
     assert api.status is not None
     assert [c["type"] for c in api.status["conditions"]] == ["Created"]
+
+
+def test_the_next_decision_waits_for_the_services_made_as_for_the_pods() -> None:
+    # a decision made before the cache shows the services would make them, and tell
+    # their SuccessfulCreateService, a second time
+    api, told = MemoryAPI(), Told()
+    plan, head = plan_for("PyTorchJob", {"Master": 1, "Worker": 1})
+    a = applier(api, told, "PyTorchJob")
+    asyncio.run(a.apply("default/job", head, plan))
+    assert sorted(k for k, _ in api.created) == ["Pod", "Pod", "Service", "Service"]
+    for pod in ("job-master-0", "job-worker-0"):
+        a.expectations.observed_add("default/job", pod)
+    assert not a.expectations.satisfied("default/job")
+    for svc in ("job-master-0", "job-worker-0"):
+        a.expectations.observed_add("default/job", f"Service/{svc}")
+    assert a.expectations.satisfied("default/job")
+
+
+def test_a_service_whose_create_failed_is_not_waited_for() -> None:
+    api, told = MemoryAPI(taken={"job-worker-0": "u1"}), Told()  # ours already: a 409
+    plan, head = plan_for("PyTorchJob", {"Worker": 1})
+    a = applier(api, told, "PyTorchJob")
+    asyncio.run(a.apply("default/job", head, plan))
+    a.expectations.observed_add("default/job", "job-worker-0")
+    assert a.expectations.satisfied("default/job")

@@ -15,7 +15,7 @@ from trainop.api import JobStatus
 from trainop.cluster import metrics
 from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
-from trainop.cluster.expectations import Expectations
+from trainop.cluster.expectations import Expectations, expected
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
 from trainop.cluster.resources import JOBS, Resource, resource_for
@@ -116,19 +116,20 @@ class PlanApplier:
         one stream), update and delete as planned. An object the API server refuses for
         good raises Refused and stops what follows; one it refuses for now (a quota,
         throttling) raises its error, after one warning event on the job, and the job is
-        retried with back-off. Pods are expected in the cache before the next decision,
-        except those never sent (a refusal or an error stopped us)."""
+        retried with back-off. Pods and services are expected in the cache before the next
+        decision, except those never sent (a refusal or an error stopped us)."""
         ns = obj["metadata"]["namespace"]
-        adds = {o["metadata"]["name"] for o in plan.create if o["kind"] == "Pod"}
+        adds = {e for o in plan.create
+                if (e := expected(o["kind"], o["metadata"]["name"])) is not None}
         deletes = {r.name for r in plan.delete if r.kind == "Pod"}
         self.expectations.expect(key, sorted(adds), sorted(deletes))
-        sent: set[str] = set()  # the pods asked for
+        sent: set[str] = set()  # the pods and services asked for (as expectations name them)
         warned = False
 
         async def create(o: dict[str, Any]) -> None:
             nonlocal warned
-            if o["kind"] == "Pod":
-                sent.add(o["metadata"]["name"])
+            if (e := expected(o["kind"], o["metadata"]["name"])) is not None:
+                sent.add(e)
             try:
                 await self._create(key, ns, o)
             except APIError as err:
@@ -191,10 +192,10 @@ class PlanApplier:
         try:
             await self.client.create(resource.path(ns), obj)
         except Exception as err:
-            # Whatever went wrong, do not wait for this pod in the cache: if it was made
+            # Whatever went wrong, do not wait for this object in the cache: if it was made
             # after all, making it again is a harmless 409 (its name is fixed).
-            if obj["kind"] == "Pod":
-                self.expectations.lower(key, adds=[name])
+            if (e := expected(obj["kind"], name)) is not None:
+                self.expectations.lower(key, adds=[e])
             if isinstance(err, APIError) and err.conflict:
                 await self._squatted(resource, ns, obj)
                 return

@@ -16,6 +16,7 @@ from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder, component
+from trainop.cluster.expectations import expected
 from trainop.cluster.informer import Change, Informer
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
@@ -154,8 +155,11 @@ class JobController:
         rec = new or old
         assert rec is not None
         key = self._owner_key(rec)
-        if key is not None:
-            self.queue.add(key)
+        if key is None:
+            return
+        if change is Change.ADDED and (e := expected(rec.kind, rec.meta.name)) is not None:
+            self.expectations.observed_add(key, e)
+        self.queue.add(key)
 
     # -- workers -----------------------------------------------------------------------
     async def run(self) -> None:

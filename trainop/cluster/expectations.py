@@ -1,5 +1,6 @@
-"""Expectations: after creating or deleting pods, wait until the cache has seen it before
-deciding again for that job, so that a stale cache never makes a duplicate pod."""
+"""Expectations: after creating or deleting pods (and creating services), wait until the
+cache has seen it before deciding again for that job, so that a stale cache never makes a
+duplicate pod, nor tells a service's creation twice."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ class _Pending:
     adds: set[str] = field(default_factory=set)
     deletes: set[str] = field(default_factory=set)
     since: float = field(default_factory=time.monotonic)
+
+
+def expected(kind: str, name: str) -> str | None:
+    """What an expectation calls an object: a pod by its name, a service (which shares its
+    pod's name) as `Service/name`; None for kinds nobody waits for."""
+    return name if kind == "Pod" else f"Service/{name}" if kind == "Service" else None
 
 
 class Expectations:
