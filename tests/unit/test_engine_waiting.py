@@ -153,3 +153,12 @@ def test_a_name_of_a_job_being_deleted_is_waited_for_whatever_job_it_was() -> No
     assert waiting(c)[0]["message"] == ("Pod job-master-0 of TFJob job is being deleted; it "
                                         "is made once that is gone")
     assert not cond.is_finished(c.job.status)
+
+
+def test_a_replica_held_back_by_a_going_service_says_so_whatever_else_holds_the_name() -> None:
+    c = Cluster(job("PyTorchJob", {"Master": 1}))
+    c.held = (Held("Service", "job-master-0", False, "PyTorchJob", "job"),  # the old job's
+              Held("Pod", "job-master-0", False, "TFJob", "job"))  # another live job's
+    plan = c.step()
+    assert [o for o in plan.creates if o["metadata"]["name"] == "job-master-0"] == []
+    assert waiting(c)[0]["message"].startswith("Service job-master-0 of an earlier PyTorchJob")

@@ -78,8 +78,10 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
 
 def _held(job: Job, held: tuple[Held, ...], out: Survey,
           wait: Callable[[str, int, str, str, str], None]) -> None:
-    # a replica's pod and service share the name: the pod is the one named
-    by_name = {h.name: h for h in sorted(held, key=lambda h: h.kind == "Pod")}
+    # a replica's pod and service share the name: one that is going is named (it is what
+    # holds the replica back, as objects.missing decides), the pod before the service
+    by_name = {h.name: h for h in sorted(held, key=lambda h: (h.going(job.kind, job.name),
+                                                              h.kind == "Pod"))}
     for rtype, rspec in job.spec.replica_specs.items():
         for index in range(rspec.replicas or 0):
             h = by_name.get(replica_name(job, rtype, index))
