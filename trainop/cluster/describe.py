@@ -15,9 +15,9 @@ from rich.text import Text
 from trainop.api import KINDS
 from trainop.cluster.client import Client
 from trainop.cluster.config import ClusterConfig
-from trainop.cluster.records import waiting_cause
+from trainop.cluster.records import pod_record
 from trainop.cluster.resources import JOBS, PODS
-from trainop.engine.labels import JOB_NAME, replica_of
+from trainop.engine.labels import JOB_NAME
 
 REFRESH = 2.0
 """Seconds between looks with --watch."""
@@ -41,38 +41,29 @@ async def fetch(client: Client, kind: str, namespace: str, name: str
     return job, mine
 
 
-def _exit(pod: dict[str, Any]) -> str:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        term = (cs.get("state") or {}).get("terminated") or \
-            (cs.get("lastState") or {}).get("terminated")
-        if term and term.get("exitCode") is not None:
-            reason = f" ({term['reason']})" if term.get("reason") else ""
-            return f"{term['exitCode']}{reason}"
-    return ""
-
-
-def _replica(pod: dict[str, Any]) -> tuple[str, int]:
-    return replica_of((pod.get("metadata") or {}).get("labels") or {}) or ("?", 0)
-
-
 def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
-    """The job and its pods as one screen (plain data in, rich text out)."""
+    """The job and its pods as one screen (plain data in, rich text out); each pod read as
+    the manager's cache reads it (records.pod_record)."""
     meta, status = job.get("metadata") or {}, job.get("status") or {}
+    info = KINDS.get(str(job.get("kind")))
+    main = info.default_container if info else ""
     table = Table(title=f"{job.get('kind')} {meta.get('namespace')}/{meta.get('name')}",
                   title_justify="left")
     for col in ("replica", "pod", "phase", "node", "restarts", "exit code", "waiting"):
         table.add_column(col)
-    for pod in sorted(pods, key=_replica):
-        pmeta, pstatus = pod.get("metadata") or {}, pod.get("status") or {}
-        rtype, index = _replica(pod)
-        phase = "Terminating" if pmeta.get("deletionTimestamp") else \
-            pstatus.get("phase") or "Pending"
-        restarts = sum(int(cs.get("restartCount") or 0)
-                       for cs in pstatus.get("containerStatuses") or [])
-        cause = waiting_cause(pstatus) if phase == "Pending" else None
-        table.add_row(f"{rtype}-{index}", pmeta.get("name", ""), phase,
-                      (pod.get("spec") or {}).get("nodeName") or "", str(restarts),
-                      _exit(pod), f"{cause[0]}: {cause[1]}" if cause else "")
+    records = [r for r in map(pod_record, pods) if r is not None]
+    for rec in sorted(records, key=lambda r: (r.replica_type, r.index)):
+        code = rec.exit_code(main)
+        last = rec.last_run(main)
+        if code is None and last is not None:
+            code, reason = last  # restarted in place: its last run
+        else:
+            reason = rec.reason
+        shown = "" if code is None else f"{code} ({reason})" if reason else str(code)
+        table.add_row(f"{rec.replica_type}-{rec.index}", rec.meta.name,
+                      "Terminating" if rec.terminating else rec.phase, rec.node or "",
+                      str(rec.restarts), shown,
+                      f"{rec.waiting[0]}: {rec.waiting[1]}" if rec.waiting else "")
     lines: list[RenderableType] = [table]
     if not pods:
         lines.append(Text("no pods", style="dim"))
