@@ -14,7 +14,10 @@
 #   from github.com/kubeflow/training-operator: upstream's operator, as
 #     training-operator-VERSION (the differential suite and bench/ run it beside trainop);
 #   from sigs.k8s.io/controller-tools: controller-gen (upstream's CRD generator; `make crds`
-#     and a test make the pod template's schema with it from the Kubernetes API types).
+#     and a test make the pod template's schema with it from the Kubernetes API types);
+#   from sigs.k8s.io/kueue: Kueue's manager, as kueue-VERSION, and beside it
+#     kueue-VERSION-config, the CRDs and webhook configuration of that release's config/
+#     (the Kueue suite installs them on its API server).
 # k8s.io/kubernetes is not meant to be required by another module: a small go.mod made here
 # requires it and replaces each k8s.io/* staging module with its v0.X.Y release (the way
 # projects that embed Kubernetes build it). A cold build of everything (empty Go build and
@@ -24,6 +27,7 @@
 #   TRAINOP_CONTAINERD_VERSION  the containerd release (default below)
 #   TRAINOP_UPSTREAM_VERSION    upstream's training-operator release (default below)
 #   TRAINOP_CONTROLLER_TOOLS_VERSION  the controller-gen release (default below)
+#   TRAINOP_KUEUE_VERSION       the Kueue release (default below)
 #   TRAINOP_REAL_NODE=0         no real-node binaries (the real-node tests will skip)
 set -euo pipefail
 
@@ -32,12 +36,14 @@ etcd_version=${TRAINOP_ETCD_VERSION:-v3.7.3}
 containerd_version=${TRAINOP_CONTAINERD_VERSION:-v2.4.2}
 upstream_version=${TRAINOP_UPSTREAM_VERSION:-v1.9.4}
 controller_tools_version=${TRAINOP_CONTROLLER_TOOLS_VERSION:-v0.23.0}
+kueue_version=${TRAINOP_KUEUE_VERSION:-v0.17.0}
 real_node=${TRAINOP_REAL_NODE:-1}
 
 log() { echo "test-assets: $*" >&2; }
 
 kube=(kube-apiserver kubectl)
 upstream=("training-operator-$upstream_version" "controller-gen-$controller_tools_version")
+kueue=("kueue-$kueue_version" "kueue-$kueue_version-config")
 containerd=()
 if [[ $real_node != 0 ]]; then
   kube+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
@@ -54,7 +60,7 @@ missing() {
 }
 
 if [[ -n "${KUBEBUILDER_ASSETS:-}" && \
-      -z "$(missing "$KUBEBUILDER_ASSETS" etcd "${kube[@]}" "${upstream[@]}" "${containerd[@]}")" ]]; then
+      -z "$(missing "$KUBEBUILDER_ASSETS" etcd "${kube[@]}" "${upstream[@]}" "${kueue[@]}" "${containerd[@]}")" ]]; then
   echo "$KUBEBUILDER_ASSETS"
   exit 0
 fi
@@ -63,7 +69,7 @@ cache="${TRAINOP_CACHE:-$HOME/.cache/trainop}"
 assets="$cache/assets/kubernetes-$kube_version-etcd-$etcd_version"
 [[ $real_node == 0 ]] || assets+="-containerd-$containerd_version"
 mkdir -p "$assets"
-if [[ -z "$(missing "$assets" etcd "${kube[@]}" "${upstream[@]}" "${containerd[@]}")" ]]; then
+if [[ -z "$(missing "$assets" etcd "${kube[@]}" "${upstream[@]}" "${kueue[@]}" "${containerd[@]}")" ]]; then
   echo "$assets"
   exit 0
 fi
@@ -130,6 +136,25 @@ if [[ -n "$(missing "$assets" "${upstream[@]}")" ]]; then
     "github.com/kubeflow/training-operator/cmd/training-operator.v1=${upstream[0]}" </dev/null
   build_module sigs.k8s.io/controller-tools "$controller_tools_version" "-s -w" "" \
     "sigs.k8s.io/controller-tools/cmd/controller-gen=${upstream[1]}" </dev/null
+fi
+
+if [[ -n "$(missing "$assets" "${kueue[@]}")" ]]; then
+  # its own go.mod pins every dependency; it replaces nothing
+  build_module sigs.k8s.io/kueue "$kueue_version" "-s -w" "" \
+    "sigs.k8s.io/kueue/cmd/kueue=${kueue[0]}" </dev/null
+  # The manifests are in the module's zip, which `go get` above put in the module cache.
+  # Copied, not linked: the module cache is read-only and may be cleaned.
+  config="$cache/go/sigs.k8s.io_kueue@$kueue_version/config"
+  if [[ ! -d $config ]]; then
+    src=$(cd "$cache" && go mod download -json "sigs.k8s.io/kueue@$kueue_version" \
+      | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    mkdir -p "$config.tmp/crd"
+    cp "$src"/config/components/crd/bases/*.yaml "$config.tmp/crd/"
+    cp "$src/config/components/webhook/manifests.yaml" "$config.tmp/webhooks.yaml"
+    chmod -R u+w "$config.tmp"
+    mv "$config.tmp" "$config"
+  fi
+  ln -sfn "$config" "$assets/${kueue[1]}"
 fi
 
 if [[ -n "$(missing "$assets" "${containerd[@]}")" ]]; then

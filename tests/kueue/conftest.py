@@ -1,0 +1,58 @@
+"""Fixtures of the Kueue suite: one API server with trainop's CRDs and webhook, trainop's
+manager and a real Kueue (built by hack/test-assets.sh) on it; each test has its own
+namespace and its own flavor, ClusterQueue and LocalQueue. The kubelet is played by the test
+(tests.integration.kube.Kube.set_pod)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.differential.conftest import start_trainop
+from tests.integration.kube import Kube, Manager
+from tests.kueue.queues import Queues
+from trainop.testing import kueue
+from trainop.testing.apiserver import TestAPIServer
+
+PODS_READY_TIMEOUT = 30
+"""Seconds Kueue's waitForPodsReady gives an admitted job to turn Running before it evicts
+it (the tests that do not test it set their pods Running at once)."""
+
+
+@dataclass
+class Cluster:
+    api: TestAPIServer
+    manager: Manager
+    kueue: kueue.Kueue
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if not kueue.metrics_certs_writable():
+        pytest.skip(f"Kueue reads its metrics certificate from {kueue.METRICS_CERTS}, "
+                    "which this user cannot write")
+    logs = tmp_path_factory.mktemp("kueue")
+    trainop = start_trainop(logs)
+    api, manager = next(trainop)
+    try:
+        kueue.install(api)
+        peer = kueue.Kueue(api, logs, config={"waitForPodsReady": {
+            "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}})
+        try:
+            yield Cluster(api, manager, peer.wait_ready())
+        finally:
+            peer.stop()
+    finally:
+        trainop.close()
+
+
+@pytest.fixture
+def kube(cluster: Cluster) -> Kube:
+    return Kube(cluster.api)
+
+
+@pytest.fixture
+def queues(kube: Kube) -> Queues:
+    return Queues(kube)

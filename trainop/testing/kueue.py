@@ -1,0 +1,168 @@
+"""Kueue (sigs.k8s.io/kueue) as a peer in the tests: the queueing system most clusters that
+run Kubeflow v1 jobs put in front of the operator.
+
+hack/test-assets.sh builds its manager from the Go module proxy, as kueue-VERSION beside the
+Kubernetes binaries, and copies that release's CRDs and webhook configuration beside it
+(kueue-VERSION-config). Nothing of it is in this project.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainop.cluster.certs import issue, new_ca
+from trainop.testing.apiserver import TestAPIServer, find_assets, free_port, release
+from trainop.testing.manager import terminate, wait_ready
+
+FRAMEWORKS = ("kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
+              "kubeflow.org/paddlejob", "kubeflow.org/jaxjob")
+"""Kueue's integrations for the kubeflow.org/v1 kinds (MPIJob v1 has none: Kueue's
+kubeflow.org/mpijob is mpi-operator's v2beta1)."""
+NAMESPACE = "kueue-system"
+"""Kueue's own namespace (MultiKueue reads the worker clusters' kubeconfigs there)."""
+METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+"""Where Kueue reads its metrics server's certificate when it does not manage its own
+certificates (fixed in its cmd/kueue/main.go): it exits if the files are not there."""
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def version() -> str:
+    """The Kueue release the suite runs ($TRAINOP_KUEUE_VERSION)."""
+    return release("kueue")
+
+
+def binary() -> Path:
+    return find_assets() / f"kueue-{version()}"
+
+
+def manifests() -> Path:
+    """The release's config/ as hack/test-assets.sh copied it: crd/*.yaml, webhooks.yaml."""
+    return find_assets() / f"kueue-{version()}-config"
+
+
+@cache
+def certificates() -> tuple[bytes, bytes, bytes]:
+    """A CA, and a serving certificate and key it signed for 127.0.0.1: one set per test
+    process, shared by every Kueue it starts (the metrics folder is fixed)."""
+    ca = new_ca("kueue-test-ca", days=30)
+    serving = issue(ca, "kueue-webhook-service.kueue-system.svc",
+                    dns_names=["kueue-webhook-service.kueue-system.svc"],
+                    ips=["127.0.0.1"], days=30)
+    return ca.cert_pem, serving.cert_pem, serving.key_pem
+
+
+def metrics_certs_writable() -> bool:
+    """Whether this process may write METRICS_CERTS (it is a system folder)."""
+    probe = METRICS_CERTS
+    while not probe.exists():
+        probe = probe.parent
+    return os.access(probe, os.W_OK)
+
+
+def install(api: TestAPIServer) -> None:
+    """Kueue's CRDs and its namespace (before the manager starts: it watches its kinds)."""
+    api.kubectl("apply", "--server-side", "-f", str(manifests() / "crd"))
+    api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    api.kubectl("create", "namespace", NAMESPACE, check=False)
+
+
+class Kueue:
+    """Kueue's manager against a test API server, its webhooks for its own kinds and the
+    kubeflow.org/v1 kinds registered as its manifests register them, but called at a
+    loopback URL with a certificate made here (Kueue's own certificate management would
+    make one for its Service's name only)."""
+
+    def __init__(self, api: TestAPIServer, folder: Path, *, name: str = "kueue",
+                 config: dict[str, Any] | None = None):
+        """`folder`: its configuration, certificates and log; `config`: fields merged into
+        its Configuration (waitForPodsReady, featureGates...)."""
+        self.api = api
+        self.name = name
+        self.log_path = folder / f"{name}.log"
+        self.webhook_port, self.metrics_port, self.health_port = (
+            free_port(), free_port(), free_port())
+        ca_pem, cert_pem, key_pem = certificates()
+        certs = folder / f"{name}-certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        for where in (certs, METRICS_CERTS):
+            (where / "tls.crt").write_bytes(cert_pem)
+            (where / "tls.key").write_bytes(key_pem)
+            (where / "tls.key").chmod(0o600)
+        settings: dict[str, Any] = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "namespace": NAMESPACE,
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+            "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
+            "webhook": {"host": "127.0.0.1", "port": self.webhook_port,
+                        "certDir": str(certs)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            # its extension API server would want an APIService and a fixed port
+            "featureGates": {"VisibilityOnDemand": False},
+            "integrations": {"frameworks": list(FRAMEWORKS)},
+        }
+        for key, value in (config or {}).items():
+            if isinstance(value, dict) and isinstance(settings.get(key), dict):
+                settings[key] = {**settings[key], **value}
+            else:
+                settings[key] = value
+        path = folder / f"{name}-config.yaml"
+        path.write_text(yaml.safe_dump(settings))
+        self.webhooks = self.webhook_configurations(ca_pem)
+        for doc in self.webhooks:
+            api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                        input=yaml.safe_dump(doc))
+        self.proc = subprocess.Popen(
+            [str(binary()), f"--config={path}"],
+            env={**os.environ, "KUBECONFIG": str(api.kubeconfig)},
+            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+    def webhook_configurations(self, ca_pem: bytes) -> list[dict[str, Any]]:
+        """Kueue's mutating and validating configurations, with only the webhooks of its own
+        kinds and of FRAMEWORKS (those of integrations left off would fail closed on every
+        pod, Job or Deployment), each called at this process's loopback port."""
+        paths = {"-kueue-x-k8s-io-"} | {
+            f"-{group.replace('.', '-')}-v1-{kind}" for group, kind in
+            (f.split("/") for f in FRAMEWORKS)}
+        docs = []
+        text = (manifests() / "webhooks.yaml").read_text()
+        for doc in yaml.safe_load_all(text):
+            if not doc:
+                continue
+            doc["metadata"] = {"name": f"{self.name}-{doc['metadata']['name']}"}
+            hooks = []
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                if not any(p in path for p in paths):
+                    continue
+                hook["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{self.webhook_port}{path}",
+                    "caBundle": base64.b64encode(ca_pem).decode()}
+                hooks.append(hook)
+            doc["webhooks"] = hooks
+            docs.append(doc)
+        return docs
+
+    def wait_ready(self, timeout: float = 120) -> Kueue:
+        """Wait for /readyz (its caches are synced and its webhook serves)."""
+        wait_ready(self.proc, self.health_port, timeout, self.name, self.log)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        """Stop it, and take its webhook configurations away (they fail closed)."""
+        terminate(self.proc)
+        for doc in self.webhooks:
+            self.api.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"],
+                             "--ignore-not-found", check=False)
