@@ -16,7 +16,7 @@ from tests.kueue.queues import Queues
 from trainop.testing import kueue
 from trainop.testing.apiserver import TestAPIServer
 
-PODS_READY_TIMEOUT = 30
+PODS_READY_TIMEOUT = 45
 """Seconds Kueue's waitForPodsReady gives an admitted job to turn Running before it evicts
 it (the tests that do not test it set their pods Running at once)."""
 

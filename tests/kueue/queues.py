@@ -26,10 +26,12 @@ class Queues:
                               input="---\n".join(yaml.safe_dump(d) for d in docs))
 
     def create(self, cpu: str = "4", *, flavor: dict[str, Any] | None = None,
-               preemption: dict[str, Any] | None = None) -> str:
+               preemption: dict[str, Any] | None = None,
+               admission_checks: list[str] | None = None) -> str:
         """A flavor (`flavor`: its spec), a ClusterQueue of `cpu` CPUs (and ample memory)
-        of it, and the namespace's LocalQueue QUEUE pointing at it; returns QUEUE once Kueue
-        says the ClusterQueue is active."""
+        of it (`admission_checks`: the AdmissionChecks it asks for), and the namespace's
+        LocalQueue QUEUE pointing at it; returns QUEUE once Kueue says the ClusterQueue is
+        active."""
         spec: dict[str, Any] = {
             "namespaceSelector": {},
             "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
@@ -38,6 +40,9 @@ class Queues:
                     {"name": "memory", "nominalQuota": "64Gi"}]}]}]}
         if preemption:
             spec["preemption"] = preemption
+        if admission_checks:
+            spec["admissionChecksStrategy"] = {"admissionChecks": [
+                {"name": name} for name in admission_checks]}
         self.apply(
             {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": self.name},
              "spec": flavor or {}},

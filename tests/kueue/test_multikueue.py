@@ -1,0 +1,117 @@
+"""MultiKueue: a manager cluster whose Kueue dispatches jobs to a worker cluster. On the
+manager, Kueue's webhook sets `runPolicy.managedBy: kueue.x-k8s.io/multikueue` and Kueue
+writes the job's status itself (copied from the worker): trainop leaves that job alone. On
+the worker, the copy has no managedBy and is trainop's to run."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from tests.differential.conftest import start_trainop
+from tests.integration.kube import Kube, wait_for
+from tests.kueue.conftest import Cluster
+from tests.kueue.queues import API, Queues
+from tests.kueue.test_kueue import pods_of, queued, run, succeed, wait_pods_of
+from trainop.testing import kueue
+from trainop.testing.apiserver import TestAPIServer
+
+pytestmark = pytest.mark.kueue
+
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+
+@pytest.fixture(scope="module")
+def manager_cluster(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[TestAPIServer]:
+    """The manager cluster: a second API server with trainop and Kueue, whose Kueue knows
+    the suite's cluster as its worker `worker` (by a kubeconfig in a Secret, as MultiKueue
+    reads it)."""
+    logs = tmp_path_factory.mktemp("multikueue")
+    trainop = start_trainop(logs)
+    api, _ = next(trainop)
+    try:
+        kueue.install(api)
+        peer = kueue.Kueue(api, logs, name="kueue-manager").wait_ready()
+        try:
+            worker = cluster.api
+            config = {
+                "apiVersion": "v1", "kind": "Config", "current-context": "worker",
+                "clusters": [{"name": "worker", "cluster": {
+                    "server": worker.url, "certificate-authority-data":
+                        base64.b64encode(worker.ca_file.read_bytes()).decode()}}],
+                "users": [{"name": "worker", "user": {"token": worker.admin_token}}],
+                "contexts": [{"name": "worker", "context": {"cluster": "worker",
+                                                            "user": "worker"}}]}
+            docs = [
+                {"apiVersion": "v1", "kind": "Secret",
+                 "metadata": {"name": "worker", "namespace": kueue.NAMESPACE},
+                 "stringData": {"kubeconfig": yaml.safe_dump(config)}},
+                {"apiVersion": API, "kind": "MultiKueueCluster", "metadata": {"name": "worker"},
+                 "spec": {"clusterSource": {"kubeConfig": {
+                     "locationType": "Secret", "location": "worker"}}}},
+                {"apiVersion": API, "kind": "MultiKueueConfig", "metadata": {"name": "workers"},
+                 "spec": {"clusters": ["worker"]}},
+                {"apiVersion": API, "kind": "AdmissionCheck", "metadata": {"name": "workers"},
+                 "spec": {"controllerName": MULTIKUEUE, "parameters": {
+                     "apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
+                     "name": "workers"}}}]
+            api.kubectl("apply", "--server-side", "-f", "-",
+                        input="---\n".join(yaml.safe_dump(d) for d in docs))
+            wait_for("the worker cluster connected", lambda: api.kubectl(
+                "get", "multikueuecluster", "worker", "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Active\")].status}",
+                check=False).stdout == "True", timeout=60)
+            yield api
+        finally:
+            peer.stop()
+    finally:
+        trainop.close()
+
+
+def test_a_job_dispatched_by_multikueue_runs_on_the_worker_only(
+        manager_cluster: TestAPIServer, kube: Kube, queues: Queues) -> None:
+    # the same namespace and LocalQueue on both clusters, as MultiKueue requires
+    local = Kube(manager_cluster, kube.ns)
+    queues.create()
+    Queues(local).create(admission_checks=["workers"])
+    doc = queued("PyTorchJob", spec={"runPolicy": {"startupDeadlineSeconds": 600}})
+    doc["spec"]["pytorchReplicaSpecs"]["Worker"].update(restartLimit=3,
+                                                        restartPolicy="ExitCode")
+    local.apply(doc)
+
+    job = local.job("PyTorchJob", "job")
+    assert job["spec"]["runPolicy"]["managedBy"] == MULTIKUEUE  # Kueue's webhook set it
+    # the worker's copy: no managedBy, so trainop there runs it
+    wait_pods_of(kube, "job", 3, timeout=60)
+    remote = kube.job("PyTorchJob", "job")
+    assert "managedBy" not in remote["spec"]["runPolicy"]
+    # Kueue copies the job through upstream's Go types: trainop's own fields are not there
+    assert "startupDeadlineSeconds" not in remote["spec"]["runPolicy"]
+    assert "restartLimit" not in remote["spec"]["pytorchReplicaSpecs"]["Worker"]
+    run(kube, "PyTorchJob", "job")
+    kube.set_pod("job-worker-0", "Failed", exit_code=137)  # restarted: retryable
+    wait_for("the restart in the worker's status", lambda: kube.job("PyTorchJob", "job")[
+        "status"].get("lastFailure"))
+    assert kube.job("PyTorchJob", "job")["status"]["replicaStatuses"]["Worker"][
+        "restarts"] == 1
+    wait_for("the worker remade", lambda: (kube.get("pod", "job-worker-0") or {}).get(
+        "status", {}).get("phase") == "Pending")
+    run(kube, "PyTorchJob", "job")
+    succeeded = succeed(kube, "PyTorchJob", "job")
+
+    # Kueue writes the worker's status onto the manager's job; trainop there made nothing
+    copied = local.wait_condition("PyTorchJob", "job", "Succeeded", timeout=60)
+    assert copied["message"] == succeeded["message"]
+    Queues(local).wait_condition("PyTorchJob", "job", "Finished", timeout=60)
+    # ... through upstream's Go types: trainop's own status fields stayed on the worker
+    status = local.job("PyTorchJob", "job")["status"]
+    assert "lastFailure" not in status and "restarts" not in status["replicaStatuses"][
+        "Worker"]
+    assert pods_of(local, "job") == [] and local.names("services") == []
+    told = [e["reason"] for e in local.items("events")
+            if e["source"].get("component") == "pytorchjob-controller"]
+    assert told == []
