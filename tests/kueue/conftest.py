@@ -30,9 +30,8 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if not kueue.metrics_certs_writable():
-        pytest.skip(f"Kueue reads its metrics certificate from {kueue.METRICS_CERTS}, "
-                    "which this user cannot write")
+    if reason := kueue.unavailable():
+        pytest.skip(reason)
     logs = tmp_path_factory.mktemp("kueue")
     trainop = start_trainop(logs)
     api, manager = next(trainop)

@@ -27,6 +27,8 @@ def queueing(cluster: TestCluster, manager: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[kueue.Kueue]:
     """Kueue beside the deployed manager, for this module's tests only."""
     assert cluster.api is not None
+    if reason := kueue.unavailable():
+        pytest.skip(reason)
     kueue.install(cluster.api)
     peer = kueue.Kueue(cluster.api, tmp_path_factory.mktemp("kueue-node"))
     try:

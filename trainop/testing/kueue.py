@@ -59,12 +59,17 @@ def certificates() -> tuple[bytes, bytes, bytes]:
     return ca.cert_pem, serving.cert_pem, serving.key_pem
 
 
-def metrics_certs_writable() -> bool:
-    """Whether this process may write METRICS_CERTS (it is a system folder)."""
-    probe = METRICS_CERTS
+def unavailable() -> str | None:
+    """Why Kueue cannot run here, or None."""
+    if not binary().is_file() or not manifests().is_dir():
+        return f"no kueue-{version()} in {find_assets()} (hack/test-assets.sh builds it)"
+    probe = METRICS_CERTS  # a system folder
     while not probe.exists():
         probe = probe.parent
-    return os.access(probe, os.W_OK)
+    if not os.access(probe, os.W_OK):
+        return f"Kueue reads its metrics certificate from {METRICS_CERTS}, which this " \
+               "user cannot write"
+    return None
 
 
 def install(api: TestAPIServer) -> None:
@@ -79,6 +84,9 @@ class Kueue:
     kubeflow.org/v1 kinds registered as its manifests register them, but called at a
     loopback URL with a certificate made here (Kueue's own certificate management would
     make one for its Service's name only)."""
+
+    running: set[Kueue] = set()
+    """Those started and not stopped (they share METRICS_CERTS, removed after the last)."""
 
     def __init__(self, api: TestAPIServer, folder: Path, *, name: str = "kueue",
                  config: dict[str, Any] | None = None):
@@ -125,6 +133,7 @@ class Kueue:
             [str(binary()), f"--config={path}"],
             env={**os.environ, "KUBECONFIG": str(api.kubeconfig)},
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+        Kueue.running.add(self)
 
     def webhook_configurations(self, ca_pem: bytes) -> list[dict[str, Any]]:
         """Kueue's mutating and validating configurations, with only the webhooks of its own
@@ -161,8 +170,13 @@ class Kueue:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def stop(self) -> None:
-        """Stop it, and take its webhook configurations away (they fail closed)."""
+        """Stop it, and take its webhook configurations away (they fail closed), and the
+        metrics certificate and key once no other one runs."""
         terminate(self.proc)
+        Kueue.running.discard(self)
+        if not Kueue.running:
+            for name in ("tls.crt", "tls.key"):
+                (METRICS_CERTS / name).unlink(missing_ok=True)
         for doc in self.webhooks:
             self.api.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"],
                              "--ignore-not-found", check=False)
