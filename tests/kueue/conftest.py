@@ -6,12 +6,11 @@ namespace and its own flavor, ClusterQueue and LocalQueue. The kubelet is played
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from tests.differential.conftest import start_trainop
-from tests.integration.kube import Kube, Manager
+from tests.integration.kube import Kube
 from tests.kueue.queues import Queues
 from trainop.testing import kueue
 from trainop.testing.apiserver import TestAPIServer
@@ -21,26 +20,21 @@ PODS_READY_TIMEOUT = 45
 it (the tests that do not test it set their pods Running at once)."""
 
 
-@dataclass
-class Cluster:
-    api: TestAPIServer
-    manager: Manager
-    kueue: kueue.Kueue
-
-
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
+    """The suite's API server, with trainop and Kueue on it."""
     if reason := kueue.unavailable():
         pytest.skip(reason)
     logs = tmp_path_factory.mktemp("kueue")
     trainop = start_trainop(logs)
-    api, manager = next(trainop)
+    api, _ = next(trainop)
     try:
         kueue.install(api)
         peer = kueue.Kueue(api, logs, config={"waitForPodsReady": {
             "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}})
         try:
-            yield Cluster(api, manager, peer.wait_ready())
+            peer.wait_ready()
+            yield api
         finally:
             peer.stop()
     finally:
@@ -48,8 +42,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def kube(cluster: Cluster) -> Kube:
-    return Kube(cluster.api)
+def kube(cluster: TestAPIServer) -> Kube:
+    return Kube(cluster)
 
 
 @pytest.fixture

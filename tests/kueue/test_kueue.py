@@ -23,14 +23,12 @@ KUEUE_KINDS = ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")
 """The kinds Kueue integrates (it has no integration for MPIJob v1)."""
 
 
-def queued(kind: str, name: str = "job", cpu: str = "1", queue: str | None = QUEUE,
-           spec: dict[str, Any] | None = None, template: dict[str, Any] | None = None
-           ) -> dict[str, Any]:
-    """A job of `kind` (its typical replicas) for LocalQueue `queue`, each pod asking for
+def queued(kind: str, name: str = "job", cpu: str = "1", spec: dict[str, Any] | None = None,
+           template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A job of `kind` (its typical replicas) for the LocalQueue QUEUE, each pod asking for
     `cpu` CPUs; `template`: merged into each replica's pod template's spec."""
     doc = manifest(kind, TYPICAL[kind], name=name, spec=spec)
-    if queue:
-        doc["metadata"]["labels"] = {QUEUE_LABEL: queue}
+    doc["metadata"]["labels"] = {QUEUE_LABEL: QUEUE}
     for rs in doc["spec"][KINDS[kind].replica_specs_field].values():
         pod = rs["template"]["spec"]
         pod["containers"][0]["resources"] = {"requests": {"cpu": cpu, "memory": "1Gi"}}

@@ -13,7 +13,6 @@ import yaml
 
 from tests.differential.conftest import start_trainop
 from tests.integration.kube import Kube, wait_for
-from tests.kueue.conftest import Cluster
 from tests.kueue.queues import API, Queues
 from tests.kueue.test_kueue import pods_of, queued, run, succeed, wait_pods_of
 from trainop.testing import kueue
@@ -25,7 +24,7 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 
 @pytest.fixture(scope="module")
-def manager_cluster(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+def manager_cluster(cluster: TestAPIServer, tmp_path_factory: pytest.TempPathFactory
                     ) -> Iterator[TestAPIServer]:
     """The manager cluster: a second API server with trainop and Kueue, whose Kueue knows
     the suite's cluster as its worker `worker` (by a kubeconfig in a Secret, as MultiKueue
@@ -37,7 +36,7 @@ def manager_cluster(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
         kueue.install(api)
         peer = kueue.Kueue(api, logs, name="kueue-manager").wait_ready()
         try:
-            worker = cluster.api
+            worker = cluster
             config = {
                 "apiVersion": "v1", "kind": "Config", "current-context": "worker",
                 "clusters": [{"name": "worker", "cluster": {

@@ -31,7 +31,6 @@ METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 """Where Kueue reads its metrics server's certificate when it does not manage its own
 certificates (fixed in its cmd/kueue/main.go): it exits if the files are not there."""
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 def version() -> str:
