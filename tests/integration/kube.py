@@ -33,6 +33,15 @@ def wait_for(what: str, fn: Callable[[], T | None], timeout: float = 30,
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def condition_of(obj: dict[str, Any] | None, ctype: str, status: str = "True"
+                 ) -> dict[str, Any] | None:
+    """The condition `ctype` of `obj`'s status, where its status is `status`."""
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == ctype and c["status"] == status:
+            return dict(c)
+    return None
+
+
 class Manager(ManagerProcess):
     """`trainop manager` for one test, logging into the test's folder."""
 
@@ -80,11 +89,7 @@ class Kube:
         return dict(self.get(f"{kind.lower()}s.kubeflow.org", name))
 
     def condition(self, kind: str, name: str, ctype: str) -> dict[str, Any] | None:
-        job = self.job(kind, name)
-        for c in (job.get("status") or {}).get("conditions") or []:
-            if c["type"] == ctype and c["status"] == "True":
-                return dict(c)
-        return None
+        return condition_of(self.job(kind, name), ctype)
 
     def wait_condition(self, kind: str, name: str, ctype: str, timeout: float = 30
                        ) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from tests.integration.kube import Kube, wait_for
+from tests.integration.kube import Kube, condition_of, wait_for
 
 API = "kueue.x-k8s.io/v1beta2"
 QUEUE = "queue"
@@ -78,11 +78,7 @@ class Queues:
 
     def condition(self, kind: str, job: str, ctype: str) -> dict[str, Any] | None:
         """The Workload's condition `ctype` where it is True."""
-        for c in ((self.workload(kind, job) or {}).get("status") or {}).get(
-                "conditions") or []:
-            if c["type"] == ctype and c["status"] == "True":
-                return dict(c)
-        return None
+        return condition_of(self.workload(kind, job), ctype)
 
     def wait_condition(self, kind: str, job: str, ctype: str, timeout: float = 30
                        ) -> dict[str, Any]:

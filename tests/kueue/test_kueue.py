@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.kube import Kube, wait_for
+from tests.integration.kube import Kube, condition_of, wait_for
 from tests.jobs import TYPICAL, manifest
 from tests.kueue.conftest import PODS_READY_TIMEOUT
 from tests.kueue.queues import QUEUE, Queues
@@ -72,10 +72,8 @@ def test_a_queued_job_is_suspended_and_nothing_is_made_for_it(
     assert job["spec"]["runPolicy"]["suspend"] is True  # Kueue's webhook suspended it
     suspended = kube.wait_condition("PyTorchJob", "job", "Suspended")
     assert suspended["reason"] == "PyTorchJobSuspended"
-    pending = wait_for("the Workload pending", lambda: next(
-        (c for c in (queues.workload("PyTorchJob", "job") or {}).get("status", {}).get(
-            "conditions", []) if c["type"] == "QuotaReserved" and c["status"] == "False"),
-        None))
+    pending = wait_for("the Workload pending", lambda: condition_of(
+        queues.workload("PyTorchJob", "job"), "QuotaReserved", "False"))
     assert pending["reason"] == "Pending"
     assert kube.names("pods") == [] and kube.names("services") == []
 
