@@ -193,3 +193,14 @@ def test_a_job_not_ready_in_time_is_evicted_and_stopped(kube: Kube, queues: Queu
     assert job["reason"] == "PyTorchJobSuspended"
     status = kube.job("PyTorchJob", "job")["status"]
     assert all(rs.get("active", 0) == 0 for rs in status["replicaStatuses"].values())
+
+
+def test_an_mpijob_v1_is_not_queued(kube: Kube, queues: Queues) -> None:
+    # Kueue's kubeflow.org/mpijob is mpi-operator's v2beta1: nothing of it sees MPIJob v1
+    queues.create(cpu="1")  # too little, were it queued
+    doc = manifest("MPIJob", TYPICAL["MPIJob"], name="mpi")
+    doc["metadata"]["labels"] = {QUEUE_LABEL: QUEUE}
+    kube.apply(doc)
+    wait_for("the launcher and workers", lambda: len(pods_of(kube, "mpi")) == 3)
+    assert "suspend" not in kube.job("MPIJob", "mpi")["spec"].get("runPolicy", {})
+    assert kube.items("workloads.kueue.x-k8s.io") == []
