@@ -17,9 +17,10 @@ run: venv
 	$(BIN)/pip install -q --no-cache-dir -e '.[train]'
 	$(BIN)/trainop run
 
-## test: lint, type-check, then unit, integration (real kube-apiserver + etcd), e2e and
-## real-node tests (a single-node cluster the tests start: see README, Testing), with the
-## Kubernetes binaries hack/test-assets.sh builds (their kubectl first on PATH)
+## test: lint, type-check, then unit, integration (real kube-apiserver + etcd),
+## conformance, differential (upstream's operator beside trainop), Kueue, e2e and real-node
+## tests (a single-node cluster the tests start: see README, Testing), with the binaries
+## hack/test-assets.sh builds (their kubectl first on PATH)
 test: venv
 	bash hack/system-deps.sh
 	bash hack/node-deps.sh
