@@ -14,7 +14,7 @@ import yaml
 from tests.differential.conftest import start_trainop
 from tests.integration.kube import Kube, wait_for
 from tests.kueue.queues import API, Queues
-from tests.kueue.test_kueue import pods_of, queued, run, succeed, wait_pods_of
+from tests.kueue.test_kueue import pods_of, queued, run, wait_pods_of
 from trainop.testing import kueue
 from trainop.testing.apiserver import TestAPIServer
 
@@ -100,12 +100,16 @@ def test_a_job_dispatched_by_multikueue_runs_on_the_worker_only(
     wait_for("the worker remade", lambda: (kube.get("pod", "job-worker-0") or {}).get(
         "status", {}).get("phase") == "Pending")
     run(kube, "PyTorchJob", "job")
-    succeeded = succeed(kube, "PyTorchJob", "job")
+    for pod in pods_of(kube, "job"):
+        kube.set_pod(pod["metadata"]["name"], "Succeeded", exit_code=0)
 
-    # Kueue writes the worker's status onto the manager's job; trainop there made nothing
+    # The worker's job succeeds; Kueue writes its status onto the manager's job (trainop's
+    # words), finishes the manager's Workload and deletes the worker's copy
     copied = local.wait_condition("PyTorchJob", "job", "Succeeded", timeout=60)
-    assert copied["message"] == succeeded["message"]
+    assert copied["message"] == "PyTorchJob job is successfully completed."
     Queues(local).wait_condition("PyTorchJob", "job", "Finished", timeout=60)
+    wait_for("the worker's copy deleted", lambda: kube.get("pytorchjobs.kubeflow.org",
+                                                           "job") is None, timeout=60)
     # ... through upstream's Go types: trainop's own status fields stayed on the worker
     status = local.job("PyTorchJob", "job")["status"]
     assert "lastFailure" not in status and "restarts" not in status["replicaStatuses"][
