@@ -139,7 +139,7 @@ def test_paddle_masters_and_a_single_mxnet_scheduler() -> None:
                                     "more, got -1"),
     ("cleanPodPolicy", "Sometimes", "spec.runPolicy.cleanPodPolicy: must be one of 'All', "
                                     "'Running', 'None', got 'Sometimes'"),
-    ("suspend", "yes", "spec.runPolicy.suspend: must be a boolean, got a string 'yes'"),
+    ("suspend", "yes", "spec.runPolicy.suspend: must be a boolean, got a string \"yes\""),
     ("restartScope", "Pod", "spec.runPolicy.restartScope: must be one of 'Replica', 'Job', "
                             "got 'Pod'"),
 ])
@@ -204,7 +204,7 @@ def test_every_problem_is_reported_at_once() -> None:
     doc = manifest("PyTorchJob", {"Master": 2, "Worker": None}, name="Bad_Name")
     doc["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
     found = problems(doc)
-    assert "spec.pytorchReplicaSpecs[Worker].replicas: must be an integer, got a string 'two'" \
+    assert 'spec.pytorchReplicaSpecs[Worker].replicas: must be an integer, got a string "two"' \
         in found
     assert any(p.startswith("metadata.name:") for p in found)
     assert "spec.pytorchReplicaSpecs[Master].replicas: must be 1, got 2" in found
@@ -223,9 +223,24 @@ def test_not_a_job(doc: dict[str, Any], message: str) -> None:
     assert message in [str(p) for p in err.value.problems]
 
 
+@pytest.mark.parametrize(("where", "message"), [
+    ("specs", "spec.pytorchReplicaSpecs: must be an object, got null"),
+    ("one spec", "spec.pytorchReplicaSpecs[Worker]: must be an object, got null"),
+])
+def test_a_null_is_told_as_json_says_it(where: str, message: str) -> None:
+    doc = manifest("PyTorchJob", {"Master": 1, "Worker": 1})
+    if where == "specs":
+        doc["spec"]["pytorchReplicaSpecs"] = None
+    else:
+        doc["spec"]["pytorchReplicaSpecs"]["Worker"] = None
+    found = problems(doc)
+    assert message in found
+    assert not any("None" in p for p in found), found
+
+
 def test_strict_types_no_string_for_int() -> None:
     doc = manifest("TFJob", {"Worker": 1}, spec={"runPolicy": {"backoffLimit": "3"}})
-    assert "spec.runPolicy.backoffLimit: must be an integer, got a string '3'" in problems(doc)
+    assert "spec.runPolicy.backoffLimit: must be an integer, got a string \"3\"" in problems(doc)
 
 
 @pytest.mark.parametrize(("kind", "layout", "message"), [

@@ -87,7 +87,7 @@ def test_run_reports_a_malformed_job_without_a_traceback() -> None:
     out = trainop("run", "--dry-run", "-",
                   stdin="apiVersion: kubeflow.org/v1\nkind: JAXJob\nmetadata: true\n")
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "trainop: stdin: metadata: must be an object, got a boolean True" in out.stderr
+    assert "trainop: stdin: metadata: must be an object, got a boolean true" in out.stderr
 
 
 def test_a_date_in_annotations_stays_the_text_it_was() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -91,6 +92,18 @@ def _kind_of(value: Any) -> str:
             list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
+def _shown(value: Any) -> str:
+    """A wrong value as the manifest's author wrote it: in JSON's words (`null`, `true`,
+    `"two"`), after its kind."""
+    if value is None:
+        return "null"
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return f"{_kind_of(value)} {text if len(text) <= 80 else text[:77] + '...'}"
+
+
 def _path(loc: tuple[int | str, ...]) -> str:
     """A field path as Kubernetes writes it: list indexes and map keys in brackets
     (`spec.pytorchReplicaSpecs[Master].template.spec.containers[0].image`)."""
@@ -127,7 +140,7 @@ def _from_pydantic(err: ValidationError) -> list[Problem]:
             expected = e.get("ctx", {}).get("expected", "")
             msg = f"must be one of {expected.replace(' or ', ', ')}, got {got!r}"
         elif typ in _EXPECTED:
-            msg = f"must be {_EXPECTED[typ]}, got {_kind_of(got)} {got!r}"
+            msg = f"must be {_EXPECTED[typ]}, got {_shown(got)}"
         else:
             msg = e["msg"]
         problems.append(Problem(_path(loc), msg))
