@@ -12,6 +12,7 @@ import pytest
 from tests.differential.conftest import start_trainop
 from tests.integration.kube import Kube
 from tests.kueue.queues import Queues
+from tests.require import cannot_run
 from trainop.testing import kueue
 from trainop.testing.apiserver import TestAPIServer
 
@@ -24,7 +25,7 @@ it (the tests that do not test it set their pods Running at once)."""
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
     """The suite's API server, with trainop and Kueue on it."""
     if reason := kueue.unavailable():
-        pytest.skip(reason)
+        cannot_run(reason)
     logs = tmp_path_factory.mktemp("kueue")
     trainop = start_trainop(logs)
     api, _ = next(trainop)

@@ -1,10 +1,9 @@
 """The real single-node cluster (trainop.testing.node), started once for the tests that need
-it. Where it cannot run, they skip and say why; with TRAINOP_REQUIRE_NODE=1 (CI) that is a
-failure instead."""
+it. Where it cannot run, they skip and say why; with TRAINOP_REQUIRE=1 (CI) that is a
+failure instead (tests.require)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from tests.node.kube import python_job, wait_for
+from tests.require import cannot_run
 from trainop.testing import manager_image
 from trainop.testing.node import HostState, TestCluster, Unavailable, unavailable
 
@@ -20,10 +20,7 @@ NAMESPACE = "trainop-system"
 
 
 def _cannot_run(reason: str) -> None:
-    message = f"real node: {reason}"
-    if os.environ.get("TRAINOP_REQUIRE_NODE") == "1":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    cannot_run(f"real node: {reason}")
 
 
 @pytest.fixture(scope="session")

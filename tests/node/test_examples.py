@@ -17,6 +17,7 @@ import yaml
 
 from tests.e2e.conftest import EXAMPLES, losses, ranks_joined
 from tests.node.kube import Namespace, with_host_python
+from tests.require import cannot_run
 from trainop.api.kinds import KINDS
 from trainop.engine.labels import JOB_NAME
 from trainop.testing.node import TestCluster
@@ -81,7 +82,7 @@ def run_to_the_end(ns: Namespace, kind: str, job: str, timeout: float = 300
 def test_example_trains_in_real_pods(cluster: TestCluster, manager: None, example: str,
                                      world: int) -> None:
     if example == "paddle.yaml" and importlib.util.find_spec("paddle") is None:
-        pytest.skip("PaddlePaddle is not installed here (pip install -e '.[e2e]')")
+        cannot_run("PaddlePaddle is not installed here (pip install -e '.[e2e]')")
     job = on_this_node(EXAMPLES / example)
     name, kind = job["metadata"]["name"], job["kind"]
     with Namespace(cluster, example.removesuffix(".yaml")) as ns:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 
 import pytest
 
@@ -117,7 +116,7 @@ def test_manager_killed_while_creating_a_job_makes_one_pod_per_replica(
         # restarts the container, the new process takes the lease and goes on
         wait_for("the first pods", lambda: ns.items("pods"), 60, interval=0.05)
         created = len(ns.items("pods"))
-        pids = manager_pids()
+        pids = manager_pids(cluster)
         assert pids
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
@@ -135,10 +134,17 @@ def test_manager_killed_while_creating_a_job_makes_one_pod_per_replica(
     wait_for_webhook(cluster)
 
 
-def manager_pids() -> list[int]:
-    """The host pids of the manager's processes (its container's)."""
-    out = subprocess.run(["pgrep", "-f", "trainop manager"], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
+def manager_pids(cluster: TestCluster) -> list[int]:
+    """The host pids of the processes of the deployed manager's containers, as containerd
+    tells them (only what this suite started: never a process matched by its name)."""
+    out = cluster.kubectl("-n", "trainop-system", "get", "pods", "-l",
+                          "app.kubernetes.io/component=manager", "-o",
+                          "jsonpath={.items[*].status.containerStatuses[*].containerID}")
+    pids = []
+    for container in out.stdout.split():
+        tasks = cluster.ctr("tasks", "ps", container.removeprefix("containerd://"))
+        pids += [int(line.split()[0]) for line in tasks.stdout.splitlines()[1:] if line.strip()]
+    return pids
 
 
 def test_suspend_then_resume(cluster: TestCluster, manager: None) -> None:

@@ -14,6 +14,7 @@ from tests.integration.kube import Kube
 from tests.kueue.queues import API, Queues
 from tests.node.kube import Namespace, python_job, wait_for
 from tests.node.test_examples import on_this_node, run_to_the_end
+from tests.require import cannot_run
 from trainop.testing import kueue
 from trainop.testing.node import TestCluster
 
@@ -28,7 +29,7 @@ def queueing(cluster: TestCluster, manager: None,
     """Kueue beside the deployed manager, for this module's tests only."""
     assert cluster.api is not None
     if reason := kueue.unavailable():
-        pytest.skip(reason)
+        cannot_run(reason)
     kueue.install(cluster.api)
     peer = kueue.Kueue(cluster.api, tmp_path_factory.mktemp("kueue-node"))
     try:
