@@ -232,3 +232,16 @@ def test_an_mpi_jobs_transport_is_immutable() -> None:
     assert out["allowed"] is False and "spec.transport: is immutable" in out["status"]["message"]
     same = validate_review(review(mpi("SSH"), "UPDATE", mpi("SSH")))["response"]
     assert same["allowed"]
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_deprecated_field_is_a_warning_as_upstreams(operation: str) -> None:
+    doc = manifest("PyTorchJob", {"Worker": 2})
+    doc["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 2, "nProcPerNode": 2}
+    old = manifest("PyTorchJob", {"Worker": 2}) if operation == "UPDATE" else None
+    out = validate_review(review(doc, operation, old))["response"]
+    assert out["allowed"] is True
+    assert out["warnings"] == [
+        "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"]
+    plain = validate_review(review(manifest("PyTorchJob", {"Worker": 2})))["response"]
+    assert "warnings" not in plain

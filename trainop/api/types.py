@@ -191,6 +191,10 @@ class JobSpec(Model):
         """The kind's own rules on changing a stored job's spec into this one."""
         return []
 
+    def warnings(self) -> list[str]:
+        """What the kind's webhook warns of in a job it allows (kubectl prints them)."""
+        return []
+
     def main_container_name(self) -> str | None:
         """The main container's name where the spec chooses it (else the kind's default)."""
         return None
@@ -275,6 +279,13 @@ class PyTorchJobSpec(JobSpec):
                 problems.append(Problem("spec.elasticPolicy.nProcPerNode",
                                         "must not be used with spec.nprocPerNode"))
         return problems
+
+    def warnings(self) -> list[str]:
+        # pkg/webhooks/pytorch/pytorchjob_webhook.go:100-103
+        if self.elastic_policy is not None and self.elastic_policy.n_proc_per_node is not None:
+            return ["spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode "
+                    "instead"]
+        return []
 
 
 class MPIJobSpec(JobSpec):

@@ -53,9 +53,12 @@ def path_for(action: str, kind: str) -> str:
 
 
 def _response(review: dict[str, Any], allowed: bool, message: str = "",
-              patch: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              patch: list[dict[str, Any]] | None = None,
+              warnings: list[str] | None = None) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": (review.get("request") or {}).get("uid", ""),
                                 "allowed": allowed}
+    if warnings:
+        response["warnings"] = warnings
     if message:
         # a refusal is 403 Forbidden, as controller-runtime's validating webhooks answer
         # upstream's (kubectl: "Error from server (Forbidden): admission webhook ...")
@@ -70,18 +73,19 @@ def _response(review: dict[str, Any], allowed: bool, message: str = "",
 
 def validate_review(review: dict[str, Any]) -> dict[str, Any]:
     """The same decision as `trainop validate` (api.validation): a create meets today's
-    rules, an update those of validate_update."""
+    rules, an update those of validate_update; an allowed job's deprecated fields are
+    warnings, as upstream's."""
     request = review.get("request") or {}
     obj = request.get("object") or {}
     old = request.get("oldObject")
     try:
         if request.get("operation") == "UPDATE" and isinstance(old, dict):
-            validate_update(old, obj)
+            job = validate_update(old, obj)
         else:
-            load_job(obj)
+            job = load_job(obj)
     except InvalidJob as err:
         return _response(review, False, "; ".join(str(p) for p in err.problems))
-    return _response(review, True)
+    return _response(review, True, warnings=job.spec.warnings())
 
 
 def default_review(review: dict[str, Any]) -> dict[str, Any]:
