@@ -288,6 +288,30 @@ def test_terminating_pod_blocks_its_slot() -> None:
     assert plan.create == [] and deleted(plan) == []
 
 
+@pytest.mark.parametrize("policy", ["Never", "ExitCode", "OnFailure"])
+def test_a_pod_being_deleted_counts_against_no_limit_even_if_it_failed(policy: str) -> None:
+    # README, Differences: a pod the cluster takes away (evicted through the eviction API,
+    # preempted, drained) is made again once gone, and counted nowhere, with no
+    # podFailurePolicy and no --ignore-disruptions
+    c = Cluster(job("PyTorchJob", replica_extra={"Worker": {"restartPolicy": policy}},
+                    spec={"runPolicy": {"backoffLimit": 0}}))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=1, terminating=True)
+    c.step()
+    assert c.last_condition() == "Running"
+    assert c.condition("Failed") is None and c.condition("Restarting") is None
+    del c.pods["job-worker-1"]  # the deletion completes
+    plan = c.step()
+    assert [p["metadata"]["name"] for p in plan.creates if p["kind"] == "Pod"] == [
+        "job-worker-1"]
+    assert c.last_condition() == "Running"
+    assert c.job.status is not None
+    assert all(not rs.restarts for rs in (c.job.status.replica_statuses or {}).values())
+    assert not [e for p in c.plans for e in p.events if e.type == "Warning"]
+
+
 # -- limits ---------------------------------------------------------------------------
 
 def test_backoff_limit_counts_container_restarts() -> None:
