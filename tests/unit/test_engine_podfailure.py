@@ -162,3 +162,51 @@ def test_a_policy_the_job_api_would_refuse_is_refused(rule: dict[str, Any],
                           spec={"runPolicy": {"podFailurePolicy": {"rules": [rule]}}},
                           replica_extra={"Master": {"restartPolicy": policy}}))
     assert f"spec.runPolicy.podFailurePolicy.{problem}" in str(err.value)
+
+
+EXIT_3_IN = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [3]}}
+MAIN_ONLY = {"action": "FailJob", "onExitCodes": {"containerName": "pytorch",
+                                                  "operator": "In", "values": [3]}}
+NOT_READY = {"action": "Ignore", "onPodConditions": [{"type": "Ready", "status": "False"}]}
+
+
+@pytest.mark.parametrize(("rules", "codes", "conditions", "expected"), [
+    # k8s.io/kubernetes pkg/controller/job/pod_failure_policy.go, branch by branch
+    ([], (("pytorch", 3),), (), None),                             # no rule: counted
+    ([EXIT_3_IN], (("pytorch", 3),), (), ("FailJob", 0, "pytorch")),  # In: listed code
+    ([EXIT_3_IN], (("pytorch", 4),), (), None),                    # In: another code
+    ([MAIN_ONLY], (("sidecar", 3),), (), None),                    # containerName: not it
+    ([MAIN_ONLY], (("sidecar", 3), ("pytorch", 3)), (), ("FailJob", 0, "pytorch")),
+    ([EXIT_3_IN], (("sidecar", 3), ("pytorch", 3)), (), ("FailJob", 0, "sidecar")),  # first
+    ([IGNORE_DISRUPTION], (), (("DisruptionTarget", "True"),), ("Ignore", 0, None)),
+    ([IGNORE_DISRUPTION], (), (("DisruptionTarget", "False"),), None),  # status defaults True
+    ([NOT_READY], (), (("Ready", "False"),), ("Ignore", 0, None)),  # a status it names
+    ([NOT_READY], (), (("Ready", "True"),), None),
+    ([EXIT_3_IN, IGNORE_DISRUPTION], (("pytorch", 4),), DISRUPTED, ("Ignore", 1, None)),
+    ([IGNORE_DISRUPTION, EXIT_3_IN], (("pytorch", 3),), DISRUPTED, ("Ignore", 0, None)),
+], ids=["no-rule", "in", "in-other", "other-container", "named-container", "first-container",
+        "condition", "condition-false", "condition-status", "condition-other-status",
+        "falls-through", "first-rule"])
+def test_match_branch_by_branch(rules: list[dict[str, Any]],
+                                codes: tuple[tuple[str, int], ...],
+                                conditions: tuple[tuple[str, str], ...],
+                                expected: tuple[str, int, str | None] | None) -> None:
+    from trainop.api.types import PodFailurePolicy
+    from trainop.engine import PodState
+    from trainop.engine.podfailure import match
+    policy = PodFailurePolicy.model_validate({"rules": rules})
+    pod = PodState("p", "Worker", 0, phase=Phase.FAILED, exit_codes=codes,
+                   conditions=conditions)
+    found = match(policy, "ns", pod)
+    if expected is None:
+        assert found is None
+        return
+    action, index, container = expected
+    assert found is not None and (found.action, found.index) == (action, index)
+    if container:
+        assert found.why == (f"Container {container} for pod ns/p failed with exit code 3 "
+                             f"matching {action} rule at index {index}")
+    else:
+        ctype = conditions[0][0]
+        assert found.why == (f"Pod ns/p has condition {ctype} matching {action} rule at "
+                             f"index {index}")
