@@ -36,11 +36,17 @@ def test_describe_shows_each_replica_and_why_one_waits(apiserver: TestAPIServer,
                  json.dumps({"status": unschedulable}))
     wait_for("the job to say its worker waits", lambda: (
         kube.job("PyTorchJob", "pt").get("status") or {}).get("waitingReplicas"))
+    # a pod an earlier job of the same name left (its labels, not its owner) is not shown
+    kube.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pt-worker-9", "labels": {
+        "training.kubeflow.org/job-name": "pt", "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "9"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
     out = describe(apiserver, "pytorchjob/pt", "-n", kube.ns)
     assert out.returncode == 0, out.stderr
     lines = [" ".join(line.replace("│", " ").split()) for line in out.stdout.splitlines()]
     assert f"PyTorchJob {kube.ns}/pt" in lines[0]
     assert any(line.startswith("master-0 pt-master-0 Running") for line in lines), lines
+    assert not any("pt-worker-9" in line for line in lines), lines
     assert any(line.startswith("worker-0 pt-worker-0 Pending") and
                "Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu." in line
                for line in lines), lines

@@ -1,0 +1,92 @@
+"""`trainop describe`'s screen (cluster.describe.render), line by line: each replica's row,
+the conditions, the waiting replicas and the last failure, as a terminal shows them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from trainop.cluster.describe import render
+
+JOB: dict[str, Any] = {"kind": "PyTorchJob", "metadata": {"namespace": "ns", "name": "pt"}}
+
+
+def pod(name: str, rtype: str, index: int, phase: str, *, node: str | None = None,
+        restarts: int = 0, state: dict[str, Any] | None = None,
+        last: dict[str, Any] | None = None, deleting: bool = False,
+        conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase, "containerStatuses": [{
+        "name": "pytorch", "restartCount": restarts, "ready": phase == "Running",
+        "state": state or {}, **({"lastState": {"terminated": last}} if last else {})}]}
+    if conditions:
+        status["conditions"] = conditions
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "labels": {
+        "training.kubeflow.org/replica-type": rtype,
+        "training.kubeflow.org/replica-index": str(index)}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node} if node else {}, "status": status}
+
+
+def screen(job: dict[str, Any], pods: list[dict[str, Any]]) -> list[str]:
+    console = Console(width=240, record=True, color_system=None)
+    console.print(render(job, pods))
+    return [" ".join(line.replace("│", " ").replace("┃", " ").split())
+            for line in console.export_text().splitlines()]
+
+
+def test_each_replica_row_says_phase_node_restarts_exit_code_and_wait() -> None:
+    lines = screen(JOB, [
+        pod("pt-worker-1", "worker", 1, "Failed", node="n2",
+            state={"terminated": {"exitCode": 3, "reason": "Error"}}),
+        pod("pt-master-0", "master", 0, "Running", node="n1", restarts=2,
+            state={"running": {}}, last={"exitCode": 137, "reason": "OOMKilled"}),
+        pod("pt-worker-0", "worker", 0, "Running", node="n1", deleting=True,
+            state={"running": {}}),
+        pod("pt-worker-2", "worker", 2, "Pending", conditions=[{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available"}]),
+    ])
+    assert lines[0] == "PyTorchJob ns/pt"
+    rows = [line for line in lines if line.startswith(("master-", "worker-"))]
+    assert rows == [
+        "master-0 pt-master-0 Running n1 2 137 (OOMKilled)",  # its last run, restarted
+        "worker-0 pt-worker-0 Terminating n1 0",
+        "worker-1 pt-worker-1 Failed n2 0 3 (Error)",
+        "worker-2 pt-worker-2 Pending 0 Unschedulable: 0/3 nodes are available",
+    ]
+    assert "no pods" not in lines
+
+
+def test_conditions_waiting_replicas_and_the_last_failure() -> None:
+    job = {**JOB, "status": {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
+             "message": "PyTorchJob pt is created."},
+            {"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
+             "message": "PyTorchJob pt is failed because 1 Worker replica(s) failed."}],
+        "waitingReplicas": [{"pod": "pt-worker-2", "reason": "ErrImagePull",
+                             "message": "no such image", "since": "2026-01-01T00:00:00Z"}],
+        "lastFailure": {"pod": "pt-worker-1", "container": "pytorch", "node": "n2",
+                        "exitCode": 3, "reason": "Error", "time": "2026-01-01T00:01:00Z",
+                        "message": "Traceback (most recent call last):\nValueError: x\n"}}}
+    lines = screen(job, [])
+    assert "no pods" in lines
+    assert "Created True PyTorchJobCreated: PyTorchJob pt is created." in lines
+    assert "Failed True PyTorchJobFailed: PyTorchJob pt is failed because 1 Worker " \
+           "replica(s) failed." in lines
+    assert "waiting pt-worker-2: ErrImagePull: no such image (since 2026-01-01T00:00:00Z)" \
+        in lines
+    assert "last failure pt-worker-1 container pytorch on n2: exit code 3 (Error) at " \
+           "2026-01-01T00:01:00Z" in lines
+    at = lines.index("Traceback (most recent call last):")
+    assert lines[at + 1] == "ValueError: x"
+
+
+def test_a_last_failure_without_node_container_or_message() -> None:
+    job = {**JOB, "status": {"lastFailure": {"pod": "pt-worker-1", "exitCode": 1,
+                                             "reason": "Error", "time": "t"}}}
+    lines = screen(job, [])
+    assert "last failure pt-worker-1: exit code 1 (Error) at t" in lines
+    assert lines[-1] == "last failure pt-worker-1: exit code 1 (Error) at t"
