@@ -83,3 +83,9 @@ CREATED_AT = {
     "PyTorchJob": f"{PT}:521", "TFJob": f"{TF}:656", "XGBoostJob": f"{XGB}:461",
     "MXJob": "(no v1.9 controller: MXJob is kept by trainop, worded as the others)",
 }
+
+
+def failed_reason(kind: str) -> str:
+    """The Failed condition's reason when a replica fails for good: `KindFailed`, but MPI's
+    controller wraps NewReason twice (pkg/controller.v1/mpi/mpijob_controller.go:613)."""
+    return "MPIJobMPIJobFailed" if kind == "MPIJob" else f"{kind}Failed"

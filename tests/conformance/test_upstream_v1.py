@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration.kube import Kube, Manager, wait_for
 from tests.jobs import manifest
-from tests.upstream import CREATED_AT, FACTS, IDS, Facts
+from tests.upstream import CREATED_AT, FACTS, IDS, Facts, failed_reason
 
 pytestmark = pytest.mark.integration
 COMMON = "pkg/controller.v1/common"
@@ -100,7 +100,7 @@ def test_a_failed_replica_fails_the_job_as_upstream_words_it(kube: Kube, manager
     kube.set_all("Running")
     kube.set_pod("job-worker-1", "Failed", exit_code=3)
     cond = kube.wait_condition(kind, "job", "Failed")
-    assert cond["reason"] == f"{kind}Failed", facts.where
+    assert cond["reason"] == failed_reason(kind), facts.where
     assert cond["message"].startswith(facts.words(ns)[2] + " "), (cond["message"], facts.where)
     status = kube.job(kind, "job")["status"]
     assert [c["type"] for c in status["conditions"]][-1] == "Failed"

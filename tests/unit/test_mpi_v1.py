@@ -250,6 +250,25 @@ def test_running_and_success_are_the_launchers() -> None:
     assert c.job.status is not None and c.job.status.completion_time is not None
 
 
+@pytest.mark.parametrize("pod", ["job-launcher", "job-worker-1"])
+def test_a_failed_replica_fails_the_job_with_upstreams_doubled_reason(pod: str) -> None:
+    c = Cluster(job("MPIJob", {"Launcher": 1, "Worker": 2}, replica_extra={
+        rt: {"restartPolicy": "Never"} for rt in ("Launcher", "Worker")}))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set(pod, phase="Failed", exit_code=3)
+    c.step()
+    failed = c.condition("Failed")
+    rtype = "Launcher" if pod == "job-launcher" else "Worker"
+    # C:608-613: the event's reason is MPIJobFailed, the condition's NewReason twice
+    assert failed.reason == "MPIJobMPIJobFailed"
+    assert failed.message.startswith(f"MPIJob job is failed because 1 {rtype} replica(s) failed.")
+    told = [(e.type, e.reason, e.message) for e in c.plans[-1].events if "Failed" in e.reason]
+    assert told == [("Normal", "MPIJobFailed",
+                     f"MPIJob job is failed because 1 {rtype} replica(s) failed.")]
+
+
 @pytest.mark.parametrize(("policy", "deleted"), [
     ("None", []), ("Running", ["job-worker-0", "job-worker-1"])])
 def test_workers_are_cleaned_up_by_the_clean_pod_policy_alone(policy: str,

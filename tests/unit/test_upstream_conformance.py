@@ -9,7 +9,7 @@ import pytest
 
 from tests.jobs import TYPICAL, job
 from tests.sim import Cluster
-from tests.upstream import CREATED_AT, FACTS, IDS, Facts
+from tests.upstream import CREATED_AT, FACTS, IDS, Facts, failed_reason
 from trainop.api import KINDS
 
 
@@ -127,7 +127,7 @@ def test_failed_starts_with_the_kinds_words(facts: Facts) -> None:
     c.set("job-worker-1", phase="Failed", exit_code=3, reason="Error")
     c.step()
     failed = c.condition("Failed")
-    assert failed.reason == f"{facts.kind}Failed", facts.where
+    assert failed.reason == failed_reason(facts.kind), facts.where
     # upstream's message first; what failed after it (README: differences)
     assert failed.message == f"{facts.words('default')[2]} Last failure: pod job-worker-1 " \
         "exited with code 3 (Error).", facts.where

@@ -88,6 +88,8 @@ class Judgement:
     by_replicas: bool = False
     """A FAIL because replicas failed for good (not a limit: upstream counts only these as
     failed jobs)."""
+    condition_reason: str = ""
+    """The Failed condition's reason where it is not the event's (Wording.failed_reason)."""
 
     @property
     def scope(self) -> str:
@@ -214,7 +216,8 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
         # Normal event (e.g. pytorchjob_controller.go:436)
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
                          f"{words} Last failure: {first.describe()}.", words,
-                         policy == "ExitCode", first, by_replicas=True)
+                         policy == "ExitCode", first, by_replicas=True,
+                         condition_reason=fw.wording.failed_reason(job))
 
     retry = [f for f in failures if f.verdict is Verdict.RESTART]
     if not retry:

@@ -41,6 +41,11 @@ class Wording:
             return f'job "{job.name}" is failing because "{rtype}" replica(s) failed.'
         return f"{job.kind} {job.name} is failed because {failed} {rtype} replica(s) failed."
 
+    def failed_reason(self, job: Job) -> str:
+        """The Failed condition's reason when replicas failed for good (its event's reason
+        is always `KindFailed`)."""
+        return f"{job.kind}Failed"
+
     def restarting(self, job: Job, failed: int, rtype: str) -> str:
         """The Restarting message (pkg/controller.v1/common/pod.go:362)."""
         return f"job {job.name} is restarting because {rtype} replica(s) failed."

@@ -64,6 +64,10 @@ class MPIWording(ShortTitle):
     def failed(self, job: Job, failed: int, rtype: str, policy: str) -> str:
         return f"MPIJob {job.name} is failed because {failed} {rtype} replica(s) failed."
 
+    def failed_reason(self, job: Job) -> str:
+        # mpijob_controller.go:613 wraps NewReason twice (its event, :608, does not)
+        return "MPIJobMPIJobFailed"
+
     def restarting(self, job: Job, failed: int, rtype: str) -> str:
         return f"MPIJob {job.name} is restarting because {failed} {rtype} replica(s) failed."
 
