@@ -39,6 +39,28 @@ def test_aggregated_events_name_the_objects_of_a_round() -> None:
          "Created 3 service(s): job-master-0, job-worker-0, job-worker-1")]
 
 
+@pytest.mark.parametrize("aggregate", [False, True])
+def test_every_deletion_is_told_aggregated_or_not(aggregate: bool) -> None:
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}, spec={"runPolicy": {
+        "cleanPodPolicy": "All"}}), config=EngineConfig(aggregate_events=aggregate))
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-master-0", phase="Succeeded", exit_code=0)
+    told = [(e.reason, e.message) for e in c.step().on_removed]
+    if aggregate:
+        assert told == [
+            ("SuccessfulDeletePod", "Deleted 2 pod(s) (job finished): job-master-0, "
+                                    "job-worker-0"),
+            ("SuccessfulDeleteService", "Deleted 2 service(s) (job finished): job-master-0, "
+                                        "job-worker-0")]
+    else:  # upstream's, one per object
+        assert told == [("SuccessfulDeletePod", "Deleted pod: job-master-0"),
+                        ("SuccessfulDeletePod", "Deleted pod: job-worker-0"),
+                        ("SuccessfulDeleteService", "Deleted service: job-master-0"),
+                        ("SuccessfulDeleteService", "Deleted service: job-worker-0")]
+
+
 @pytest.mark.parametrize("kind", ALL)
 def test_first_reconcile_creates_every_replica(kind: str) -> None:
     c = Cluster(job(kind))

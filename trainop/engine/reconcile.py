@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
@@ -60,28 +61,30 @@ class _Run:
         if not pods:
             return
         if self.config.aggregate_events:
-            names = ", ".join(p.name for p in pods[:5]) + (" ..." if len(pods) > 5 else "")
-            self.removed("SuccessfulDeletePod", f"Deleted {len(pods)} pod(s) ({reason}): {names}")
+            self.removed("SuccessfulDeletePod",
+                         f"Deleted {len(pods)} pod(s) ({reason}): {shown(p.name for p in pods)}")
         else:  # pkg/controller.v1/control/pod_control.go:190
             for p in pods:
                 self.removed("SuccessfulDeletePod", f"Deleted pod: {p.name}")
 
-    def delete_service(self, name: str) -> None:
-        if self.plan.remove(ObjectRef("Service", name)) and not self.config.aggregate_events:
-            # pkg/controller.v1/control/service_control.go:133
-            self.removed("SuccessfulDeleteService", f"Deleted service: {name}")
+    def delete_services(self, names: Iterable[str], reason: str) -> None:
+        gone = [n for n in names if self.plan.remove(ObjectRef("Service", n))]
+        if gone and self.config.aggregate_events:
+            self.removed("SuccessfulDeleteService",
+                         f"Deleted {len(gone)} service(s) ({reason}): {shown(gone)}")
+        else:  # pkg/controller.v1/control/service_control.go:133
+            for name in gone:
+                self.removed("SuccessfulDeleteService", f"Deleted service: {name}")
 
-    def delete_services_of(self, pods: list[PodState]) -> None:
-        names = {p.name for p in pods}
-        for obj in self.observed.objects:
-            if obj.kind == "Service" and obj.name in names:
-                self.delete_service(obj.name)
+    def services(self, of: list[PodState] | None = None) -> list[str]:
+        """The names of the job's services (those of the pods `of` where given)."""
+        names = None if of is None else {p.name for p in of}
+        return [o.name for o in self.observed.objects
+                if o.kind == "Service" and (names is None or o.name in names)]
 
     def delete_kind(self, kind: str, api_version: str = "v1") -> None:
         for obj in self.observed.objects:
-            if obj.kind == "Service" == kind:
-                self.delete_service(obj.name)
-            elif obj.kind == kind:
+            if obj.kind == kind:
                 self.plan.remove(ObjectRef(kind, obj.name, api_version))
 
     def live_pods(self) -> list[PodState]:
@@ -160,11 +163,9 @@ class _Run:
         stop = set(launcher.stops_on_finish(self.job) if launcher else ())
         doomed += [p for p in live if p.replica_type in stop and p not in doomed
                    and p.phase in LIVE_PHASES]
-        self.delete_pods(doomed, "job finished" if not deadline else "deadline exceeded")
-        if policy == "All":
-            self.delete_kind("Service")
-        else:
-            self.delete_services_of(doomed)
+        why = "job finished" if not deadline else "deadline exceeded"
+        self.delete_pods(doomed, why)
+        self.delete_services(self.services(None if policy == "All" else doomed), why)
         for kind, api_version in launcher.grants if launcher else ():
             # (upstream keeps them until the job is deleted: a finished job's names may be
             # taken by another workload's pods, or were never its own if it failed on them)
@@ -180,7 +181,7 @@ class _Run:
     def suspend(self) -> None:
         live = self.live_pods()
         self.delete_pods(live, "job suspended")
-        self.delete_kind("Service")
+        self.delete_services(self.services(), "job suspended")
         if self.config.gang_scheduler:
             self.delete_kind("PodGroup", gang.api_version(self.config))
         hpa = self.observed.object("HorizontalPodAutoscaler", self.job.name)
@@ -248,8 +249,7 @@ class _Run:
         """Pods and services past the replica count, or of a type no longer in the spec."""
         pods, services = objects.surplus(self.job, self.observed, self.fw)
         self.delete_pods(pods, "scaled down")
-        for name in services:
-            self.delete_service(name)
+        self.delete_services(services, "scaled down")
 
     def count(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
@@ -286,7 +286,8 @@ class _Run:
             self.record_failure(judgement.first)
         if judgement.verdict is failures.Verdict.FAIL:
             if self.fail(judgement.reason, judgement.message, judgement.told,
-                         judgement.warning) and judgement.by_replicas:
+                         judgement.warning, judgement.condition_reason) and \
+                    judgement.by_replicas:
                 self.plan.count("failed")  # not a limit's failure (upstream's counters)
             return True
         self.delete_pods(list(judgement.restart), "restarting the whole job"
@@ -319,11 +320,14 @@ class _Run:
             message=ended.message if ended else None,
         )
 
-    def fail(self, reason: str, message: str, told: str = "", warning: bool = True) -> bool:
+    def fail(self, reason: str, message: str, told: str = "", warning: bool = True,
+             condition_reason: str = "") -> bool:
         """Fail the job with `message` on its condition and `told` (else the same) in its
-        event; False when it had failed already."""
-        return self.plan.record(cond.FAILED, "True", reason, message, self.now, Event(
-            "Warning" if warning else "Normal", reason, told or message))
+        event, each with `reason` (the condition with `condition_reason` where given);
+        False when it had failed already."""
+        return self.plan.record(cond.FAILED, "True", condition_reason or reason, message,
+                                self.now, Event("Warning" if warning else "Normal", reason,
+                                                told or message))
 
     def active_count_as_succeeded(self) -> None:
         """Replicas still active when the job succeeded count as succeeded, as upstream
@@ -368,9 +372,8 @@ class _Run:
             for reason, what, names in (("SuccessfulCreatePod", "pod", [n for _, n in todo.pods]),
                                         ("SuccessfulCreateService", "service", todo.services)):
                 if names:
-                    shown = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
                     told.append(Event("Normal", reason,
-                                      f"Created {len(names)} {what}(s): {shown}"))
+                                      f"Created {len(names)} {what}(s): {shown(names)}"))
             return
         # one per object, as upstream (pkg/controller.v1/control/pod_control.go:162,
         # service_control.go:106)
@@ -407,3 +410,9 @@ def reconcile(job: Job, observed: Observed, now: dt.datetime, framework: Framewo
 
 
 __all__ = ["Counts", "OwnedObject", "reconcile"]
+
+
+def shown(names: Iterable[str]) -> str:
+    """The first names of an aggregated event (--aggregate-events), `...` after five."""
+    names = list(names)
+    return ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
