@@ -49,6 +49,14 @@ def test_tf_dynamic_workers_get_a_sparse_tf_config() -> None:
         '"task":{"type":"worker","index":2}}')
     assert c.env("job-ps-1")["TF_CONFIG"] == (
         '{"cluster":{"worker":{},"ps":["job-ps-1.ns.svc:2222"]},"task":{"type":"ps","index":1}}')
+    # without PS, a worker's list is Go's lookup of a missing key: null (TFGO:79); the
+    # chief's is the empty list it starts with (TFGO:75)
+    c = started("TFJob", {"Chief": 1, "Worker": 1}, spec={"enableDynamicWorker": True})
+    assert c.env("job-worker-0")["TF_CONFIG"] == (
+        '{"cluster":{"worker":{"0":"job-worker-0.ns.svc:2222"},"ps":null},'
+        '"task":{"type":"worker","index":0}}')
+    assert c.env("job-chief-0")["TF_CONFIG"] == (
+        '{"cluster":{"worker":{},"ps":[]},"task":{"type":"chief","index":0}}')
 
 
 def test_tf_dynamic_workers_may_fail_without_failing_the_job() -> None:

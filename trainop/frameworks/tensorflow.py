@@ -45,9 +45,11 @@ class TensorFlow(Framework[TFJobSpec]):
             # (tensorflow.go:74-83, :125-134)
             full = per_job(job, addr, "tf-cluster", cluster)
             own = full.get(rtype.lower(), [])
+            # a worker's PS list is the cluster's, which Go writes `null` when the job has
+            # no PS (a lookup of a missing map key: tensorflow.go:79)
             sparse = {"worker": {str(index): own[index]} if rtype == "Worker" else {},
                       "ps": own[index:index + 1] if rtype == "PS" else
-                      full.get("ps", []) if rtype == "Worker" else []}
+                      full.get("ps") if rtype == "Worker" else []}
             return {"TF_CONFIG": compact_json({"cluster": sparse, "task": json.loads(task)})}
         # {"cluster":...,"task":...,"environment":"cloud"}, the cluster part made once
         shared = per_job(job, addr, "tf-cluster-json", lambda: compact_json(cluster()))
