@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from trainop.cluster import metrics
 from trainop.cluster.client import APIError
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
 
@@ -69,3 +71,12 @@ def test_both_depth_gauges_follow_the_queue() -> None:
             assert value(name, **labels) == 1, name
         assert value("trainop_workqueue_adds_total", name="DepthJob") == 2
     asyncio.run(scenario())
+
+
+def test_no_series_upstream_does_not_have() -> None:
+    # Go's client writes no `_created` sample beside a counter's `_total`
+    metrics.JOBS_CREATED.labels("ns", "pytorch").inc()
+    text = generate_latest(REGISTRY).decode()
+    names = {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    assert "training_operator_jobs_created_total" in names
+    assert not [n for n in names if n.endswith("_created")], names

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+# Go's client (upstream's) has no `_created` series; a scraper sees the same samples here
+disable_created_metrics()
 
 LABELS = ["job_namespace", "framework"]
 JOBS_CREATED = Counter("training_operator_jobs_created", "Jobs created", LABELS)
