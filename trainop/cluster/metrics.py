@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 # Go's client (upstream's) has no `_created` series; a scraper sees the same samples here
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 LABELS = ["job_namespace", "framework"]
 JOBS_CREATED = Counter("training_operator_jobs_created", "Jobs created", LABELS)
