@@ -20,7 +20,8 @@ run: venv
 ## test: lint, type-check, then unit, integration (real kube-apiserver + etcd),
 ## conformance, differential (upstream's operator beside trainop), Kueue, e2e and real-node
 ## tests (a single-node cluster the tests start: see README, Testing), with the binaries
-## hack/test-assets.sh builds (their kubectl first on PATH)
+## hack/test-assets.sh builds (their kubectl first on PATH); hack/run-tests.sh runs the
+## differential suite beside the others
 test: venv
 	bash hack/system-deps.sh
 	bash hack/node-deps.sh
@@ -29,7 +30,7 @@ test: venv
 	export PATH="$$KUBEBUILDER_ASSETS:$$PATH" && \
 	$(BIN)/ruff check . && \
 	$(BIN)/mypy && \
-	$(BIN)/python -m pytest -ra $(PYTEST_ARGS)
+	bash hack/run-tests.sh $(BIN)/python $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

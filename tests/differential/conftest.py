@@ -1,5 +1,6 @@
-"""Fixtures of the differential suite: upstream's operator and trainop, each on its own API
-server with its own CRDs and webhook, both watching every namespace at their defaults."""
+"""Fixtures of the differential suite: upstream's operator and trainop (twice: at its defaults
+and with the shipped Deployment's flags), each on its own API server with its own CRDs and
+webhook, all watching every namespace."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.differential.peers import Pair, Side
+from tests.differential.peers import VARIANTS, Side, Sides
 from tests.integration.kube import REPO, Kube, Manager
+from tests.require import cannot_run
 from trainop.testing import upstream
 from trainop.testing.apiserver import TestAPIServer, free_port
 
@@ -24,6 +26,8 @@ PODGROUPS = REPO / "tests" / "integration" / "crds" / "podgroups.yaml"
 def start_upstream(logs: Path, *args: str
                    ) -> Iterator[tuple[TestAPIServer, upstream.UpstreamOperator]]:
     """An API server with upstream's CRDs (and the PodGroup kinds), upstream on it."""
+    if not upstream.binary().is_file():
+        cannot_run(f"no {upstream.binary().name} (hack/test-assets.sh builds it)")
     api = TestAPIServer().start()
     try:
         api.kubectl("apply", "--server-side", "-f", str(PODGROUPS))
@@ -39,6 +43,7 @@ def start_upstream(logs: Path, *args: str
 def start_trainop(logs: Path, *args: str) -> Iterator[tuple[TestAPIServer, Manager]]:
     """An API server with trainop's CRDs (and the PodGroup kinds), its webhook registered
     as shipped, the manager on it."""
+    logs.mkdir(parents=True, exist_ok=True)
     api = TestAPIServer().start()
     try:
         api.kubectl("apply", "--server-side", "-k", str(CRDS))
@@ -80,16 +85,59 @@ def _webhook_configuration(port: int) -> dict[str, object]:
     return dict(config)
 
 
+def shipped_flags() -> list[str]:
+    """The flags of the shipped Deployment (config/manager) that change what trainop does
+    with a job; those of its plumbing (leader election, ports, certificates) left out."""
+    deployment = yaml.safe_load((REPO / "config" / "manager" / "deployment.yaml").read_text())
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    plumbing = ("--leader-elect", "--metrics-", "--health-", "--webhook-")
+    return [arg for arg in container["args"] if not arg.startswith(plumbing)]
+
+
+def flags(variant: str) -> list[str]:
+    return shipped_flags() if variant == "shipped" else []
+
+
 @pytest.fixture(scope="session")
-def trainop_side(tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[tuple[TestAPIServer, Manager]]:
-    yield from start_trainop(tmp_path_factory.mktemp("trainop"))
+def trainop_sides(tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[dict[str, tuple[TestAPIServer, Manager]]]:
+    """trainop at its defaults and as shipped, each on an API server of its own."""
+    started = {v: start_trainop(tmp_path_factory.mktemp(f"trainop-{v}"), *flags(v))
+               for v in VARIANTS}
+    try:
+        yield {v: next(it) for v, it in started.items()}
+    finally:
+        for it in started.values():
+            it.close()
+
+
+def scenario(node: pytest.Item) -> str:
+    """A test's scenario name: `test_a_job[MPIJob]` -> `a_job/MPIJob`."""
+    name = node.name.removeprefix("test_")
+    return name.replace("[", "/", 1).removesuffix("]")
+
+
+def new_sides(node: pytest.Item, upstream_side: tuple[TestAPIServer, upstream.UpstreamOperator],
+              trainop_sides: dict[str, tuple[TestAPIServer, Manager]]) -> Sides:
+    """A fresh namespace of the same name on every side, for the scenario of test `node`."""
+    ns = f"d-{uuid.uuid4().hex[:8]}"
+    up_api, operator = upstream_side
+    return Sides(scenario(node), Side("upstream", Kube(up_api, ns), operator.metrics_port),
+                 {v: Side(f"trainop {v}", Kube(api, ns), manager.metrics_port)
+                  for v, (api, manager) in trainop_sides.items()})
 
 
 @pytest.fixture
-def pair(upstream_side: tuple[TestAPIServer, upstream.UpstreamOperator],
-         trainop_side: tuple[TestAPIServer, Manager]) -> Pair:
-    """A fresh namespace of the same name on both sides."""
-    ns = f"d-{uuid.uuid4().hex[:8]}"
-    return Pair(Side("upstream", Kube(upstream_side[0], ns)),
-                Side("trainop", Kube(trainop_side[0], ns)))
+def sides(request: pytest.FixtureRequest,
+          upstream_side: tuple[TestAPIServer, upstream.UpstreamOperator],
+          trainop_sides: dict[str, tuple[TestAPIServer, Manager]]) -> Sides:
+    return new_sides(request.node, upstream_side, trainop_sides)
+
+
+STALE_CHECK = "test_no_pattern_of_the_readme_is_stale"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The stale-pattern check runs after every scenario of the run."""
+    last = [item for item in items if item.name == STALE_CHECK]
+    items[:] = [item for item in items if item.name != STALE_CHECK] + last

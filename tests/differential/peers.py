@@ -1,22 +1,37 @@
-"""Upstream's operator and trainop side by side: the same steps on both, what each made.
+"""Upstream's operator and trainop side by side: the same steps on each, what each made.
 
 Each side is its own API server (each with its own CRDs and validating webhook; one API
 server cannot serve two definitions of `pytorchjobs.kubeflow.org`), its operator watching
-every namespace at its defaults. A test works in a namespace of the same name on both, so
-that objects compare by name; `Pair.compare()` puts what a client reads of each side
-through `normalise` (names, UIDs, times, cluster IPs left out) and lists what differs.
+every namespace. trainop runs twice, beside one upstream: at its defaults (`default`) and
+with the behaviour flags of the shipped Deployment (`shipped`). A test works in a namespace
+of the same name on every side, so that objects compare by name; `Sides.compare()` puts what
+a client reads of each side through `normalise` (UIDs, versions, times, cluster IPs left
+out) and lists what differs between each trainop and upstream.
+
+A difference reads `VARIANT:SCENARIO STEP: WHAT`, for example
+`shipped:a_job_that_succeeds/MPIJob succeeded: event Normal MPIJobSucceeded MPIJob/job:
+Job ... : 1 != 0`: the trainop run, the test (its name without `test_`, a parameter after a
+`/`), the step, then `object path: trainop's value != upstream's` or `event TYPE REASON
+KIND/NAME: MESSAGE: trainop's count != upstream's`. Each must match a pattern of the README's
+differences table (`patterns()`), and a full run fails on a pattern that matched nothing.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 import time
+import urllib.request
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.kube import Kube
 
@@ -25,36 +40,54 @@ RESOURCES = ("pods", "services", "configmaps", "serviceaccounts", "roles.rbac.au
              "rolebindings.rbac.authorization.k8s.io",
              "horizontalpodautoscalers.autoscaling",
              "podgroups.scheduling.volcano.sh", "podgroups.scheduling.x-k8s.io")
+"""What a job makes besides itself (every side has both PodGroup kinds' CRDs)."""
 DROPPED_META = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation",
                 "namespace", "deletionTimestamp", "deletionGracePeriodSeconds")
+"""What differs between any two API servers in an object's metadata (the namespace is the
+same name on every side: one of a RoleBinding's subjects, which is not metadata, stays)."""
 TIME_FIELDS = ("lastTransitionTime", "lastUpdateTime", "startTime", "completionTime",
                "lastReconcileTime", "time", "lastProbeTime", "startedAt", "finishedAt")
+REPORT = os.environ.get("TRAINOP_DIFF_REPORT")
+"""A file to which every scenario writes every difference it found, documented or not, and
+fails on none: the lines to write a new row's patterns from."""
+POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="side")
+T = TypeVar("T")
+VARIANTS = ("default", "shipped")
+"""trainop's runs beside upstream: its defaults, and the shipped Deployment's flags."""
 
 
-def normalise(obj: Any) -> Any:
-    """`obj` with what differs between any two runs left out: UIDs, versions, times (a
-    time that is set becomes "<time>"), assigned cluster IPs."""
+def normalise(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as any two runs of one operator write it: its metadata's UIDs, versions and
+    namespace left out, a time that is set as "<time>", an assigned cluster IP as "<ip>"."""
+    out: dict[str, Any] = _values(obj)
+    meta = obj.get("metadata") or {}
+    out["metadata"] = {k: _values(v) for k, v in meta.items() if k not in DROPPED_META}
+    if "ownerReferences" in meta:
+        out["metadata"]["ownerReferences"] = [{k: v for k, v in ref.items() if k != "uid"}
+                                              for ref in meta["ownerReferences"]]
+    return out
+
+
+def _values(obj: Any) -> Any:
+    """`obj` with its times and assigned cluster IPs, at any depth, as placeholders."""
     if isinstance(obj, dict):
         out = {}
         for key, value in obj.items():
-            if key in DROPPED_META:
-                continue
             if key in TIME_FIELDS:
                 out[key] = "<time>"
             elif key in ("clusterIP", "clusterIPs") and value not in ("None", ["None"]):
                 out[key] = "<ip>"
-            elif key == "ownerReferences":
-                out[key] = [{k: v for k, v in ref.items() if k != "uid"} for ref in value]
             else:
-                out[key] = normalise(value)
+                out[key] = _values(value)
         return out
     if isinstance(obj, list):
-        return [normalise(v) for v in obj]
+        return [_values(v) for v in obj]
     return obj
 
 
 def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
-    """Where `ours` differs from `theirs`, one line per leaf: `path: ours != theirs`."""
+    """Where `ours` differs from `theirs`, one line per leaf: `path: ours != theirs`, or
+    `path: theirs += what ours adds` for a text that starts with upstream's."""
     if isinstance(ours, dict) and isinstance(theirs, dict):
         out = []
         for key in sorted(set(ours) | set(theirs)):
@@ -69,6 +102,11 @@ def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
     if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
         return [d for i, (a, b) in enumerate(zip(ours, theirs, strict=True))
                 for d in differences(a, b, f"{path}[{i}]")]
+    if isinstance(ours, str) and isinstance(theirs, str) and theirs and \
+            ours.startswith(theirs) and ours != theirs:
+        # upstream's text, then more: a pattern can document what trainop adds, and a
+        # message that does not start with upstream's text stays a plain difference
+        return [f"{path}: {_short(theirs)} += {_short(ours[len(theirs):])}"]
     if ours != theirs:
         return [f"{path}: {_short(ours)} != {_short(theirs)}"]
     return []
@@ -87,12 +125,35 @@ class Answer:
     message: str
 
 
-class Side:
-    """One operator's API server, seen in the test's namespace."""
+DENIED = re.compile(r"^(.* denied the request: [^:]+: )(.*)$", re.S)
+"""A webhook's refusal as kubectl prints it: up to the first problem's field path, then
+the words."""
 
-    def __init__(self, name: str, kube: Kube):
+
+def answer_difference(case: str, ours: Answer, theirs: Answer) -> str | None:
+    """How trainop's answer to a create or update differs from upstream's, if it does: in
+    whether it was allowed; or, where both name the same webhook and field path, only in
+    the words after them; or in the whole message (warnings included)."""
+    if ours.allowed != theirs.allowed:
+        return (f"{case}: allowed {ours.allowed} != {theirs.allowed} "
+                f"({ours.message} | {theirs.message})")
+    if ours.message == theirs.message:
+        return None
+    a, b = DENIED.match(ours.message), DENIED.match(theirs.message)
+    if a and b and a.group(1) == b.group(1):
+        return (f"{case}: words after {a.group(1)!r}: {json.dumps(a.group(2))} != "
+                f"{json.dumps(b.group(2))}")
+    return f"{case}: message {ours.message!r} != {theirs.message!r}"
+
+
+class Side:
+    """One operator's API server, seen in the test's namespace, and the operator's metrics
+    (at `metrics_port` on loopback)."""
+
+    def __init__(self, name: str, kube: Kube, metrics_port: int):
         self.name = name
         self.kube = kube
+        self.metrics_port = metrics_port
 
     def submit(self, doc: dict[str, Any]) -> Answer:
         out = self.kube.api.kubectl("apply", "--server-side", "-n", self.kube.ns, "-f", "-",
@@ -100,65 +161,84 @@ class Side:
         return Answer(out.returncode == 0, out.stderr.strip())
 
     def snapshot(self, kind: str) -> dict[str, Any]:
-        """Every object of the test's namespace a client of the job would read."""
+        """Every object of the test's namespace a client of the job would read, and its
+        events, in one read (`kind/name` -> object, "events" -> counts)."""
+        resources = ",".join((f"{kind.lower()}s.kubeflow.org", *RESOURCES, "events"))
+        out = self.kube.api.kubectl("get", resources, "-n", self.kube.ns, "-o", "json")
         snap: dict[str, Any] = {}
-        for job in self.kube.items(f"{kind.lower()}s.kubeflow.org"):
-            snap[f"{kind}/{job['metadata']['name']}"] = normalise(job)
-        for resource in RESOURCES:
-            out = self.kube.api.kubectl("get", resource, "-n", self.kube.ns, "-o", "json",
-                                        check=False)
-            if out.returncode != 0:
-                continue  # a PodGroup kind this side has no CRD for
-            for item in json.loads(out.stdout)["items"]:
-                if resource == "configmaps" and item["metadata"]["name"] == "kube-root-ca.crt":
-                    continue
-                short = resource.split(".")[0]
-                snap[f"{short}/{item['metadata']['name']}"] = normalise(item)
-        snap["events"] = self.events()
+        events = []
+        for item in json.loads(out.stdout)["items"]:
+            name = item["metadata"]["name"]
+            if item["kind"] == "Event":
+                events.append(item)
+            elif item["kind"] == kind:
+                snap[f"{kind}/{name}"] = normalise(item)
+            elif not (item["kind"] == "ConfigMap" and name == "kube-root-ca.crt"):
+                snap[f"{item['kind'].lower()}s/{name}"] = normalise(item)
+        snap["events"] = counts(events)
+        snap["metrics"] = self.metrics()
         return snap
 
-    def events(self) -> dict[str, int]:
-        """How often each event was told: `type reason kind/name: message` -> count."""
-        counts: Counter[str] = Counter()
-        for ev in self.kube.items("events"):
-            obj = ev.get("involvedObject") or ev.get("regarding") or {}
-            if obj.get("kind") not in (None, "Pod") and "kubeflow.org" not in obj.get(
-                    "apiVersion", "kubeflow.org"):
-                continue
-            key = (f"{ev.get('type')} {ev.get('reason')} {obj.get('kind')}/{obj.get('name')}: "
-                   f"{ev.get('message') or ev.get('note')}")
-            counts[key] += int(ev.get("count") or (ev.get("series") or {}).get("count") or 1)
-        return dict(sorted(counts.items()))
+    def metrics(self) -> dict[str, float]:
+        """The operator's job counters of the test's namespace (`training_operator_jobs_*`,
+        by framework)."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        return {f"{s.name}{{{s.labels.get('framework')}}}": s.value
+                for family in text_string_to_metric_families(text) for s in family.samples
+                if s.name.startswith("training_operator_jobs_")
+                and s.labels.get("job_namespace") == self.kube.ns}
 
 
-class Pair:
-    """The same namespace on both sides."""
+def counts(events: list[dict[str, Any]]) -> dict[str, int]:
+    """How often each event was told: `type reason kind/name: message` -> count."""
+    told: Counter[str] = Counter()
+    for ev in events:
+        obj = ev.get("involvedObject") or ev.get("regarding") or {}
+        key = (f"{ev.get('type')} {ev.get('reason')} {obj.get('kind')}/{obj.get('name')}: "
+               f"{ev.get('message') or ev.get('note')}")
+        told[key] += int(ev.get("count") or (ev.get("series") or {}).get("count") or 1)
+    return dict(sorted(told.items()))
 
-    def __init__(self, upstream: Side, trainop: Side):
-        self.upstream, self.trainop = upstream, trainop
-        self.sides = (upstream, trainop)
 
-    def submit(self, doc: dict[str, Any]) -> tuple[Answer, Answer]:
-        up, ours = (side.submit(doc) for side in self.sides)
-        return up, ours
+class Sides:
+    """The same namespace on upstream's side and on each of trainop's, in one scenario."""
+
+    def __init__(self, scenario: str, upstream: Side, trainops: dict[str, Side]):
+        self.scenario = scenario
+        self.upstream, self.trainops = upstream, trainops
+        self.sides = (upstream, *trainops.values())
+
+    def each(self, fn: Callable[[Side], T]) -> list[T]:
+        """`fn` of every side (upstream's first), the sides at once: each is a kubectl
+        process against its own API server, and the suite's time is mostly theirs."""
+        return list(POOL.map(fn, self.sides))
+
+    def submit(self, doc: dict[str, Any]) -> tuple[Answer, dict[str, Answer]]:
+        """Upstream's answer and each trainop's."""
+        theirs, *ours = self.each(lambda side: side.submit(doc))
+        return theirs, dict(zip(self.trainops, ours, strict=True))
 
     def set_pod(self, name: str, phase: str, **kw: Any) -> None:
-        for side in self.sides:
-            side.kube.set_pod(name, phase, **kw)
+        self.each(lambda side: side.kube.set_pod(name, phase, **kw))
 
     def set_all(self, phase: str, prefix: str = "", **kw: Any) -> None:
-        for side in self.sides:
-            side.kube.set_all(phase, prefix, **kw)
+        self.each(lambda side: side.kube.set_all(phase, prefix, **kw))
 
-    def settle(self, kind: str, quiet: float = 2.0, timeout: float = 30) -> tuple[
-            dict[str, Any], dict[str, Any]]:
-        """Both sides' snapshots once neither has changed for `quiet` seconds."""
+    def scoped(self, variant: str, step: str, lines: list[str]) -> list[str]:
+        """`lines` as differences of this scenario's `step` in trainop's `variant`."""
+        return [f"{variant}:{self.scenario} {step}: {line}" for line in lines]
+
+    def settle(self, kind: str, quiet: float = 2.0, timeout: float = 30) -> list[dict[str, Any]]:
+        """Every side's snapshot (upstream's first) once none has changed for `quiet`
+        seconds."""
         deadline = time.monotonic() + timeout
-        last = (self.upstream.snapshot(kind), self.trainop.snapshot(kind))
+        last = self.each(lambda side: side.snapshot(kind))
         since = time.monotonic()
         while time.monotonic() < deadline:
             time.sleep(0.5)
-            now = (self.upstream.snapshot(kind), self.trainop.snapshot(kind))
+            now = self.each(lambda side: side.snapshot(kind))
             if now != last:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= quiet:
@@ -166,52 +246,128 @@ class Pair:
         return last
 
     def compare(self, kind: str, step: str, tries: int = 3) -> list[str]:
-        """What differs once both sides settled, each line `step: object path: trainop !=
-        upstream`. A difference the README does not document is looked at again after the
-        sides settle once more (`tries` in all): on a loaded machine one operator may only
-        be slower to write what the other wrote."""
+        """What differs once every side settled. A difference the README does not document is
+        looked at again after the sides settle once more (`tries` in all): on a loaded
+        machine one operator may only be slower to write what the other wrote."""
+        if REPORT:
+            return self._differences(kind, step)
+        known = patterns()
         for _ in range(tries - 1):
             found = self._differences(kind, step)
-            if not undocumented(found, documented()):
+            if not undocumented(found, known):
                 return found
             time.sleep(2)
         return self._differences(kind, step)
 
     def _differences(self, kind: str, step: str) -> list[str]:
-        theirs, ours = self.settle(kind)
+        theirs, *ours_by_variant = self.settle(kind)
         out = []
-        for key in sorted(set(ours) | set(theirs)):
-            if key == "events":
-                for ev in sorted(set(ours["events"]) | set(theirs["events"])):
-                    a, b = ours["events"].get(ev, 0), theirs["events"].get(ev, 0)
-                    if a != b:
-                        out.append(f"{step}: event {ev}: {a} != {b}")
-                continue
-            if key not in theirs:
-                out.append(f"{step}: {key}: exists != (none)")
-            elif key not in ours:
-                out.append(f"{step}: {key}: (none) != exists")
-            else:
-                out.extend(f"{step}: {key} {d}" for d in differences(ours[key], theirs[key]))
+        for variant, ours in zip(self.trainops, ours_by_variant, strict=True):
+            out += self.scoped(variant, step, snapshot_differences(ours, theirs))
         return out
 
 
-def documented() -> list[str]:
-    """The patterns of the README's differences table (its "seen as" column): each
-    difference the suite finds must match one (`fnmatch`, `*` for any text)."""
+def snapshot_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """What differs between two sides' snapshots, one line per object path or event."""
+    out = []
+    for key in sorted(set(ours) | set(theirs)):
+        if key == "events":
+            for ev in sorted(set(ours["events"]) | set(theirs["events"])):
+                a, b = ours["events"].get(ev, 0), theirs["events"].get(ev, 0)
+                if a != b:
+                    out.append(f"event {ev}: {a} != {b}")
+        elif key not in theirs:
+            out.append(f"{key}: exists != (none)")
+        elif key not in ours:
+            out.append(f"{key}: (none) != exists")
+        else:
+            out.extend(f"{key} {d}" for d in differences(ours[key], theirs[key]))
+    return out
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One documented difference: `VARIANT:SCENARIO STEP: WHAT`, globs (`*`, `?`, `[...]`)
+    matched against a whole difference line; `VARIANT:{S1,S2} STEP: WHAT` for the same
+    difference in several scenarios. Written `?...` in the README when it is a race of
+    upstream's that a run may not show (it is then never stale)."""
+
+    text: str
+    row: str
+    """The row's first cell: what the difference is."""
+    optional: bool = False
+
+    @property
+    def scenarios(self) -> list[str]:
+        """The scenarios (globs of their parameters) this pattern is written for."""
+        scope = self.text.split(" ", 1)[0].split(":", 1)[1]
+        return scope[1:-1].split(",") if scope.startswith("{") else [scope]
+
+    def matches(self, difference: str) -> bool:
+        variant, rest = self.text.split(":", 1)[0], self.text.split(" ", 1)[1]
+        return any(fnmatch.fnmatchcase(difference, f"{variant}:{s} {rest}")
+                   for s in self.scenarios)
+
+    def covers(self, scenario: str) -> bool:
+        """Whether this pattern is written for `scenario` (in some variant)."""
+        return any(fnmatch.fnmatchcase(scenario, s) for s in self.scenarios)
+
+
+_ONE = r"[a-z][a-z0-9_]*(/[^\s,{}]*)?"
+SCOPE = re.compile(rf"^((default|shipped|\*):({_ONE}|\{{{_ONE}(,{_ONE})+\}})|shipped:\*) "
+                   r"\S.*: .+$")
+"""A pattern's scope: the variant (or `*` for both), then the scenario's test named without
+a wildcard (its parameter after a `/`, globs allowed), or several in braces, then a step and
+the difference. What a shipped flag changes in every scenario (`--fallback-to-logs-on-error`
+in every pod) is scoped `shipped:*`: the shipped run, any scenario."""
+
+
+def parse(table: str) -> list[Pattern]:
+    """The patterns of a differences table (its last column's code spans); a pattern
+    without a scope is a ValueError naming it."""
+    out = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 3 or set(cells[0]) <= {"-", " ", ":"}:
+            continue
+        for text in re.findall(r"`([^`]+)`", cells[-1]):
+            optional = text.startswith("?")
+            text = text.removeprefix("?")
+            if not SCOPE.match(text):
+                raise ValueError(f"pattern `{text}` does not name its scope as "
+                                 f"VARIANT:SCENARIO STEP: (row: {cells[0][:60]})")
+            out.append(Pattern(text, cells[0], optional))
+    return out
+
+
+def patterns() -> list[Pattern]:
+    """The patterns of the README's differences table (its "seen as" column)."""
     text = README.read_text()
     start = text.index("### Differences from training-operator v1.9.4")
-    table = text[start:text.index("\n## ", start)]
-    patterns = []
-    for row in table.splitlines():
-        cells = [c.strip() for c in row.strip().strip("|").split("|")]
-        if row.startswith("|") and len(cells) >= 3 and not set(cells[0]) <= {"-"}:
-            patterns.extend(re.findall(r"`([^`]+)`", cells[-1]))
-    return patterns
+    return parse(text[start:text.index("\n## ", start)])
 
 
-def undocumented(found: list[str], patterns: list[str]) -> list[str]:
-    """The differences of `found` that no pattern of the README's table covers (the step
-    name is left out of the match)."""
-    return [d for d in found
-            if not any(fnmatch.fnmatchcase(d.split(": ", 1)[1], p) for p in patterns)]
+def undocumented(found: list[str], known: list[Pattern]) -> list[str]:
+    """The differences of `found` that no pattern covers."""
+    return [d for d in found if not any(p.matches(d) for p in known)]
+
+
+class Ledger:
+    """Which scenarios compared, and which patterns their differences matched, in a run."""
+
+    def __init__(self) -> None:
+        self.ran: set[str] = set()
+        self.matched: set[str] = set()
+
+    def record(self, scenario: str, found: list[str], known: list[Pattern]) -> None:
+        self.ran.add(scenario)
+        self.matched.update(p.text for p in known if any(p.matches(d) for d in found))
+
+    def stale(self, known: list[Pattern]) -> list[str]:
+        """The patterns written for a scenario that ran that matched nothing in it."""
+        return [f"{p.text} (row: {p.row[:60]}...)" for p in known
+                if not p.optional and p.text not in self.matched
+                and any(p.covers(s) for s in self.ran)]
+
+
+LEDGER = Ledger()

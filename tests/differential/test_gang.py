@@ -5,51 +5,96 @@ PodGroup's phase as Volcano would)."""
 
 from __future__ import annotations
 
-import uuid
+import copy
 from collections.abc import Iterator
 
 import pytest
 
-from tests.differential.conftest import start_trainop, start_upstream
-from tests.differential.peers import Pair, Side
-from tests.differential.test_side_by_side import check, job, submit
-from tests.integration.kube import Kube
+from tests.differential.conftest import flags, new_sides, start_trainop, start_upstream
+from tests.differential.peers import VARIANTS, Sides
+from tests.differential.test_side_by_side import check, job, never, submit
+from tests.integration.kube import Manager
+from trainop.testing.apiserver import TestAPIServer
+from trainop.testing.upstream import UpstreamOperator
 
 pytestmark = pytest.mark.differential
+
+Gang = tuple[str, tuple[TestAPIServer, UpstreamOperator],
+             dict[str, tuple[TestAPIServer, Manager]]]
+"""The gang scheduler's name, upstream and each trainop run, each with its API server."""
+POLICY = {"minAvailable": 3, "queue": "research", "priorityClass": "high"}
 
 
 @pytest.fixture(scope="module", params=["volcano", "scheduler-plugins-scheduler"])
 def gang(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-         ) -> Iterator[tuple[str, Kube, Kube]]:
+         ) -> Iterator[Gang]:
     name = request.param
     logs = tmp_path_factory.mktemp(f"gang-{name}")
     up = start_upstream(logs, "--gang-scheduler-name", name)
-    ours = start_trainop(logs, "--gang-scheduler-name", name)
-    (up_api, _), (our_api, _) = next(up), next(ours)
+    ours = {v: start_trainop(logs / v, "--gang-scheduler-name", name, *flags(v))
+            for v in VARIANTS}
+    upstream = next(up)
+    trainops = {v: next(it) for v, it in ours.items()}
     try:
-        ns = f"g-{uuid.uuid4().hex[:8]}"
-        yield name, Kube(up_api, ns), Kube(our_api, ns)
+        yield name, upstream, trainops
     finally:
-        for started in (ours, up):
+        for started in (*ours.values(), up):
             started.close()
 
 
-def test_a_gang_job_gets_its_pod_group_and_runs(gang: tuple[str, Kube, Kube]) -> None:
-    name, up, ours = gang
-    pair = Pair(Side("upstream", up), Side("trainop", ours))
-    doc = job("PyTorchJob", spec={"runPolicy": {"schedulingPolicy": {
-        "minAvailable": 3, "queue": "research", "priorityClass": "high"}}})
-    submit(pair, doc)
-    found = pair.compare("PyTorchJob", f"{name} created")
-    if name == "volcano":
-        for side in pair.sides:  # Volcano admits the gang
-            side.kube.api.kubectl("patch", "podgroups.scheduling.volcano.sh", "job", "-n",
-                                  side.kube.ns, "--subresource=status", "--type=merge", "-p",
-                                  '{"status": {"phase": "Inqueue"}}', check=False)
-        found += pair.compare("PyTorchJob", f"{name} admitted")
-    pair.set_all("Running")
-    found += pair.compare("PyTorchJob", f"{name} running")
-    pair.set_all("Succeeded", exit_code=0)
-    found += pair.compare("PyTorchJob", f"{name} succeeded")
-    check(found)
+@pytest.fixture
+def sides(request: pytest.FixtureRequest, gang: Gang) -> Sides:
+    """The module's sides, in a namespace of this test's own."""
+    _, upstream, trainops = gang
+    return new_sides(request.node, upstream, trainops)
 
+
+def admit(sides: Sides) -> None:
+    """Volcano admits the gang (scheduler-plugins' PodGroup has no phase to wait for)."""
+    for side in sides.sides:
+        side.kube.api.kubectl("patch", "podgroups.scheduling.volcano.sh", "job", "-n",
+                              side.kube.ns, "--subresource=status", "--type=merge", "-p",
+                              '{"status": {"phase": "Inqueue"}}', check=False)
+
+
+def admitted_and_running(sides: Sides, doc: dict[str, object]) -> list[str]:
+    submit(sides, doc)
+    found = sides.compare("PyTorchJob", "created")
+    admit(sides)
+    found += sides.compare("PyTorchJob", "admitted")
+    sides.set_all("Running")
+    return found + sides.compare("PyTorchJob", "running")
+
+
+def test_a_gang_job_gets_its_pod_group_and_runs(sides: Sides) -> None:
+    found = admitted_and_running(sides, job("PyTorchJob", spec={"runPolicy": {
+        "schedulingPolicy": POLICY}}))
+    sides.set_all("Succeeded", exit_code=0)
+    found += sides.compare("PyTorchJob", "succeeded")
+    check(sides, found)
+
+
+def test_a_gang_job_that_fails(sides: Sides) -> None:
+    found = admitted_and_running(sides, job("PyTorchJob", replica_extra=never("PyTorchJob"),
+                                            spec={"runPolicy": {"schedulingPolicy": POLICY}}))
+    sides.set_pod("job-worker-1", "Failed", exit_code=3)
+    found += sides.compare("PyTorchJob", "failed")
+    check(sides, found)
+
+
+def test_a_gang_job_suspended_and_resumed(sides: Sides) -> None:
+    doc = job("PyTorchJob", spec={"runPolicy": {"schedulingPolicy": POLICY}})
+    found = admitted_and_running(sides, doc)
+    paused = copy.deepcopy(doc)
+    paused["spec"]["runPolicy"]["suspend"] = True
+    submit(sides, paused)
+    found += sides.compare("PyTorchJob", "suspended")
+    submit(sides, doc)
+    found += sides.compare("PyTorchJob", "resumed")
+    check(sides, found)
+
+
+def test_a_gang_job_with_min_resources(sides: Sides) -> None:
+    policy = {**POLICY, "minResources": {"cpu": "3", "memory": "1Gi"}}
+    submit(sides, job("PyTorchJob", spec={"runPolicy": {"schedulingPolicy": policy}}))
+    check(sides, sides.compare("PyTorchJob", "created"))
