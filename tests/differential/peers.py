@@ -364,10 +364,14 @@ class Ledger:
         self.matched.update(p.text for p in known if any(p.matches(d) for d in found))
 
     def stale(self, known: list[Pattern]) -> list[str]:
-        """The patterns written for a scenario that ran that matched nothing in it."""
+        """The patterns written for a scenario that ran that matched nothing in it. One
+        written for every scenario (`shipped:*`) is judged only in a full run: one in which
+        every scenario that a pattern names ran."""
+        named = {s for p in known for s in p.scenarios if s != "*"}
+        full = all(any(fnmatch.fnmatchcase(r, s) for r in self.ran) for s in named)
         return [f"{p.text} (row: {p.row[:60]}...)" for p in known
                 if not p.optional and p.text not in self.matched
-                and any(p.covers(s) for s in self.ran)]
+                and (full if p.scenarios == ["*"] else any(p.covers(s) for s in self.ran))]
 
 
 LEDGER = Ledger()

@@ -90,3 +90,30 @@ def test_a_pod_the_kubelet_evicted(sides: Sides) -> None:
     sides.each(evict)
     found += sides.compare("PyTorchJob", "evicted")
     check(sides, found)
+
+
+def test_an_mpi_worker_retried_under_exit_code(sides: Sides) -> None:
+    exit_code = {rt: {"restartPolicy": "ExitCode"} for rt in ("Launcher", "Worker")}
+    found = running(sides, job("MPIJob", replica_extra=exit_code))
+    sides.set_pod("job-worker-0", "Failed", exit_code=137)  # retryable: made again
+    found += sides.compare("MPIJob", "retried")
+    check(sides, found)
+
+
+def test_an_mpi_job_past_its_backoff_limit(sides: Sides) -> None:
+    found = running(sides, job("MPIJob", spec={"runPolicy": {"backoffLimit": 1}}))
+    sides.set_pod("job-worker-0", "Running", restarts=2, last_exit=1)  # restarted in place
+    found += sides.compare("MPIJob", "restarted twice")
+    check(sides, found)
+
+
+def test_an_mpi_job_cleaned_up_and_deleted_after_success(sides: Sides) -> None:
+    found = running(sides, job("MPIJob", spec={"runPolicy": {
+        "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 2}}))
+    sides.set_pod("job-launcher", "Succeeded", exit_code=0)
+    found += sides.compare("MPIJob", "succeeded")
+    time.sleep(3)
+    found += sides.compare("MPIJob", "past the ttl")
+    for side in sides.sides:
+        assert side.kube.items("mpijobs.kubeflow.org") == [], side.name
+    check(sides, found)

@@ -93,6 +93,16 @@ def test_a_pattern_that_matched_nothing_where_its_scenario_ran_is_stale() -> Non
     assert ledger.stale(known) == ["*:a_job/TFJob s: x: 1 != 0 (row: row b...)"]
 
 
+def test_a_pattern_of_every_shipped_scenario_is_judged_in_a_full_run_only() -> None:
+    known = [Pattern("*:a_job s: x: 1 != 0", "row a"), Pattern("shipped:* *: y: 1 != 0", "b")]
+    ledger = Ledger()
+    ledger.record("a_job", ["default:a_job s: x: 1 != 0"], known)
+    assert ledger.stale(known) == ["shipped:* *: y: 1 != 0 (row: b...)"]  # a_job is all
+    ledger.matched.clear()
+    ledger.ran = {"other"}  # a_job did not run: not a full run
+    assert ledger.stale(known) == []
+
+
 def test_the_normaliser_drops_only_what_differs_by_construction() -> None:
     binding = {"metadata": {"name": "j-launcher", "namespace": "d-1", "uid": "u",
                             "resourceVersion": "7", "creationTimestamp": "t",
