@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.differential.peers import Side, Sides
-from tests.differential.test_side_by_side import check, job, never, running
+from tests.differential.test_side_by_side import check, job, never, past_the_ttl, running
 
 pytestmark = pytest.mark.differential
 
@@ -40,10 +40,7 @@ def test_the_ttl_deletes_a_failed_job(sides: Sides) -> None:
                                spec={"runPolicy": {"ttlSecondsAfterFinished": 2}}))
     sides.set_pod("job-worker-1", "Failed", exit_code=3)
     found += sides.compare("PyTorchJob", "failed")
-    time.sleep(3)
-    found += sides.compare("PyTorchJob", "past the ttl")
-    for side in sides.sides:
-        assert side.kube.items("pytorchjobs.kubeflow.org") == [], side.name
+    found += past_the_ttl(sides, "PyTorchJob")
     check(sides, found)
 
 
@@ -112,8 +109,5 @@ def test_an_mpi_job_cleaned_up_and_deleted_after_success(sides: Sides) -> None:
         "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 2}}))
     sides.set_pod("job-launcher", "Succeeded", exit_code=0)
     found += sides.compare("MPIJob", "succeeded")
-    time.sleep(3)
-    found += sides.compare("MPIJob", "past the ttl")
-    for side in sides.sides:
-        assert side.kube.items("mpijobs.kubeflow.org") == [], side.name
+    found += past_the_ttl(sides, "MPIJob")
     check(sides, found)
