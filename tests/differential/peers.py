@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -340,8 +341,10 @@ def parse(table: str) -> list[Pattern]:
     return out
 
 
+@cache
 def patterns() -> list[Pattern]:
-    """The patterns of the README's differences table (its "seen as" column)."""
+    """The patterns of the README's differences table (its "seen as" column), read once a
+    run (every compare needs them)."""
     text = README.read_text()
     start = text.index("### Differences from training-operator v1.9.4")
     return parse(text[start:text.index("\n## ", start)])
