@@ -46,14 +46,15 @@ def test_replicas_that_cannot_start_say_why_and_the_startup_deadline_ends_the_jo
             waiting
         assert waiting["Worker"]["reason"] in ("ErrImagePull", "ImagePullBackOff"), waiting
         assert waiting["Worker"]["message"].startswith("init container fetch: "), waiting
-        # each cause told once on the job, as a Warning naming the pod
+        # each cause told once on the job, as a Warning naming the pod, in upstream's words
         told = [e for e in ns.items("events") if e["involvedObject"]["name"] == "stuck"
                 and e["type"] == "Warning"]
         by_reason = {e["reason"]: e for e in told}
         assert by_reason["Unschedulable"]["message"].startswith(
-            "pod stuck-chief-0 is waiting: 0/1 nodes are available"), by_reason
+            "Error pod stuck-chief-0 condition message: 0/1 nodes are available"), by_reason
         assert by_reason["CreateContainerConfigError"]["message"].startswith(
-            "pod stuck-ps-0 is waiting: container tensorflow: "), by_reason
+            "Error pod stuck-ps-0 container tensorflow waiting message: "), by_reason
+        assert by_reason["Unschedulable"]["count"] == 1, by_reason
         # the deadline fails the job, naming a pod and its cause; cleanup as the policy says
         done = ns.condition("TFJob", "stuck", "Failed", timeout=120)
         failed = next(c for c in done["status"]["conditions"] if c["type"] == "Failed")

@@ -152,21 +152,26 @@ def test_pod_record_keeps_what_the_engine_reads() -> None:
 @pytest.mark.parametrize(("status", "cause"), [
     ({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                       "message": "0/1 nodes are available: 1 Insufficient cpu."}]},
-     ("Unschedulable", "0/1 nodes are available: 1 Insufficient cpu.")),
+     ("Unschedulable", "0/1 nodes are available: 1 Insufficient cpu.",
+      "Error pod j-worker-1 condition message: 0/1 nodes are available: 1 Insufficient cpu.")),
     ({"initContainerStatuses": [{"name": "init-pytorch", "state": {"waiting": {
         "reason": "ErrImagePull", "message": "failed to pull image \"nope:1\""}}}],
       "containerStatuses": [{"name": "pytorch", "state": {"waiting": {
           "reason": "PodInitializing"}}}]},
-     ("ErrImagePull", 'init container init-pytorch: failed to pull image "nope:1"')),
+     ("ErrImagePull", 'init container init-pytorch: failed to pull image "nope:1"',
+      'Error pod j-worker-1 container init-pytorch waiting message: failed to pull image '
+      '"nope:1"')),
     ({"containerStatuses": [{"name": "pytorch", "state": {"waiting": {
         "reason": "CreateContainerConfigError", "message": 'configmap "cfg" not found'}}}]},
-     ("CreateContainerConfigError", 'container pytorch: configmap "cfg" not found')),
+     ("CreateContainerConfigError", 'container pytorch: configmap "cfg" not found',
+      'Error pod j-worker-1 container pytorch waiting message: configmap "cfg" not found')),
     ({"containerStatuses": [{"name": "pytorch", "state": {"waiting": {
         "reason": "ContainerCreating"}}}]}, None),  # on its way
     ({}, None),
 ], ids=["unschedulable", "init-image", "config", "creating", "nothing-yet"])
 def test_a_pending_pod_says_why_it_does_not_start(status: dict[str, Any],
-                                                   cause: tuple[str, str] | None) -> None:
+                                                   cause: tuple[str, str, str] | None
+                                                   ) -> None:
     pod = {**POD, "metadata": {**POD["metadata"], "creationTimestamp": "2026-01-01T00:00:00Z"},
            "status": {"phase": "Pending", **status}}
     rec = pod_record(pod)

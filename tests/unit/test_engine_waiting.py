@@ -10,10 +10,12 @@ import pytest
 from tests.jobs import job, manifest
 from tests.sim import Cluster
 from trainop.api import InvalidJob, load_job
-from trainop.engine import Held, Phase
+from trainop.engine import Held, Phase, Waiting
 from trainop.engine import conditions as cond
 
-PULL = ("ErrImagePull", 'init container init-pytorch: failed to pull image "nope:1"')
+PULL = Waiting("ErrImagePull", 'init container init-pytorch: failed to pull image "nope:1"',
+               'Error pod job-worker-1 container init-pytorch waiting message: failed to pull '
+               'image "nope:1"')
 
 
 def waiting(c: Cluster) -> list[dict[str, Any]]:
@@ -42,19 +44,21 @@ def test_a_replica_that_cannot_start_is_named_with_its_cause_and_told_once() -> 
     assert waiting(c) == [{"replicaType": "Worker", "index": 1, "pod": "job-worker-1",
                            "reason": "ErrImagePull", "message": PULL[1],
                            "since": "2026-01-01T00:00:00Z"}]
-    assert ("Warning", "ErrImagePull", f"pod job-worker-1 is waiting: {PULL[1]}") in told(c)
+    # in upstream's words (pkg/core/job.go:35-78)
+    assert ("Warning", "ErrImagePull", PULL.told) in told(c)
     c.advance(30)
     c.step()
     assert not [e for e in told(c) if e[1] == "ErrImagePull"]  # once, not every round
     assert waiting(c)[0]["since"] == "2026-01-01T00:00:00Z"
     # the kubelet's back-off between pulls is the same cause: shown, not told again
-    c.set("job-worker-1", waiting=("ImagePullBackOff", "Back-off pulling image"))
+    c.set("job-worker-1", waiting=Waiting("ImagePullBackOff", "Back-off pulling image", "b"))
     c.step()
     assert told(c) == []
     assert (waiting(c)[0]["reason"], waiting(c)[0]["since"]) == (
         "ImagePullBackOff", "2026-01-01T00:00:00Z")
     # a new cause is told, and counted from now
-    c.set("job-worker-1", waiting=("CreateContainerConfigError", 'secret "s" not found'))
+    c.set("job-worker-1",
+          waiting=Waiting("CreateContainerConfigError", 'secret "s" not found', "c"))
     c.step()
     assert [e[1] for e in told(c)] == ["CreateContainerConfigError"]
     assert waiting(c)[0]["since"] == "2026-01-01T00:00:30Z"
@@ -66,7 +70,7 @@ def test_a_replica_that_cannot_start_is_named_with_its_cause_and_told_once() -> 
 
 def test_without_a_startup_deadline_a_job_waits_for_ever() -> None:
     c = started()
-    c.all(Phase.PENDING, waiting=("Unschedulable", "0/1 nodes are available"))
+    c.all(Phase.PENDING, waiting=Waiting("Unschedulable", "0/1 nodes are available", "u"))
     c.advance(10 * 86400)
     plan = c.step()
     assert not cond.is_finished(c.job.status)
@@ -79,7 +83,8 @@ def test_the_startup_deadline_fails_a_job_whose_pod_has_not_started_and_cleans_u
     c.set("job-master-0", phase=Phase.RUNNING)
     c.set("job-worker-0", phase=Phase.RUNNING)
     c.advance(100)
-    c.set("job-worker-1", waiting=("CreateContainerConfigError", 'configmap "cfg" not found'))
+    c.set("job-worker-1",
+          waiting=Waiting("CreateContainerConfigError", 'configmap "cfg" not found', "c"))
     plan = c.step()
     assert plan.requeue_after == 200  # the deadline is looked at again then, unasked
     c.advance(200)

@@ -63,7 +63,7 @@ def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
         table.add_row(f"{rec.replica_type}-{rec.index}", rec.meta.name,
                       "Terminating" if rec.terminating else rec.phase, rec.node or "",
                       str(rec.restarts), shown,
-                      f"{rec.waiting[0]}: {rec.waiting[1]}" if rec.waiting else "")
+                      f"{rec.waiting.reason}: {rec.waiting.message}" if rec.waiting else "")
     lines: list[RenderableType] = [table]
     if not pods:
         lines.append(Text("no pods", style="dim"))

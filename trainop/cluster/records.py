@@ -10,7 +10,7 @@ import orjson
 
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
-from trainop.engine.observed import Ended
+from trainop.engine.observed import Ended, Waiting
 
 
 @dataclass(slots=True)
@@ -81,7 +81,7 @@ class PodRecord:
     last_runs: dict[str, tuple[int, str | None]] | None = None
     """Containers restarted in place (OnFailure): the exit code and reason of their last
     run, by name (None when none restarted)."""
-    waiting: tuple[str, str] | None = None
+    waiting: Waiting | None = None
     """Why a pending pod is not starting, where that is a problem (waiting_cause)."""
     created: str | None = None
     failure: FailureFacts | None = None
@@ -137,7 +137,7 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
         restarts=restarts, ready=ready and bool(statuses), reason=reason,
         exit_codes=codes or None, last_runs=last or None,
-        waiting=waiting_cause(status) if phase == "Pending" else None,
+        waiting=waiting_cause(meta.name, status) if phase == "Pending" else None,
         # (for runPolicy.startupDeadlineSeconds; a pod that started never needs it again)
         created=(obj.get("metadata") or {}).get("creationTimestamp")
         if phase == "Pending" else None,
@@ -168,22 +168,25 @@ STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 """Waiting reasons of a container that is on its way: every other one is a problem."""
 
 
-def waiting_cause(status: dict[str, Any]) -> tuple[str, str] | None:
-    """Why a pending pod does not start, as (reason, message): no node fits it (the
-    scheduler's Unschedulable), or a container, init containers first, waits for a reason
-    other than being on its way (ErrImagePull, CreateContainerConfigError, an init
-    container's CrashLoopBackOff)."""
+def waiting_cause(pod: str, status: dict[str, Any]) -> Waiting | None:
+    """Why pending pod `pod` does not start: no node fits it (the scheduler's
+    Unschedulable), or a container, init containers first, waits for a reason other than
+    being on its way (ErrImagePull, CreateContainerConfigError, an init container's
+    CrashLoopBackOff)."""
     for c in status.get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason"):
-            return str(c["reason"]), str(c.get("message") or c["reason"])
+            message = str(c.get("message") or c["reason"])
+            return Waiting(str(c["reason"]), message,
+                           f"Error pod {pod} condition message: {message}")
     for key, what in (("initContainerStatuses", "init container"),
                       ("containerStatuses", "container")):
         for cs in status.get(key) or []:
             w = (cs.get("state") or {}).get("waiting") or {}
             reason = w.get("reason")
             if reason and reason not in STARTING:
-                told = w.get("message") or reason
-                return str(reason), f"{what} {cs.get('name', '')}: {told}"
+                name, message = cs.get("name", ""), str(w.get("message") or reason)
+                return Waiting(str(reason), f"{what} {name}: {message}",
+                               f"Error pod {pod} container {name} waiting message: {message}")
     return None
 
 

@@ -16,7 +16,16 @@ from trainop.engine.framework import (
     Framework,
     Launcher,
 )
-from trainop.engine.observed import Ended, Held, Observed, OwnedObject, Phase, PodState, SSHKeyPair
+from trainop.engine.observed import (
+    Ended,
+    Held,
+    Observed,
+    OwnedObject,
+    Phase,
+    PodState,
+    SSHKeyPair,
+    Waiting,
+)
 from trainop.engine.outcomes import create_refused, created_only, rejected
 from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.reconcile import reconcile
@@ -25,6 +34,6 @@ from trainop.engine.wording import Wording
 __all__ = [
     "POD_IP", "Addressing", "ClusterAddressing", "Counts", "Ended", "EngineConfig", "Env", "Event",
     "FieldRef", "Framework", "Held", "Launcher", "ObjectRef", "Observed", "OwnedObject",
-    "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict", "Wording", "classify",
+    "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict", "Waiting", "Wording", "classify",
     "create_refused", "created_only", "reconcile", "rejected",
 ]

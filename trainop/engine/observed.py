@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Phase(enum.StrEnum):
@@ -18,6 +19,18 @@ class Phase(enum.StrEnum):
 
 LIVE_PHASES = frozenset({Phase.PENDING, Phase.RUNNING, Phase.UNKNOWN})
 """Phases of a pod that may still run (what cleanPodPolicy Running removes)."""
+
+
+class Waiting(NamedTuple):
+    """Why a pod that has not started waits, where that is a problem: an image that cannot
+    be pulled, a missing ConfigMap, no node that fits, an init container crash-looping."""
+
+    reason: str
+    message: str
+    """As `status.waitingReplicas` shows it: the scheduler's words, or `container NAME: ...`."""
+    told: str
+    """The Warning's words on the job, upstream's (pkg/core/job.go:35-78): `Error pod P
+    condition message: M`, or `Error pod P container C waiting message: M`."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +54,8 @@ class PodState:
     last_run: tuple[int, str | None] | None = None
     """The main container's last run when it restarted in place: exit code and reason."""
     ready: bool = False
-    waiting: tuple[str, str] | None = None
-    """Why a pod that has not started waits (reason, message), where that is a problem:
-    an image that cannot be pulled, a missing ConfigMap, no node that fits, an init
-    container crash-looping. None while it starts as it should."""
+    waiting: Waiting | None = None
+    """Why a pod that has not started waits; None while it starts as it should."""
     created: str | None = None
     """When the pod was made (RFC 3339), for runPolicy.startupDeadlineSeconds."""
     exit_codes: tuple[tuple[str, int], ...] = ()

@@ -33,7 +33,8 @@ def not_ours(kind: str, name: str) -> str:
 class Survey:
     entries: list[WaitingReplica] = field(default_factory=list)
     told: list[Event] = field(default_factory=list)
-    """A Warning (Normal for NameInUse) per replica and reason not waiting so before."""
+    """A Warning (Normal for NameInUse) per replica and reason not waiting so before: told
+    once, where upstream tells its words again on every reconcile."""
     overdue: PodState | None = None
     """A pod past the startup deadline (the one made first)."""
     next_look: float | None = None
@@ -47,14 +48,14 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
     since = {(w.pod, SAME_CAUSE.get(w.reason, w.reason)): w.since for w in before or []}
     stamp = clock.fmt(now)
 
-    def wait(rtype: str, index: int, pod: str, reason: str, message: str) -> None:
+    def wait(rtype: str, index: int, pod: str, reason: str, message: str, told: str) -> None:
         cause = (pod, SAME_CAUSE.get(reason, reason))
         out.entries.append(WaitingReplica(replica_type=rtype, index=index, pod=pod,
                                           reason=reason, message=message,
                                           since=since.get(cause, stamp)))
         if cause not in since:
             out.told.append(Event("Normal" if reason == NAME_IN_USE else "Warning", reason,
-                                  f"pod {pod} is waiting: {message}"))
+                                  told))
 
     pending = [p for p in observed.pods
                if p.phase == Phase.PENDING and not p.terminating and in_spec(job, p)]
@@ -77,7 +78,7 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
 
 
 def _held(job: Job, held: tuple[Held, ...], out: Survey,
-          wait: Callable[[str, int, str, str, str], None]) -> None:
+          wait: Callable[[str, int, str, str, str, str], None]) -> None:
     # a replica's pod and service share the name: one that is going is named (it is what
     # holds the replica back, as objects.missing decides), the pod before the service
     by_name = {h.name: h for h in sorted(held, key=lambda h: (h.going(job.kind, job.name),
@@ -93,7 +94,8 @@ def _held(job: Job, held: tuple[Held, ...], out: Survey,
                 why = f"{h.kind} {h.name} of an earlier {job.kind} {job.name} is still there"
             else:
                 why = f"{h.kind} {h.name} of {h.owner_kind} {h.owner_name} is being deleted"
-            wait(rtype, index, h.name, NAME_IN_USE, f"{why}; it is made once that is gone")
+            message = f"{why}; it is made once that is gone"
+            wait(rtype, index, h.name, NAME_IN_USE, message, f"pod {h.name} is waiting: {message}")
             out.next_look = HELD_RETRY
 
 
@@ -102,5 +104,5 @@ def overdue_message(job: Job, pod: PodState) -> str:
     words = f"{job.kind} {job.name} has failed because pod {pod.name} did not start within " \
             f"{limit}s"
     if pod.waiting is not None:
-        return f"{words} ({pod.waiting[0]}: {pod.waiting[1]})."
+        return f"{words} ({pod.waiting.reason}: {pod.waiting.message})."
     return f"{words}."
