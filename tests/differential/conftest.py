@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.differential.peers import VARIANTS, Side, Sides
+from tests.differential.peers import VARIANTS, Side, Sides, scenario_of
 from tests.integration.kube import REPO, Kube, Manager
 from tests.require import cannot_run
 from trainop.testing import upstream
@@ -111,18 +111,12 @@ def trainop_sides(tmp_path_factory: pytest.TempPathFactory
             it.close()
 
 
-def scenario(node: pytest.Item) -> str:
-    """A test's scenario name: `test_a_job[MPIJob]` -> `a_job/MPIJob`."""
-    name = node.name.removeprefix("test_")
-    return name.replace("[", "/", 1).removesuffix("]")
-
-
 def new_sides(node: pytest.Item, upstream_side: tuple[TestAPIServer, upstream.UpstreamOperator],
               trainop_sides: dict[str, tuple[TestAPIServer, Manager]]) -> Sides:
     """A fresh namespace of the same name on every side, for the scenario of test `node`."""
     ns = f"d-{uuid.uuid4().hex[:8]}"
     up_api, operator = upstream_side
-    return Sides(scenario(node), Side("upstream", Kube(up_api, ns), operator.metrics_port),
+    return Sides(scenario_of(node.name), Side("upstream", Kube(up_api, ns), operator.metrics_port),
                  {v: Side(f"trainop {v}", Kube(api, ns), manager.metrics_port)
                   for v, (api, manager) in trainop_sides.items()})
 

@@ -47,7 +47,8 @@ DROPPED_META = ("uid", "resourceVersion", "creationTimestamp", "managedFields", 
 """What differs between any two API servers in an object's metadata (the namespace is the
 same name on every side: one of a RoleBinding's subjects, which is not metadata, stays)."""
 TIME_FIELDS = ("lastTransitionTime", "lastUpdateTime", "startTime", "completionTime",
-               "lastReconcileTime", "time", "lastProbeTime", "startedAt", "finishedAt")
+               "lastReconcileTime", "time", "lastProbeTime", "startedAt", "finishedAt",
+               "lastScaleTime")
 REPORT = os.environ.get("TRAINOP_DIFF_REPORT")
 """A file to which every scenario writes every difference it found, documented or not, and
 fails on none: the lines to write a new row's patterns from."""
@@ -149,9 +150,11 @@ def answer_difference(case: str, ours: Answer, theirs: Answer) -> str | None:
 
 class Side:
     """One operator's API server, seen in the test's namespace, and the operator's metrics
-    (at `metrics_port` on loopback)."""
+    (at `metrics_port` on loopback, if it has one there)."""
 
-    def __init__(self, name: str, kube: Kube, metrics_port: int):
+    resources = RESOURCES
+
+    def __init__(self, name: str, kube: Kube, metrics_port: int | None):
         self.name = name
         self.kube = kube
         self.metrics_port = metrics_port
@@ -164,25 +167,36 @@ class Side:
     def snapshot(self, kind: str) -> dict[str, Any]:
         """Every object of the test's namespace a client of the job would read, and its
         events, in one read (`kind/name` -> object, "events" -> counts)."""
-        resources = ",".join((f"{kind.lower()}s.kubeflow.org", *RESOURCES, "events"))
+        resources = ",".join((f"{kind.lower()}s.kubeflow.org", *self.resources, "events"))
         out = self.kube.api.kubectl("get", resources, "-n", self.kube.ns, "-o", "json")
         snap: dict[str, Any] = {}
         events = []
         for item in json.loads(out.stdout)["items"]:
             name = item["metadata"]["name"]
             if item["kind"] == "Event":
-                events.append(item)
+                if self.keeps(item):
+                    events.append(item)
             elif item["kind"] == kind:
-                snap[f"{kind}/{name}"] = normalise(item)
+                snap[f"{kind}/{name}"] = self.normalise(item)
             elif not (item["kind"] == "ConfigMap" and name == "kube-root-ca.crt"):
-                snap[f"{item['kind'].lower()}s/{name}"] = normalise(item)
+                snap[f"{item['kind'].lower()}s/{name}"] = self.normalise(item)
         snap["events"] = counts(events)
         snap["metrics"] = self.metrics()
         return snap
 
+    def normalise(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """An object of the snapshot as `normalise` leaves it."""
+        return normalise(obj)
+
+    def keeps(self, event: dict[str, Any]) -> bool:
+        """Whether the snapshot counts `event` (every event of the namespace)."""
+        return True
+
     def metrics(self) -> dict[str, float]:
         """The operator's job counters of the test's namespace (`training_operator_jobs_*`,
-        by framework)."""
+        by framework); none where its metrics are not on loopback."""
+        if self.metrics_port is None:
+            return {}
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as r:
             text = r.read().decode()
@@ -356,9 +370,14 @@ def undocumented(found: list[str], known: list[Pattern]) -> list[str]:
 
 
 class Ledger:
-    """Which scenarios compared, and which patterns their differences matched, in a run."""
+    """Which scenarios compared, and which patterns their differences matched, in a run of
+    the scenarios `owns` says are its own (the API-server suite's, or the real node's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, owns: Callable[[str], bool], every_scenario: bool) -> None:
+        """`every_scenario`: whether this run judges the patterns written for every
+        scenario (`shipped:*`)."""
+        self.owns = owns
+        self.every_scenario = every_scenario
         self.ran: set[str] = set()
         self.matched: set[str] = set()
 
@@ -370,11 +389,36 @@ class Ledger:
         """The patterns written for a scenario that ran that matched nothing in it. One
         written for every scenario (`shipped:*`) is judged only in a full run: one in which
         every scenario that a pattern names ran."""
-        named = {s for p in known for s in p.scenarios if s != "*"}
-        full = all(any(fnmatch.fnmatchcase(r, s) for r in self.ran) for s in named)
+        named = {s for p in known for s in p.scenarios if s != "*" and self.owns(s)}
+        full = self.every_scenario and all(
+            any(fnmatch.fnmatchcase(r, s) for r in self.ran) for s in named)
         return [f"{p.text} (row: {p.row[:60]}...)" for p in known
                 if not p.optional and p.text not in self.matched
                 and (full if p.scenarios == ["*"] else any(p.covers(s) for s in self.ran))]
 
 
-LEDGER = Ledger()
+NODE_SCENARIOS = "on_the_node_"
+"""How the scenarios of the real node (tests/node/test_beside_upstream.py) are named: the
+node suite runs them, in its own pytest run."""
+LEDGER = Ledger(lambda scenario: not scenario.startswith(NODE_SCENARIOS), every_scenario=True)
+
+
+def scenario_of(test_name: str) -> str:
+    """A test's scenario name: `test_a_job[MPIJob]` -> `a_job/MPIJob`."""
+    name = test_name.removeprefix("test_")
+    return name.replace("[", "/", 1).removesuffix("]")
+
+
+def check(sides: Sides, found: list[str], ledger: Ledger) -> None:
+    """Fails on a difference the README's table does not cover; tells `ledger` which
+    patterns this scenario's differences matched (with TRAINOP_DIFF_REPORT, writes them all
+    to that file instead)."""
+    if REPORT:
+        with open(REPORT, "a") as out:
+            out.writelines(f"{line}\n" for line in found)
+        return
+    known = patterns()
+    ledger.record(sides.scenario, found, known)
+    missing = undocumented(found, known)
+    assert not missing, "differences from upstream not in the README's table:\n" + "\n".join(
+        missing)

@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 
+from tests.differential import peers
 from tests.differential.peers import (
     LEDGER,
-    REPORT,
     Sides,
     answer_difference,
     patterns,
-    undocumented,
 )
 from tests.integration.kube import REPO
 from tests.jobs import TYPICAL, manifest
@@ -67,17 +66,8 @@ def past_the_ttl(sides: Sides, kind: str) -> list[str]:
 
 
 def check(sides: Sides, found: list[str]) -> None:
-    """Fails on a difference the README's table does not cover; tells the ledger which
-    patterns this scenario's differences matched."""
-    if REPORT:
-        with open(REPORT, "a") as out:
-            out.writelines(f"{line}\n" for line in found)
-        return
-    known = patterns()
-    LEDGER.record(sides.scenario, found, known)
-    missing = undocumented(found, known)
-    assert not missing, "differences from upstream not in the README's table:\n" + "\n".join(
-        missing)
+    """Fails on a difference the README's table does not cover (peers.check)."""
+    peers.check(sides, found, LEDGER)
 
 
 @pytest.mark.parametrize("kind", UPSTREAM_KINDS)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import yaml
 
 from trainop.api import nesting
-from trainop.testing.apiserver import TestAPIServer
+from trainop.testing.apiserver import Cluster, TestAPIServer
 from trainop.testing.manager import ManagerProcess
 
 T = TypeVar("T")
@@ -54,9 +54,9 @@ class Manager(ManagerProcess):
 
 
 class Kube:
-    """One test's namespace on the test API server."""
+    """One test's namespace on a test API server (or the real node's)."""
 
-    def __init__(self, api: TestAPIServer, ns: str | None = None):
+    def __init__(self, api: Cluster, ns: str | None = None):
         self.api = api
         self.ns = ns or f"t-{uuid.uuid4().hex[:8]}"
         api.kubectl("create", "namespace", self.ns)

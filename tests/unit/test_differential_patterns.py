@@ -21,7 +21,9 @@ from tests.differential.peers import (
     undocumented,
 )
 
-SUITE = Path(__file__).resolve().parents[1] / "differential"
+TESTS = Path(__file__).resolve().parents[1]
+SUITE = [*(TESTS / "differential").glob("test_*.py"), TESTS / "node" / "test_beside_upstream.py"]
+"""The scenarios compared with upstream: on test API servers, and on the real node."""
 
 TABLE = """
 | what | why | seen as |
@@ -85,7 +87,7 @@ def test_a_pattern_that_matched_nothing_where_its_scenario_ran_is_stale() -> Non
              Pattern("*:a_job/TFJob s: x: 1 != 0", "row b"),
              Pattern("*:b_job s: y: 1 != 0", "row c", optional=True),
              Pattern("*:c_job s: z: 1 != 0", "row d")]
-    ledger = Ledger()
+    ledger = Ledger(lambda scenario: True, every_scenario=True)
     ledger.record("a_job/MPIJob", ["default:a_job/MPIJob s: x: 1 != 0"], known)
     ledger.record("a_job/TFJob", [], known)
     ledger.record("b_job", [], known)
@@ -95,12 +97,25 @@ def test_a_pattern_that_matched_nothing_where_its_scenario_ran_is_stale() -> Non
 
 def test_a_pattern_of_every_shipped_scenario_is_judged_in_a_full_run_only() -> None:
     known = [Pattern("*:a_job s: x: 1 != 0", "row a"), Pattern("shipped:* *: y: 1 != 0", "b")]
-    ledger = Ledger()
+    ledger = Ledger(lambda scenario: True, every_scenario=True)
     ledger.record("a_job", ["default:a_job s: x: 1 != 0"], known)
     assert ledger.stale(known) == ["shipped:* *: y: 1 != 0 (row: b...)"]  # a_job is all
     ledger.matched.clear()
     ledger.ran = {"other"}  # a_job did not run: not a full run
     assert ledger.stale(known) == []
+
+
+def test_each_suite_judges_the_patterns_of_its_own_scenarios() -> None:
+    known = [Pattern("*:a_job s: x: 1 != 0", "row a"), Pattern("shipped:* *: y: 1 != 0", "b"),
+             Pattern("shipped:on_the_node_job s: z: 1 != 0", "row c")]
+    api_servers = Ledger(lambda s: not s.startswith("on_the_node_"), every_scenario=True)
+    api_servers.record("a_job", ["default:a_job s: x: 1 != 0"], known)
+    # the node's scenario never runs here: the run is full all the same, and its pattern
+    # is not judged
+    assert api_servers.stale(known) == ["shipped:* *: y: 1 != 0 (row: b...)"]
+    node = Ledger(lambda s: s.startswith("on_the_node_"), every_scenario=False)
+    node.record("on_the_node_job", [], known)
+    assert node.stale(known) == ["shipped:on_the_node_job s: z: 1 != 0 (row: row c...)"]
 
 
 def test_the_normaliser_drops_only_what_differs_by_construction() -> None:
@@ -158,7 +173,7 @@ def test_a_webhook_answer_differs_in_its_words_only_after_the_same_path() -> Non
 
 def _suite_tests() -> set[str]:
     names = set()
-    for path in SUITE.glob("test_*.py"):
+    for path in SUITE:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 names.add(node.name.removeprefix("test_"))
@@ -171,4 +186,4 @@ def test_every_readme_pattern_names_a_scenario_of_the_suite() -> None:
     tests = _suite_tests()
     unnamed = [p.text for p in known for s in p.scenarios
                if s != "*" and s.split("/")[0] not in tests]
-    assert not unnamed, f"patterns naming no test of tests/differential: {unnamed}"
+    assert not unnamed, f"patterns naming no scenario of the suite: {unnamed}"

@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import yaml
 
@@ -30,6 +31,16 @@ from trainop.testing.processes import Daemons
 
 REPO = Path(__file__).resolve().parents[2]
 ASSETS = ("etcd", "kube-apiserver", "kubectl")
+
+
+class Cluster(Protocol):
+    """What a test drives a cluster through: a test API server, or the real node's."""
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True
+                ) -> subprocess.CompletedProcess[str]: ...
 
 
 def free_port() -> int:

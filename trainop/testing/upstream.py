@@ -8,17 +8,20 @@ training-operator-VERSION beside the Kubernetes binaries. Nothing of it is in th
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import subprocess
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+from cryptography import x509
 
 from trainop.cluster.certs import issue, new_ca
-from trainop.testing.apiserver import TestAPIServer, find_assets, free_port, release
+from trainop.testing.apiserver import Cluster, find_assets, free_port, release
 from trainop.testing.manager import terminate, wait_ready
 
 MODULE = "github.com/kubeflow/training-operator"
@@ -106,32 +109,55 @@ NAMESPACE = "kubeflow"
 """Where upstream keeps its webhook certificate (MY_POD_NAMESPACE, as its Deployment sets)."""
 CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 """Where upstream writes its serving certificate (fixed in its pkg/cert)."""
+CERT_FILES = ("ca.crt", "ca.key", "tls.crt", "tls.key")
 
 
 @cache
 def certificates() -> tuple[bytes, dict[str, str]]:
-    """The CA, and the files of upstream's webhook secret: one set per test process, so that
-    operators running at once on several API servers share the fixed certificate folder."""
+    """The CA, and the files of upstream's webhook secret, as CERT_DIR holds them: made once
+    on this machine (under a lock) and kept while they last, because every upstream started
+    at once, by this process or another (the differential and node suites run side by
+    side), reads that one folder and must serve what its API server was told to trust."""
+    CERT_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CERT_DIR.parent / "serving-certs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        files = {name: (CERT_DIR / name).read_text() for name in CERT_FILES
+                 if (CERT_DIR / name).is_file()}
+        if len(files) < len(CERT_FILES) or not _lasts(files["tls.crt"]):
+            files = _new_certificates()
+            for name, text in files.items():
+                tmp = CERT_DIR / f".{name}.tmp"
+                tmp.write_text(text)
+                tmp.replace(CERT_DIR / name)
+    return files["ca.crt"].encode(), files
+
+
+def _lasts(cert_pem: str) -> bool:
+    """Whether a certificate is valid for longer than upstream's rotator asks (90 days)."""
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    return cert.not_valid_after_utc > datetime.now(UTC) + timedelta(days=100)
+
+
+def _new_certificates() -> dict[str, str]:
     ca = new_ca("training-operator-ca", days=365, dns_names=("training-operator-ca",))
     serving = issue(ca, f"training-operator.{NAMESPACE}.svc",
                     dns_names=[f"training-operator.{NAMESPACE}.svc"], ips=["127.0.0.1"],
                     days=365)
-    return ca.cert_pem, {"ca.crt": ca.cert_pem.decode(), "ca.key": ca.key_pem.decode(),
-                         "tls.crt": serving.cert_pem.decode(),
-                         "tls.key": serving.key_pem.decode()}
+    return {"ca.crt": ca.cert_pem.decode(), "ca.key": ca.key_pem.decode(),
+            "tls.crt": serving.cert_pem.decode(), "tls.key": serving.key_pem.decode()}
 
 
 class UpstreamOperator:
     """Upstream's operator as a process against a test API server, with its own CRDs and its
     webhook registered as its manifests register it, but called at a loopback URL. Its
-    certificate folder is fixed: operators started at once share `certificates()`.
+    certificate folder is fixed: every operator on this machine shares `certificates()`.
 
     Its certificate rotator keeps a secret whose CA is valid for the CA's name and whose
     serving certificate is valid for the Service's name, for at least 90 days: this one is
     made beforehand, for 127.0.0.1 too, so that the API server can call the loopback URL and
     the rotator keeps it."""
 
-    def __init__(self, api: TestAPIServer, *args: str, log_path: Path,
+    def __init__(self, api: Cluster, *args: str, log_path: Path,
                  install_crds: bool = True, webhook_namespaces: dict[str, Any] | None = None):
         """`args`: upstream's flags; `webhook_namespaces`: a namespace selector for its
         webhooks (all namespaces if None)."""
@@ -150,10 +176,8 @@ class UpstreamOperator:
             "stringData": files}
         api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                     input=yaml.safe_dump(secret))
-        # where its Deployment mounts that secret; the rotator waits to find it there
-        CERT_DIR.mkdir(parents=True, exist_ok=True)
-        for name, text in files.items():
-            (CERT_DIR / name).write_text(text)
+        # (CERT_DIR, where its Deployment mounts that secret, holds the files already: the
+        # rotator waits to find them there)
         api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                     input=yaml.safe_dump(self.webhook_configuration(ca_pem,
                                                                     webhook_namespaces)))
