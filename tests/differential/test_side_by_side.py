@@ -197,7 +197,8 @@ def test_elastic_pytorch_gets_its_autoscaler(sides: Sides) -> None:
 
 
 def _invalid(kind: str) -> dict[str, dict[str, Any]]:
-    """Jobs upstream's webhook refuses (pkg/webhooks/*), by what is wrong with them."""
+    """Jobs upstream's webhook refuses (pkg/webhooks/*), and ones only trainop's refuses, by
+    what is wrong with them."""
     info_container = manifest(kind, TYPICAL[kind])["spec"]
     field = next(iter(info_container))
     cases: dict[str, dict[str, Any]] = {}
@@ -212,6 +213,10 @@ def _invalid(kind: str) -> dict[str, dict[str, Any]]:
     case("no default container",
          lambda s: s[first]["template"]["spec"]["containers"][0].update(name="other"))
     case("no replica specs", lambda s: s.clear())
+    if kind in ("TFJob", "PaddleJob"):  # a leading type of none, which upstream accepts
+        leader = "Chief" if kind == "TFJob" else "Master"
+        case("a leader of no replicas",
+             lambda s: s.update({leader: {**copy.deepcopy(s["Worker"]), "replicas": 0}}))
     bad_name = job(kind)
     bad_name["metadata"]["name"] = "1-starts-with-a-digit"
     cases["name not DNS-1035"] = bad_name

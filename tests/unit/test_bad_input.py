@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,34 @@ def test_run_dry_run_never_shows_a_traceback(doc: dict[str, Any]) -> None:
     assert out.returncode in (0, 2), out.stderr
     if out.returncode == 2:
         assert out.stderr.startswith("trainop: ")
+
+
+LEADERS_OF_NONE = [("TFJob", {"Chief": 0, "Worker": 1}), ("TFJob", {"Master": 0, "Worker": 1}),
+                   ("PaddleJob", {"Master": 0, "Worker": 2}),
+                   ("PyTorchJob", {"Master": 0, "Worker": 1}),
+                   ("XGBoostJob", {"Master": 0, "Worker": 1}),
+                   ("MPIJob", {"Launcher": 0, "Worker": 1}),
+                   ("MXJob", {"Scheduler": 0, "Server": 1, "Worker": 1})]
+"""A leading replica type given with no replicas, for each kind that has one."""
+
+
+@pytest.mark.parametrize(("kind", "replicas"), LEADERS_OF_NONE,
+                         ids=[f"{k}-{next(iter(r))}" for k, r in LEADERS_OF_NONE])
+def test_a_leader_of_no_replicas_is_refused_in_one_line(kind: str,
+                                                        replicas: dict[str, int]) -> None:
+    """By validation, `trainop validate` and `trainop run` (also --dry-run): never a job
+    that waits for ever or ends without running, never a traceback."""
+    doc = json.dumps(manifest(kind, replicas))
+    with pytest.raises(InvalidJob) as err:
+        load_job(json.loads(doc))
+    leader = next(iter(replicas))
+    assert any(leader in str(p) for p in err.value.problems), err.value.problems
+    for args in (["validate", "-"], ["run", "--dry-run", "-"], ["run", "-"]):
+        out = subprocess.run([sys.executable, "-m", "trainop.cli", *args], input=doc,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode in (1, 2) and "Traceback" not in out.stderr, out.stderr
+        told = (out.stdout + out.stderr).strip().splitlines()
+        assert len(told) == 1 and leader in told[0], told
 
 
 def test_huge_replica_counts_are_refused() -> None:

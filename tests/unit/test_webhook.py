@@ -38,6 +38,22 @@ def test_invalid_job_is_denied_with_every_problem() -> None:
     assert "metadata.name: must be a DNS-1035 label" in message
 
 
+@pytest.mark.parametrize(("kind", "replicas", "path"), [
+    ("TFJob", {"Chief": 0, "Worker": 1}, "spec.tfReplicaSpecs[Chief].replicas"),
+    ("TFJob", {"Master": 0, "Worker": 1}, "spec.tfReplicaSpecs[Master].replicas"),
+    ("PaddleJob", {"Master": 0, "Worker": 2}, "spec.paddleReplicaSpecs[Master].replicas"),
+])
+def test_a_leader_of_no_replicas_is_denied(kind: str, replicas: dict[str, int],
+                                           path: str) -> None:
+    """Upstream accepts these, and they could never run as meant (a TFJob that succeeds at
+    once, a PaddleJob whose workers wait for a master never made)."""
+    response = validate_review(review(manifest(kind, replicas)))["response"]
+    assert response["allowed"] is False, response
+    assert f"{path}: must be at least 1 where" in response["status"]["message"]
+    without = {rt: n for rt, n in replicas.items() if n}
+    assert validate_review(review(manifest(kind, without)))["response"]["allowed"] is True
+
+
 MQ = "kueue.x-k8s.io/multikueue"
 OURS = "kubeflow.org/training-operator"
 

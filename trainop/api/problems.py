@@ -47,6 +47,17 @@ def at_most_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[
     return []
 
 
+def no_replicas_of_a_leader(field: str, specs: Mapping[str, _Replicas],
+                            leaders: tuple[str, ...], why: str) -> list[Problem]:
+    """A leading replica type given with 0 replicas: a job that could never run as meant.
+    Upstream accepts it (its TFJob then succeeds at once without running anything, its
+    PaddleJob's workers wait for a master that is never made); trainop refuses it."""
+    return [Problem(f"{field}[{rt}].replicas",
+                    f"must be at least 1 where {rt} is given ({why}); leave {rt} out to run "
+                    "without one")
+            for rt in leaders if (r := specs.get(rt)) is not None and r.replicas == 0]
+
+
 def elastic_problems(path: str, lo: int | None, hi: int | None) -> list[Problem]:
     problems = []
     if lo is not None and lo < 1:

@@ -24,6 +24,7 @@ from trainop.api.problems import (
     count,
     elastic_problems,
     exactly_one,
+    no_replicas_of_a_leader,
 )
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
@@ -225,7 +226,8 @@ class TFJobSpec(JobSpec):
         # (pkg/webhooks/tensorflow/tfjob_webhook.go:97-125)
         if "Chief" in self.replica_specs and "Master" in self.replica_specs:
             return [Problem(field, "must not have more than 1 Chief or Master role")]
-        return []
+        return no_replicas_of_a_leader(field, self.replica_specs, ("Chief", "Master"),
+                                       "the job ends when its first replica does")
 
 
 class PyTorchJobSpec(JobSpec):
@@ -362,7 +364,8 @@ class PaddleJobSpec(JobSpec):
 
     def kind_problems(self, field: str) -> list[Problem]:
         # any number of Masters: parameter-server mode (pkg/webhooks/paddlepaddle/, no rule)
-        problems: list[Problem] = []
+        problems = no_replicas_of_a_leader(field, self.replica_specs, ("Master",),
+                                           "every worker is pointed at its first replica")
         if self.elastic_policy is not None:
             problems.extend(elastic_problems("spec.elasticPolicy",
                                              self.elastic_policy.min_replicas,
