@@ -50,10 +50,10 @@ def test_success_turns_running_false_and_leaves_its_times() -> None:
 
 def test_after_failed_nothing_changes() -> None:
     st = JobStatus()
-    assert cond.fail(st, "BackoffLimitExceeded", "limit", T1)
+    assert cond.set_condition(st, cond.FAILED, "True", "BackoffLimitExceeded", "limit", T1)
     assert st.completion_time == T1
     assert not cond.set_condition(st, cond.RUNNING, "True", "JobRunning", "running", T2)
-    assert not cond.fail(st, "DeadlineExceeded", "late", T3)
+    assert not cond.set_condition(st, cond.FAILED, "True", "DeadlineExceeded", "late", T3)
     failed = cond.get(st, cond.FAILED)
     assert failed is not None and failed.reason == "BackoffLimitExceeded"
     assert st.completion_time == T1

@@ -32,11 +32,6 @@ def _stored() -> dict[str, Any]:
     return data
 
 
-def kube_release() -> str:
-    """The Kubernetes release whose API types the stored schemas are."""
-    return str(_stored()["release"])
-
-
 def kube_schema(name: str) -> dict[str, Any]:
     """The stored CRD schema of Kubernetes type `name` (one of ROOTS), a fresh copy."""
     return copy.deepcopy(_stored()["schemas"][name])

@@ -68,8 +68,3 @@ def set_condition(
     return True
 
 
-def fail(status: JobStatus, reason: str, message: str, now: str) -> bool:
-    """Failed=True (and the completionTime); True when the status changed."""
-    return set_condition(status, FAILED, "True", reason, message, now)
-
-

@@ -91,11 +91,6 @@ class Judgement:
     condition_reason: str = ""
     """The Failed condition's reason where it is not the event's (Wording.failed_reason)."""
 
-    @property
-    def scope(self) -> str:
-        """What a restart does, in the message and event."""
-        return WHOLE_JOB if self.whole_job else "restarting"
-
 
 WHOLE_JOB = "all replicas restart"
 
