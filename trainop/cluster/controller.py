@@ -15,7 +15,7 @@ from trainop.api import InvalidJob, Job, load_job
 from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
-from trainop.cluster.events import EventRecorder, component
+from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected
 from trainop.cluster.informer import Change, Informer
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
@@ -33,7 +33,7 @@ from trainop.engine import (
     rejected,
 )
 from trainop.engine import conditions as cond
-from trainop.engine.labels import replica_name, replica_type_of
+from trainop.engine.labels import controller_name, replica_name, replica_type_of
 from trainop.frameworks import framework_for
 
 
@@ -98,7 +98,7 @@ class JobController:
         self.leading = leading
         self.framework = framework_for(kind)
         self.addr = ClusterAddressing(config.cluster_domain)
-        self.queue = WorkQueue(kind, controller=component(kind))
+        self.queue = WorkQueue(kind, controller=controller_name(kind))
         self._parsed = ParsedJobs()
         """Parse a job once per version, within a budget."""
         self._exited: dict[str, dict[str, int]] = {}

@@ -15,12 +15,9 @@ from trainop import wallclock
 from trainop.cluster.client import REQUEST_ERRORS, Client
 from trainop.cluster.resources import EVENTS
 from trainop.engine import Event, clock
+from trainop.engine.labels import controller_name
 
 log = logging.getLogger("trainop.events")
-def component(kind: str) -> str:
-    """Who tells a job's events: its controller, by upstream's name (`pytorchjob-controller`,
-    pkg/controller.v1/*/..._controller.go: GetEventRecorderFor(controllerName))."""
-    return f"{kind.lower()}-controller"
 BACKLOG = 2000
 SENDERS = 4
 """Events go out through a few senders: they never crowd out the pods and status writes
@@ -76,8 +73,8 @@ class EventRecorder:
             "metadata": {"name": f"{involved['name']}.{secrets.token_hex(8)}", "namespace": ns},
             "involvedObject": involved,
             "reason": event.reason, "message": event.message[:1024], "type": event.type,
-            "source": {"component": component(involved["kind"])},
-            "reportingComponent": component(involved["kind"]),
+            "source": {"component": controller_name(involved["kind"])},
+            "reportingComponent": controller_name(involved["kind"]),
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:

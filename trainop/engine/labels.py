@@ -15,8 +15,11 @@ REPLICA_INDEX = f"{PREFIX}/replica-index"
 JOB_ROLE = f"{PREFIX}/job-role"
 
 
-def operator_name(job: Job) -> str:
-    return f"{job.kind.lower()}-controller"
+def controller_name(kind: str) -> str:
+    """A kind's controller, by upstream's name (`pytorchjob-controller`,
+    pkg/controller.v1/*/..._controller.go: controllerName): the operator-name label's value,
+    who tells the job's events, and its work queue's name in the metrics."""
+    return f"{kind.lower()}-controller"
 
 
 def replica_name(job: Job, rtype: str, index: int) -> str:
@@ -44,7 +47,7 @@ def replica_of(labels: Mapping[str, Any]) -> tuple[str, int] | None:
 
 
 def job_labels(job: Job) -> dict[str, str]:
-    return {JOB_NAME: job.name, OPERATOR_NAME: operator_name(job)}
+    return {JOB_NAME: job.name, OPERATOR_NAME: controller_name(job.kind)}
 
 
 def replica_labels(job: Job, rtype: str, index: int | None = None) -> dict[str, str]:

@@ -93,13 +93,13 @@ class SSH:
         }})
         mounts = [{"name": "ssh-auth", "mountPath": SSH_MOUNT}]
         if rtype == "Launcher":
-            volumes.append({"name": "mpi-job-config", "configMap": {
+            volumes.append({"name": mpi_exec.CONFIG_VOLUME, "configMap": {
                 "name": config_map_name(job),
                 "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444},
                           {"key": "discover_hosts.sh", "path": "discover_hosts.sh",
                            "mode": 0o555}],
             }})
-            mounts.append({"name": "mpi-job-config", "mountPath": CONFIG_MOUNT})
+            mounts.append({"name": mpi_exec.CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
         for c in containers(pod):
             c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
         if rtype == "Launcher" and replicas(job, "Worker"):
