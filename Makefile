@@ -39,5 +39,5 @@ lint: venv
 ## crds: remake the Kubernetes types' schemas (trainop/api/kubeschema.json, by controller-gen
 ## from k8s.io/api of the suites' release), then config/crd from the API models
 crds: venv
-	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" $(BIN)/python -m trainop.testing.kubeschema
+	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" $(BIN)/python -m testbed.kubeschema
 	$(BIN)/trainop crds -o config/crd

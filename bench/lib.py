@@ -17,14 +17,14 @@ from typing import Any, Self
 
 import psutil
 
+from testbed.apiserver import TestAPIServer, release
+from testbed.manager import ManagerProcess, terminate
 from trainop.api import load_job
 from trainop.cluster.client import MAX_IN_FLIGHT, Client
 from trainop.cluster.config import from_kubeconfig
 from trainop.cluster.resources import JOBS, PODS, SERVICES
 from trainop.engine import ClusterAddressing, Observed, reconcile
 from trainop.frameworks import framework_for
-from trainop.testing.apiserver import TestAPIServer, release
-from trainop.testing.manager import ManagerProcess, terminate
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -133,7 +133,7 @@ class Kubelet(Process):
     """The simulated kubelet (bench/kubelet.py) as its own process."""
 
     def __init__(self, cluster: Cluster, run_seconds: float, fail_every: int = 0):
-        super().__init__([sys.executable, "-m", "trainop.testing.kubelet", "--kubeconfig",
+        super().__init__([sys.executable, "-m", "testbed.kubelet", "--kubeconfig",
                           str(cluster.api.kubeconfig), "--run-seconds", str(run_seconds),
                           "--fail-every", str(fail_every)], RESULTS.parent / ".kubelet.log")
 

@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.lib import RESULTS, Cluster, Kubelet, Manager, Row, write_results
 from bench.throughput import trainop_run
-from trainop.testing import upstream
-from trainop.testing.manager import WRITE_VERBS
+from testbed import upstream
+from testbed.manager import WRITE_VERBS
 
 UPSTREAM_TUNED = ("--kube-api-qps", "100000", "--kube-api-burst", "100000",
                   "--controller-threads", "64")

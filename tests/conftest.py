@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainop.testing.apiserver import TestAPIServer, release
+from testbed.apiserver import TestAPIServer, release
 
 CRDS = Path(__file__).resolve().parents[1] / "config" / "crd"
 SA_TOKEN = "trainop-manager-sa-token"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testbed import upstream
+from testbed.apiserver import TestAPIServer, free_port
 from tests.differential.peers import VARIANTS, Side, Sides, scenario_of
 from tests.integration.kube import REPO, Kube, Manager
 from tests.require import cannot_run
-from trainop.testing import upstream
-from trainop.testing.apiserver import TestAPIServer, free_port
 
 CRDS = REPO / "config" / "crd"
 PODGROUPS = REPO / "tests" / "integration" / "crds" / "podgroups.yaml"

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
+from testbed import kubeschema, upstream
+from testbed.apiserver import release
 from trainop.api import KINDS
 from trainop.api.crd import all_crds
 from trainop.api.kubeschema import SCHEMAS_FILE
-from trainop.testing import kubeschema, upstream
-from trainop.testing.apiserver import release
 
 pytestmark = pytest.mark.differential
 OURS = {crd["spec"]["names"]["kind"]: crd for crd in all_crds().values()}

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
+from testbed.upstream import UpstreamOperator
 from tests.differential.conftest import flags, new_sides, start_trainop, start_upstream
 from tests.differential.peers import VARIANTS, Sides
 from tests.differential.test_side_by_side import check, job, never, submit
 from tests.integration.kube import Manager
-from trainop.testing.apiserver import TestAPIServer
-from trainop.testing.upstream import UpstreamOperator
 
 pytestmark = pytest.mark.differential
 

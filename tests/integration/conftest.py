@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, Manager
-from trainop.testing.apiserver import TestAPIServer
 
 
 @pytest.fixture

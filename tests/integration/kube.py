@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 import yaml
 
+from testbed.apiserver import Cluster, TestAPIServer
+from testbed.manager import ManagerProcess
 from trainop.api import nesting
-from trainop.testing.apiserver import Cluster, TestAPIServer
-from trainop.testing.manager import ManagerProcess
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.apiserver import TestAPIServer
 from tests.jobs import manifest
 from trainop.api import KINDS, read_documents
 from trainop.api.crd import all_crds
-from trainop.testing.apiserver import TestAPIServer
 
 pytestmark = pytest.mark.integration
 GENERATED = all_crds()

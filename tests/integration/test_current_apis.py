@@ -10,10 +10,10 @@ import logging
 
 import pytest
 
+from testbed.apiserver import TestAPIServer, release
 from tests.integration.kube import Kube
 from trainop.cluster.client import Client
 from trainop.cluster.config import from_kubeconfig
-from trainop.testing.apiserver import TestAPIServer, release
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, Manager, wait_for
 from tests.jobs import manifest
-from trainop.testing.apiserver import TestAPIServer
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, Manager, wait_for
 from tests.jobs import manifest
-from trainop.testing.apiserver import TestAPIServer
 
 pytestmark = pytest.mark.integration
 CRDS = Path(__file__).parent / "crds"
@@ -215,7 +215,7 @@ def test_the_cluster_domain_comes_from_the_managers_environment(
         apiserver: TestAPIServer, kube: Kube, tmp_path: Path) -> None:
     # upstream reads CUSTOM_CLUSTER_DOMAIN from its own environment into TF_CONFIG's names
     # (pkg/controller.v1/tensorflow/tensorflow.go:32, :175-178)
-    from trainop.testing.manager import ManagerProcess
+    from testbed.manager import ManagerProcess
 
     m = ManagerProcess(apiserver.kubeconfig, "--namespace", kube.ns, "--enable-scheme",
                        "tfjob", log_path=tmp_path / "manager.log",

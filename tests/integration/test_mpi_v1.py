@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
 from tests.conftest import SA_TOKEN
 from tests.integration.kube import Kube, Manager, install_rbac, wait_for
-from trainop.testing.apiserver import TestAPIServer
 
 pytestmark = pytest.mark.integration
 

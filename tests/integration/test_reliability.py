@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
 from tests.conftest import CRDS
-from tests.integration.kube import Kube, Manager, wait_for
+from tests.integration.kube import REPO, Kube, Manager, wait_for
 from tests.jobs import manifest
-from trainop.testing.apiserver import TestAPIServer
 
 pytestmark = pytest.mark.integration
 
@@ -54,9 +54,10 @@ def throttled_api() -> Iterator[TestAPIServer]:
 
 
 def kubelet(api: TestAPIServer, run_seconds: float, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "trainop.testing.kubelet", "--kubeconfig",
+    # (testbed is imported from the checkout, not installed)
+    return subprocess.Popen([sys.executable, "-m", "testbed.kubelet", "--kubeconfig",
                              str(api.kubeconfig), "--run-seconds", str(run_seconds)],
-                            stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+                            stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=REPO)
 
 
 def test_sigkill_during_creation_then_restart_makes_exactly_the_pods(

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from testbed import kueue
+from testbed.apiserver import TestAPIServer
 from tests.differential.conftest import start_trainop
 from tests.integration.kube import Kube
 from tests.kueue.queues import Queues
 from tests.require import cannot_run
-from trainop.testing import kueue
-from trainop.testing.apiserver import TestAPIServer
 
 PODS_READY_TIMEOUT = 45
 """Seconds Kueue's waitForPodsReady gives an admitted job to turn Running before it evicts

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from testbed.kueue import QUEUE_LABEL
 from tests.integration.kube import Kube, condition_of, wait_for
 from tests.jobs import TYPICAL, manifest
 from tests.kueue.conftest import PODS_READY_TIMEOUT
 from tests.kueue.queues import QUEUE, Queues
 from trainop.api import KINDS
-from trainop.testing.kueue import QUEUE_LABEL
 
 pytestmark = pytest.mark.kueue
 

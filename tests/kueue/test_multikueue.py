@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from testbed import kueue
+from testbed.apiserver import TestAPIServer
 from tests.differential.conftest import start_trainop
 from tests.integration.kube import Kube, wait_for
 from tests.kueue.queues import API, Queues
 from tests.kueue.test_kueue import pods_of, queued, run, wait_pods_of
-from trainop.testing import kueue
-from trainop.testing.apiserver import TestAPIServer
 
 pytestmark = pytest.mark.kueue
 

@@ -1,4 +1,4 @@
-"""The real single-node cluster (trainop.testing.node), started once for the tests that need
+"""The real single-node cluster (testbed.node), started once for the tests that need
 it. Where it cannot run, they skip and say why; with TRAINOP_REQUIRE=1 (CI) that is a
 failure instead (tests.require)."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testbed import manager_image
+from testbed.node import HostState, TestCluster, Unavailable, unavailable
 from tests.node.kube import python_job, wait_for
 from tests.require import cannot_run
-from trainop.testing import manager_image
-from trainop.testing.node import HostState, TestCluster, Unavailable, unavailable
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "trainop-system"

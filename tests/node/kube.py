@@ -11,9 +11,9 @@ from typing import Any, Self, TypeVar
 
 import yaml
 
+from testbed import images
+from testbed.node import TestCluster
 from trainop.api.kinds import KINDS
-from trainop.testing import images
-from trainop.testing.node import TestCluster
 
 T = TypeVar("T")
 

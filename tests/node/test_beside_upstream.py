@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from testbed import upstream
+from testbed.node import TestCluster
 from tests.differential.peers import (
     NODE_SCENARIOS,
     RESOURCES,
@@ -37,8 +39,6 @@ from tests.node.conftest import NAMESPACE, wait_for_webhook
 from tests.node.kube import python_job, wait_for
 from tests.node.test_examples import on_this_node
 from tests.require import cannot_run
-from trainop.testing import upstream
-from trainop.testing.node import TestCluster
 
 pytestmark = pytest.mark.node
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from testbed.node import TestCluster
 from tests.node.kube import Namespace, pod
-from trainop.testing.node import TestCluster
 
 pytestmark = pytest.mark.node
 

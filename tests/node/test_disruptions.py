@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from testbed import images
+from testbed.node import TestCluster
 from tests.node.kube import Namespace, pod, python_job, wait_for, with_host_python
-from trainop.testing import images
-from trainop.testing.node import TestCluster
 
 pytestmark = pytest.mark.node
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.node import TestCluster
 from tests.e2e.conftest import EXAMPLES, losses, ranks_joined
 from tests.node.kube import Namespace, with_host_python
 from tests.require import cannot_run
 from trainop.api.kinds import KINDS
 from trainop.engine.labels import JOB_NAME
-from trainop.testing.node import TestCluster
 
 pytestmark = pytest.mark.node
 

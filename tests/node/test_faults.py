@@ -8,10 +8,10 @@ import signal
 
 import pytest
 
+from testbed.node import TestCluster
 from tests.node.conftest import wait_for_webhook
 from tests.node.kube import Namespace, python_job, wait_for
 from trainop.engine.labels import JOB_NAME
-from trainop.testing.node import TestCluster
 
 pytestmark = pytest.mark.node
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from testbed.node import TestCluster
 from tests.node.conftest import NAMESPACE, manager_logs, wait_for_webhook
 from tests.node.kube import Namespace, python_job, wait_for
-from trainop.testing.node import TestCluster
 
 pytestmark = pytest.mark.node
 LEASE = "1ca428e5.training-operator.kubeflow.org"  # upstream's --leader-election-id default

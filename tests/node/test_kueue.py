@@ -9,14 +9,14 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from testbed import kueue
+from testbed.node import TestCluster
 from tests.e2e.conftest import EXAMPLES
 from tests.integration.kube import Kube
 from tests.kueue.queues import API, Queues
 from tests.node.kube import Namespace, python_job, wait_for
 from tests.node.test_examples import on_this_node, run_to_the_end
 from tests.require import cannot_run
-from trainop.testing import kueue
-from trainop.testing.node import TestCluster
 
 pytestmark = [pytest.mark.node, pytest.mark.kueue]
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from testbed.node import TestCluster
 from tests.node.kube import Namespace, python_job, wait_for
 from trainop.engine.labels import JOB_NAME
-from trainop.testing.node import TestCluster
 
 pytestmark = pytest.mark.node
 

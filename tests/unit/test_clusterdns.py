@@ -3,7 +3,7 @@ EndpointSlices)."""
 
 from __future__ import annotations
 
-from trainop.testing.clusterdns import hosts_file, records
+from testbed.clusterdns import hosts_file, records
 
 
 def svc(name: str, ip: str) -> dict[str, object]:

@@ -7,7 +7,7 @@ import io
 import tarfile
 from pathlib import Path
 
-from trainop.testing.manager_image import app_layer
+from testbed.manager_image import app_layer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -17,10 +17,10 @@ def test_the_image_layer_the_tests_deploy_leaves_the_harness_out() -> None:
         names = tar.getnames()
     assert any(n.endswith("trainop/cluster/manager.py") for n in names)
     assert any(n.endswith("trainop/api/kubeschema.json") for n in names)  # package data too
-    assert not [n for n in names if "/trainop/testing" in f"/{n}"]
+    assert not [n for n in names if "/testbed" in f"/{n}"]
 
 
 def test_the_dockerfiles_context_leaves_the_harness_out() -> None:
     ignored = (REPO / ".dockerignore").read_text().split()
-    assert "trainop/testing" in ignored
+    assert "testbed" in ignored
     assert "COPY trainop ./trainop" in (REPO / "Dockerfile").read_text()

@@ -5,7 +5,7 @@ A job's pod templates, its HPA metrics and a replica's label selector are Kubern
 of upstream's CRDs) makes them from k8s.io/api of the release the suites run: every field
 with its type, list and map types, defaults and required fields, so that the API server
 checks a template as it checks a pod's, `kubectl explain` reads it, and server-side apply
-merges containers by name. `python -m trainop.testing.kubeschema` (`make crds`) remakes it.
+merges containers by name. `python -m testbed.kubeschema` (`make crds`) remakes it.
 """
 
 from __future__ import annotations

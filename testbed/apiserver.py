@@ -26,10 +26,10 @@ from typing import Protocol
 
 import yaml
 
+from testbed.processes import Daemons
 from trainop.cluster.certs import CertPair, issue, new_ca, rsa_key_pem
-from trainop.testing.processes import Daemons
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ASSETS = ("etcd", "kube-apiserver", "kubectl")
 
 

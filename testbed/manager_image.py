@@ -22,10 +22,10 @@ import tempfile
 import tomllib
 from pathlib import Path
 
+from testbed.images import write_archive
 from trainop import __version__
-from trainop.testing.images import write_archive
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 IMAGE = f"trainop:{__version__}"
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
 MIRROR = "http://deb.debian.org/debian"

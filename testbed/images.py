@@ -156,7 +156,7 @@ def write_archive(path: Path, refs: Iterable[str], layers: Iterable[bytes], *,
                    "WorkingDir": workdir},
         "rootfs": {"type": "layers",
                    "diff_ids": [f"sha256:{hashlib.sha256(b).hexdigest()}" for b in blobs]},
-        "history": [{"created_by": "trainop.testing.images"} for _ in blobs],
+        "history": [{"created_by": "testbed.images"} for _ in blobs],
     }
     config_bytes = json.dumps(config, sort_keys=True).encode()
     config_name = f"{hashlib.sha256(config_bytes).hexdigest()}.json"

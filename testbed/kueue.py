@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from testbed.apiserver import TestAPIServer, find_assets, free_port, release
+from testbed.manager import terminate, wait_ready
 from trainop.cluster.certs import issue, new_ca
-from trainop.testing.apiserver import TestAPIServer, find_assets, free_port, release
-from trainop.testing.manager import terminate, wait_ready
 
 FRAMEWORKS = ("kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
               "kubeflow.org/paddlejob", "kubeflow.org/jaxjob")

@@ -1,6 +1,6 @@
 """Make the Kubernetes types' CRD schemas from the Kubernetes API types, into trainop/api/.
 
-`python -m trainop.testing.kubeschema` (what `make crds` runs first) writes a Go package
+`python -m testbed.kubeschema` (what `make crds` runs first) writes a Go package
 whose one type holds a PodTemplateSpec, an autoscaling/v2 MetricSpec and a LabelSelector,
 requires k8s.io/api and k8s.io/apimachinery of the release the suites run, and runs
 controller-gen (the generator upstream's CRDs come from, built by hack/test-assets.sh) on
@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
+from testbed.apiserver import find_assets, release
 from trainop.api.kubeschema import ROOTS, SCHEMAS_FILE
-from trainop.testing.apiserver import find_assets, release
 
 FIELDS = {
     "template": "io.k8s.api.core.v1.PodTemplateSpec",

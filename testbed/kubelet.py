@@ -2,7 +2,7 @@
 --run-seconds to Succeeded (or Failed with exit code 1 for every --fail-every-th pod).
 Thousands of pods a second; it runs until stopped.
 
-    python -m trainop.testing.kubelet --kubeconfig KUBECONFIG --run-seconds 5
+    python -m testbed.kubelet --kubeconfig KUBECONFIG --run-seconds 5
 """
 
 from __future__ import annotations

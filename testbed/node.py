@@ -29,11 +29,11 @@ from typing import Any
 
 import yaml
 
+from testbed import images
+from testbed.apiserver import TestAPIServer, find_assets, free_port
+from testbed.clusterdns import DNSWatcher, api_getter
+from testbed.processes import Daemons
 from trainop.cluster.certs import CertPair, issue, new_ca
-from trainop.testing import images
-from trainop.testing.apiserver import TestAPIServer, find_assets, free_port
-from trainop.testing.clusterdns import DNSWatcher, api_getter
-from trainop.testing.processes import Daemons
 
 NODE_NAME = "trainop-node"
 POD_CIDR = "10.244.0.0/24"

@@ -20,9 +20,9 @@ from typing import Any
 import yaml
 from cryptography import x509
 
+from testbed.apiserver import Cluster, find_assets, free_port, release
+from testbed.manager import terminate, wait_ready
 from trainop.cluster.certs import issue, new_ca
-from trainop.testing.apiserver import Cluster, find_assets, free_port, release
-from trainop.testing.manager import terminate, wait_ready
 
 MODULE = "github.com/kubeflow/training-operator"
 

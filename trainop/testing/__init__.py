@@ -1,1 +1,0 @@
-"""Test support shipped with trainop: a real kube-apiserver and etcd on loopback."""
