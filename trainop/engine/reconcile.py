@@ -193,8 +193,7 @@ class _Run:
         # the State column shows); startTime stays until the job resumes.
         message = f"{self.kind} {self.job.name} is suspended."
         if cond.is_true(self.status, cond.RUNNING):
-            cond.set_condition(self.status, cond.RUNNING, "False", f"{self.kind}Suspended",
-                               message, self.now)
+            self.condition(cond.RUNNING, "False", f"{self.kind}Suspended", message)
         if not cond.is_true(self.status, cond.SUSPENDED):
             self.condition(cond.SUSPENDED, "True", f"{self.kind}Suspended", message)
         # every pod is gone or going; what ended stays counted (a job suspended from the
