@@ -65,7 +65,7 @@ class Cluster:
                 self.pods.pop(ref.name, None)
             else:
                 self.objects.pop((ref.kind, ref.name), None)
-        for obj in plan.creates + plan.update:
+        for obj in plan.to_create + plan.update:
             meta = obj["metadata"]
             self.created[f"{obj['kind']}/{meta['name']}"] = obj
             if obj["kind"] == "Pod":

@@ -59,7 +59,7 @@ def test_any_manifest_gives_a_job_or_readable_problems(doc: dict[str, Any]) -> N
         return
     plan = reconcile(job, Observed(), dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
                      framework_for(job.kind), ClusterAddressing())
-    assert all(o["metadata"]["namespace"] == job.namespace for o in plan.creates)
+    assert all(o["metadata"]["namespace"] == job.namespace for o in plan.to_create)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

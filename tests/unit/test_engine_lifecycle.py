@@ -18,7 +18,7 @@ EXIT_CODE = {"Worker": {"restartPolicy": "ExitCode"}}
 
 
 def names(plan: Any, kind: str) -> list[str]:
-    return [o["metadata"]["name"] for o in plan.creates if o["kind"] == kind]
+    return [o["metadata"]["name"] for o in plan.to_create if o["kind"] == kind]
 
 
 def deleted(plan: Any, kind: str = "Pod") -> list[str]:
@@ -326,7 +326,7 @@ def test_a_pod_being_deleted_counts_against_no_limit_even_if_it_failed(policy: s
     assert c.condition("Failed") is None and c.condition("Restarting") is None
     del c.pods["job-worker-1"]  # the deletion completes
     plan = c.step()
-    assert [p["metadata"]["name"] for p in plan.creates if p["kind"] == "Pod"] == [
+    assert [p["metadata"]["name"] for p in plan.to_create if p["kind"] == "Pod"] == [
         "job-worker-1"]
     assert c.last_condition() == "Running"
     assert c.job.status is not None
@@ -639,7 +639,7 @@ def test_suspended_from_the_start_creates_nothing(gang: str | None) -> None:
     c = Cluster(job("PyTorchJob", spec={"runPolicy": {"suspend": True}}),
                 EngineConfig(gang_scheduler=gang))
     plan = c.step()
-    assert plan.creates == []  # no pods, services or PodGroup
+    assert plan.to_create == []  # no pods, services or PodGroup
     assert c.condition("Suspended").status == "True"
 
 

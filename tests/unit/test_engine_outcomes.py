@@ -46,7 +46,7 @@ def test_a_blocked_new_job_shows_created_only() -> None:
     assert [c.type for c in blocked.status.conditions or []] == [cond.CREATED]
     assert blocked.status.start_time is None  # the rest waits for the writes it needs
     assert blocked.events == []  # upstream v1.9 tells no event for Created
-    assert blocked.creates == [] and blocked.on_created == []
+    assert blocked.to_create == [] and blocked.on_created == []
 
 
 def test_nothing_to_tell_when_the_job_was_created_before() -> None:

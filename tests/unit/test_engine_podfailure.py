@@ -51,7 +51,7 @@ def test_an_ignored_disruption_remakes_the_pod_and_counts_nowhere() -> None:
         "DisruptionTarget matching Ignore rule at index 0: the pod is made again, not counted")]
     # it is made again once gone, and the job goes on
     plan = c.step()
-    assert [o["metadata"]["name"] for o in plan.creates if o["kind"] == "Pod"] == ["job-worker-1"]
+    assert [o["metadata"]["name"] for o in plan.to_create if o["kind"] == "Pod"] == ["job-worker-1"]
 
 
 def test_without_a_policy_the_same_eviction_fails_the_job() -> None:

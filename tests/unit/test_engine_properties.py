@@ -65,7 +65,7 @@ def test_never_raises_and_never_plans_a_pod_twice(data: st.DataObject) -> None:
     observed = data.draw(observed_for(j))
     now = T0 + dt.timedelta(seconds=data.draw(st.integers(0, 1000)))
     plan = reconcile(j, observed, now, framework_for(j.kind), ClusterAddressing())
-    created = [(o["kind"], o["metadata"]["name"]) for o in plan.creates]
+    created = [(o["kind"], o["metadata"]["name"]) for o in plan.to_create]
     assert len(created) == len(set(created))
     existing = {p.name for p in observed.pods}
     assert not existing & {name for kind, name in created if kind == "Pod"}

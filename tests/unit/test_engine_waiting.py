@@ -124,7 +124,7 @@ def test_a_name_an_earlier_job_of_the_same_name_still_holds_is_waited_for() -> N
               Held("Pod", "job-master-0", True, "PyTorchJob", "job"),
               Held("Service", "job-worker-0", False, "PyTorchJob", "job"))
     plan = c.step()
-    assert plan.creates == []
+    assert plan.to_create == []
     assert not cond.is_finished(c.job.status)
     assert plan.requeue_after == 1.0
     assert [(w["pod"], w["reason"]) for w in waiting(c)] == [
@@ -135,7 +135,7 @@ def test_a_name_an_earlier_job_of_the_same_name_still_holds_is_waited_for() -> N
     assert not [e for e in told(c) if e[1] == "NameInUse"]
     c.held = ()
     plan = c.step()
-    assert sorted(o["metadata"]["name"] for o in plan.creates if o["kind"] == "Pod") == [
+    assert sorted(o["metadata"]["name"] for o in plan.to_create if o["kind"] == "Pod") == [
         "job-master-0", "job-worker-0"]
     assert c.job.status is not None and c.job.status.waiting_replicas is None
 
@@ -147,7 +147,7 @@ def test_a_name_another_live_job_holds_is_left_to_the_api_server() -> None:
     c.held = (Held("Pod", "job-worker-0", False, "TFJob", "job"),)
     plan = c.step()
     assert not cond.is_finished(c.job.status)
-    assert "job-worker-0" in [o["metadata"]["name"] for o in plan.creates if o["kind"] == "Pod"]
+    assert "job-worker-0" in [o["metadata"]["name"] for o in plan.to_create if o["kind"] == "Pod"]
     assert c.job.status is not None and c.job.status.waiting_replicas is None
 
 
@@ -165,5 +165,5 @@ def test_a_replica_held_back_by_a_going_service_says_so_whatever_else_holds_the_
     c.held = (Held("Service", "job-master-0", False, "PyTorchJob", "job"),  # the old job's
               Held("Pod", "job-master-0", False, "TFJob", "job"))  # another live job's
     plan = c.step()
-    assert [o for o in plan.creates if o["metadata"]["name"] == "job-master-0"] == []
+    assert [o for o in plan.to_create if o["metadata"]["name"] == "job-master-0"] == []
     assert waiting(c)[0]["message"].startswith("Service job-master-0 of an earlier PyTorchJob")

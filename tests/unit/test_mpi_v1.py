@@ -128,7 +128,7 @@ def test_config_map() -> None:
         "discover_hosts.sh": "#!/bin/sh",  # C:1281: no worker runs yet
     }
     # made before any pod (C:376-378 before C:390-396)
-    kinds = [o["kind"] for o in plan.creates]
+    kinds = [o["kind"] for o in plan.to_create]
     assert kinds.index("ConfigMap") < kinds.index("Pod")
 
 

@@ -29,7 +29,7 @@ def test_pod_is_the_template_plus_env_and_restart_policy(kind: str) -> None:
              for rt in TYPICAL[kind]}
     c = Cluster(job(kind, namespace="team-a", replica_extra=extra))
     plan = c.step()
-    for obj in plan.creates:
+    for obj in plan.to_create:
         assert obj["metadata"]["namespace"] == "team-a", obj["metadata"]["name"]
     for obj in (o for o in plan.create if o["kind"] == "Pod"):
         got = copy.deepcopy(obj["spec"])

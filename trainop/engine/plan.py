@@ -62,7 +62,7 @@ class Plan:
     limit, is `failed`; each pod restarted after a failure is `restarted`)."""
 
     @property
-    def creates(self) -> list[dict[str, Any]]:
+    def to_create(self) -> list[dict[str, Any]]:
         """Every object to create, in the order they must be made."""
         return self.prerequisites + self.create
 

@@ -118,7 +118,7 @@ class LocalRun:
                 asyncio.get_running_loop().create_task(self._delete(pod))
             else:
                 self.objects.pop((ref.kind, ref.name), None)
-        for obj in plan.creates + plan.update:
+        for obj in plan.to_create + plan.update:
             if obj["kind"] == "Pod":
                 self._create_pod(obj)
             else:
