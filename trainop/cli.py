@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
@@ -12,7 +11,7 @@ from typing import Any, NoReturn
 import click
 import yaml
 
-from trainop import __version__
+from trainop import __version__, manager_flags
 from trainop.api import (
     KINDS,
     InvalidJob,
@@ -23,20 +22,11 @@ from trainop.api import (
 )
 from trainop.api.crd import all_crds
 from trainop.api.manifest import parse_documents
-from trainop.cluster.options import LeaseTimes, ManagerOptions, WebhookOptions
-from trainop.engine.config import EngineConfig
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"trainop: {message}", err=True)
     sys.exit(code)
-
-
-def _own_flag(name: str, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A manager flag of trainop's own: off by default (upstream has no such behaviour), on
-    in the shipped Deployment."""
-    return click.option(name, is_flag=True,
-                        help=f"{help} Not in upstream; the shipped Deployment turns it on.")
 
 
 _KUBECONFIG = click.option("--kubeconfig", help="Kubeconfig file [default: in-cluster, else "
@@ -205,111 +195,16 @@ def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: boo
 @click.option("--enable-scheme", "schemes", multiple=True, metavar="KIND",
               help="Run the controller of this kind (tfjob, pytorchjob, mpijob, xgboostjob, "
                    "paddlejob, jaxjob, mxjob); repeat for more [default: all].")
-@click.option("--namespace", envvar="KUBEFLOW_NAMESPACE",
-              help="Watch and manage jobs in this namespace only [default: every namespace; "
-                   "env: KUBEFLOW_NAMESPACE].")
-@click.option("--gang-scheduler-name", help="volcano, or the name of a scheduler-plugins "
-                                            "scheduler: create a PodGroup per job.")
-@click.option("--leader-elect", is_flag=True, help="Take part in leader election (a Lease); "
-                                                   "only the leader acts.")
-@click.option("--leader-election-namespace",
-              help="Namespace of the Lease [default: the manager's namespace].")
-@click.option("--leader-election-id", default=ManagerOptions.leader_election_id,
-              show_default=True, help="Name of the Lease (upstream's: one of the two acts).")
-@click.option("--lease-duration", type=click.FloatRange(min=1),
-              default=LeaseTimes.lease_duration,
-              show_default=True, help="Seconds a lease lasts without renewal.")
-@click.option("--renew-deadline", type=click.FloatRange(min=0.5),
-              default=LeaseTimes.renew_deadline,
-              show_default=True, help="Seconds the leader may fail to renew before it stops.")
-@click.option("--retry-period", type=click.FloatRange(min=0.1),
-              default=LeaseTimes.retry_period,
-              show_default=True, help="Seconds between lease attempts.")
-@click.option("--metrics-bind-address", default=ManagerOptions.metrics_address,
-              show_default=True,
-              help="Address of /metrics ('0' disables it).")
-@click.option("--metrics-secure", is_flag=True,
-              help="Serve /metrics over HTTPS, only to callers allowed `get` on /metrics "
-                   "(TokenReview + SubjectAccessReview).")
-@click.option("--health-probe-bind-address", default=ManagerOptions.health_address,
-              show_default=True,
-              help="Address of /healthz and /readyz ('0' disables them).")
-@click.option("--controller-threads", type=click.IntRange(min=1),
-              default=ManagerOptions.threads, show_default=True,
-              help="Jobs of one kind reconciled at once.")
-@click.option("--kube-api-qps", type=click.FloatRange(min=0), default=ManagerOptions.qps,
-              show_default=True,
-              help="Requests per second to the API server (0: no limit).")
-@click.option("--kube-api-burst", type=click.IntRange(min=1), default=ManagerOptions.burst,
-              show_default=True,
-              help="Requests allowed at once above the QPS.")
-@click.option("--webhook-server-port", "--webhook-port", "webhook_port",
-              type=click.IntRange(min=0, max=65535), default=WebhookOptions.port,
-              show_default=True,
-              help="Port of the admission webhook (TLS); 0 disables it.")
-@click.option("--webhook-cert-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=WebhookOptions.cert_dir, show_default=True,
-              help="tls.crt and tls.key (e.g. from cert-manager); made and renewed by the "
-                   "manager when absent.")
-@click.option("--webhook-service-name", default=WebhookOptions.service_name,
-              show_default=True,
-              help="Service in front of the webhook (names the self-made certificate).")
-@click.option("--webhook-service-namespace", default=WebhookOptions.service_namespace,
-              show_default=True,
-              envvar="POD_NAMESPACE", help="Namespace of that Service [env: POD_NAMESPACE].")
-@click.option("--webhook-config-name", default=WebhookOptions.config_name,
-              show_default=True,
-              help="Validating/MutatingWebhookConfiguration that gets the CA bundle.")
-@click.option("--webhook-secret-name", default=WebhookOptions.secret_name,
-              show_default=True,
-              help="Secret in the webhook Service's namespace holding the self-made "
-                   "certificates that every manager replica serves.")
-@click.option("--pytorch-init-container-image", default=EngineConfig.pytorch_init_image,
-              show_default=True, help="Image of the init container with which PyTorchJob "
-                                      "workers wait until the master's name resolves.")
-@click.option("--pytorch-init-container-max-tries", type=int,
-              default=EngineConfig.pytorch_init_max_tries, show_default=True,
-              help="How many times (2 s apart) that init container looks the name up.")
+@manager_flags.options
 @click.option("--pytorch-init-container-template-file", type=click.Path(path_type=Path),
               default=Path("/etc/config/initContainer.yaml"), show_default=True,
               help="A YAML list of init containers to use instead, where the file exists; "
                    "{{.MasterAddr}}, {{.InitContainerImage}} and {{.MaxTries}} are filled in.")
-@click.option("--mpi-kubectl-delivery-image", default=EngineConfig.mpi_kubectl_delivery_image,
-              show_default=True, help="Image of the MPI launcher's init container that "
-                                      "brings kubectl (MPIJobs of the KubectlExec transport).")
-@_own_flag("--wait-for-dns",
-           "Give pods that dial a peer by name as they start, without retrying the lookup "
-           "(XGBoost's workers), an init container `wait-for-dns` that waits for that name "
-           "(image and tries of the PyTorch init container).")
-@_own_flag("--aggregate-events",
-           "Tell one SuccessfulCreatePod, SuccessfulCreateService or SuccessfulDeletePod "
-           "event per job and round, naming the objects, instead of one per object (fewer "
-           "API writes for large jobs).")
-@_own_flag("--ignore-disruptions",
-           "For jobs that set no runPolicy.podFailurePolicy: a pod the cluster ended "
-           "(preempted, evicted, its node drained: the DisruptionTarget condition) is made "
-           "again and counted against no limit.")
-@_own_flag("--fallback-to-logs-on-error",
-           "Give containers whose template leaves terminationMessagePolicy unset "
-           "FallbackToLogsOnError: a container that fails without writing a termination "
-           "message leaves the end of its log in status.lastFailure.")
 @_KUBECONFIG
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name: str | None,
-            leader_elect: bool, leader_election_namespace: str | None,
-            leader_election_id: str, lease_duration: float, renew_deadline: float,
-            retry_period: float, metrics_bind_address: str, metrics_secure: bool,
-            health_probe_bind_address: str,
-            controller_threads: int, kube_api_qps: float, kube_api_burst: int,
-            webhook_port: int, webhook_cert_dir: Path, webhook_service_name: str,
-            webhook_service_namespace: str, webhook_config_name: str,
-            webhook_secret_name: str, pytorch_init_container_image: str,
-            pytorch_init_container_max_tries: int,
-            pytorch_init_container_template_file: Path, mpi_kubectl_delivery_image: str,
-            wait_for_dns: bool, aggregate_events: bool, ignore_disruptions: bool,
-            fallback_to_logs_on_error: bool, kubeconfig: str | None,
-            log_level: str) -> None:
+def manager(schemes: tuple[str, ...], pytorch_init_container_template_file: Path,
+            kubeconfig: str | None, log_level: str, **flags: Any) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
     import asyncio
@@ -323,34 +218,15 @@ def manager(schemes: tuple[str, ...], namespace: str | None, gang_scheduler_name
             _fail(f"--enable-scheme {scheme}: unknown; choose from {', '.join(by_name)}")
         if by_name[scheme.lower()] not in kinds:
             kinds.append(by_name[scheme.lower()])
-    if renew_deadline >= lease_duration:
+    if flags["renew_deadline"] >= flags["lease_duration"]:
         _fail("--renew-deadline must be shorter than --lease-duration")
     template = _init_template(pytorch_init_container_template_file)
     configure_logging(log_level)
-    opts = ManagerOptions(
-        kinds=kinds or list(KINDS), namespace=namespace,
-        leader_elect=leader_elect, leader_election_namespace=leader_election_namespace,
-        leader_election_id=leader_election_id,
-        lease=LeaseTimes(lease_duration, renew_deadline, retry_period),
-        metrics_address=metrics_bind_address, metrics_secure=metrics_secure,
-        health_address=health_probe_bind_address,
-        threads=controller_threads, qps=kube_api_qps, burst=kube_api_burst,
-        kubeconfig=kubeconfig,
-        engine=EngineConfig(gang_scheduler=gang_scheduler_name,
-                            mpi_kubectl_delivery_image=mpi_kubectl_delivery_image,
-                            pytorch_init_image=pytorch_init_container_image,
-                            pytorch_init_max_tries=pytorch_init_container_max_tries,
-                            pytorch_init_template=template, wait_for_dns=wait_for_dns,
-                            aggregate_events=aggregate_events,
-                            ignore_disruptions=ignore_disruptions,
-                            fallback_to_logs_on_error=fallback_to_logs_on_error),
+    opts = manager_flags.manager_options(
+        flags, kinds=kinds or list(KINDS), kubeconfig=kubeconfig,
+        engine__pytorch_init_template=template,
         # upstream reads the cluster domain of TF_CONFIG's names from its own environment
-        cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None,
-        webhook=WebhookOptions(port=webhook_port, cert_dir=webhook_cert_dir,
-                               service_name=webhook_service_name,
-                               service_namespace=webhook_service_namespace,
-                               config_name=webhook_config_name,
-                               secret_name=webhook_secret_name) if webhook_port else None)
+        cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None)
     try:
         code = asyncio.run(run_manager(opts))
     except StartupError as err:

@@ -151,6 +151,30 @@ def test_the_manager_takes_upstreams_flags() -> None:
     assert defaults["aggregate_events"] is False  # trainop's own, off: events as upstream's
 
 
+def test_each_manager_flag_fills_its_option() -> None:
+    from trainop.cli import manager
+    from trainop.manager_flags import FLAGS, manager_options
+
+    args = ["--gang-scheduler-name", "volcano", "--namespace", "ns", "--lease-duration", "20",
+            "--retry-period", "3", "--webhook-port", "9555", "--kube-api-qps", "0",
+            "--pytorch-init-container-max-tries", "7", "--aggregate-events", "--leader-elect"]
+    opts = manager_options(manager.make_context("manager", args).params, kinds=["TFJob"])
+    assert opts.engine.gang_scheduler == "volcano" and opts.namespace == "ns"
+    assert (opts.lease.lease_duration, opts.lease.renew_deadline, opts.lease.retry_period) == (
+        20, 10, 3)
+    assert opts.webhook is not None and opts.webhook.port == 9555
+    assert (opts.qps, opts.engine.pytorch_init_max_tries) == (0, 7)
+    assert opts.engine.aggregate_events and not opts.engine.wait_for_dns
+    assert opts.leader_elect and opts.kinds == ["TFJob"]
+    # port 0: no webhook at all
+    off = manager_options(manager.make_context("manager", ["--webhook-port", "0"]).params)
+    assert off.webhook is None
+    # every flag's default is its option's default: nothing set, nothing changed
+    from trainop.cluster.options import ManagerOptions
+    assert manager_options(manager.make_context("manager", []).params) == ManagerOptions()
+    assert len({f.field for f in FLAGS}) == len(FLAGS)
+
+
 @pytest.mark.parametrize(("template", "message"), [
     ("- name: [x\n", "while parsing a flow sequence"),
     ("a: 1\n", "must be a YAML list of containers, each with a name")])

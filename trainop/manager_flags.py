@@ -1,0 +1,150 @@
+"""The flags of `trainop manager`, each declared once: its names, its help, and the field of
+ManagerOptions it fills (a dotted path, the default read from that field), so that a flag
+is never named again as a parameter or an argument."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainop.cluster.options import ManagerOptions
+
+OWN = " Not in upstream; the shipped Deployment turns it on."
+"""Said of a flag of trainop's own: off by default (upstream has no such behaviour)."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A flag and the option field it fills."""
+
+    names: tuple[str, ...]
+    field: str
+    """The field of ManagerOptions, dotted into its parts (`webhook.port`)."""
+    help: str
+    type: Any = None
+    is_flag: bool = False
+    envvar: str | None = None
+    dest: str | None = None
+    """The parameter's name where it is not the first name's (upstream's tests use it)."""
+
+    def option(self) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        default = _get(ManagerOptions(), self.field)
+        extra: dict[str, Any] = {"is_flag": True} if self.is_flag else {
+            "type": self.type, "default": default, "show_default": default is not None}
+        return click.option(*self.names, *([self.dest] if self.dest else []),
+                            envvar=self.envvar, help=self.help, **extra)
+
+    @property
+    def param(self) -> str:
+        return self.dest or self.names[0].lstrip("-").replace("-", "_")
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag(("--namespace",), "namespace", "Watch and manage jobs in this namespace only "
+         "[default: every namespace; env: KUBEFLOW_NAMESPACE].", envvar="KUBEFLOW_NAMESPACE"),
+    Flag(("--gang-scheduler-name",), "engine.gang_scheduler",
+         "volcano, or the name of a scheduler-plugins scheduler: create a PodGroup per job."),
+    Flag(("--leader-elect",), "leader_elect",
+         "Take part in leader election (a Lease); only the leader acts.", is_flag=True),
+    Flag(("--leader-election-namespace",), "leader_election_namespace",
+         "Namespace of the Lease [default: the manager's namespace]."),
+    Flag(("--leader-election-id",), "leader_election_id",
+         "Name of the Lease (upstream's: one of the two acts)."),
+    Flag(("--lease-duration",), "lease.lease_duration",
+         "Seconds a lease lasts without renewal.", click.FloatRange(min=1)),
+    Flag(("--renew-deadline",), "lease.renew_deadline",
+         "Seconds the leader may fail to renew before it stops.", click.FloatRange(min=0.5)),
+    Flag(("--retry-period",), "lease.retry_period", "Seconds between lease attempts.",
+         click.FloatRange(min=0.1)),
+    Flag(("--metrics-bind-address",), "metrics_address",
+         "Address of /metrics ('0' disables it)."),
+    Flag(("--metrics-secure",), "metrics_secure",
+         "Serve /metrics over HTTPS, only to callers allowed `get` on /metrics "
+         "(TokenReview + SubjectAccessReview).", is_flag=True),
+    Flag(("--health-probe-bind-address",), "health_address",
+         "Address of /healthz and /readyz ('0' disables them)."),
+    Flag(("--controller-threads",), "threads", "Jobs of one kind reconciled at once.",
+         click.IntRange(min=1)),
+    Flag(("--kube-api-qps",), "qps", "Requests per second to the API server (0: no limit).",
+         click.FloatRange(min=0)),
+    Flag(("--kube-api-burst",), "burst", "Requests allowed at once above the QPS.",
+         click.IntRange(min=1)),
+    Flag(("--webhook-server-port", "--webhook-port"), "webhook.port",
+         "Port of the admission webhook (TLS); 0 disables it.",
+         click.IntRange(min=0, max=65535), dest="webhook_port"),
+    Flag(("--webhook-cert-dir",), "webhook.cert_dir",
+         "tls.crt and tls.key (e.g. from cert-manager); made and renewed by the manager "
+         "when absent.", click.Path(file_okay=False, path_type=Path)),
+    Flag(("--webhook-service-name",), "webhook.service_name",
+         "Service in front of the webhook (names the self-made certificate)."),
+    Flag(("--webhook-service-namespace",), "webhook.service_namespace",
+         "Namespace of that Service [env: POD_NAMESPACE].", envvar="POD_NAMESPACE"),
+    Flag(("--webhook-config-name",), "webhook.config_name",
+         "Validating/MutatingWebhookConfiguration that gets the CA bundle."),
+    Flag(("--webhook-secret-name",), "webhook.secret_name",
+         "Secret in the webhook Service's namespace holding the self-made certificates that "
+         "every manager replica serves."),
+    Flag(("--pytorch-init-container-image",), "engine.pytorch_init_image",
+         "Image of the init container with which PyTorchJob workers wait until the master's "
+         "name resolves."),
+    Flag(("--pytorch-init-container-max-tries",), "engine.pytorch_init_max_tries",
+         "How many times (2 s apart) that init container looks the name up.", int),
+    Flag(("--mpi-kubectl-delivery-image",), "engine.mpi_kubectl_delivery_image",
+         "Image of the MPI launcher's init container that brings kubectl (MPIJobs of the "
+         "KubectlExec transport)."),
+    Flag(("--wait-for-dns",), "engine.wait_for_dns",
+         "Give pods that dial a peer by name as they start, without retrying the lookup "
+         "(XGBoost's workers), an init container `wait-for-dns` that waits for that name "
+         "(image and tries of the PyTorch init container)." + OWN, is_flag=True),
+    Flag(("--aggregate-events",), "engine.aggregate_events",
+         "Tell one SuccessfulCreatePod, SuccessfulCreateService or SuccessfulDeletePod event "
+         "per job and round, naming the objects, instead of one per object (fewer API writes "
+         "for large jobs)." + OWN, is_flag=True),
+    Flag(("--ignore-disruptions",), "engine.ignore_disruptions",
+         "For jobs that set no runPolicy.podFailurePolicy: a pod the cluster ended "
+         "(preempted, evicted, its node drained: the DisruptionTarget condition) is made again "
+         "and counted against no limit." + OWN, is_flag=True),
+    Flag(("--fallback-to-logs-on-error",), "engine.fallback_to_logs_on_error",
+         "Give containers whose template leaves terminationMessagePolicy unset "
+         "FallbackToLogsOnError: a container that fails without writing a termination message "
+         "leaves the end of its log in status.lastFailure." + OWN, is_flag=True),
+)
+
+
+def options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` (a click command) with every flag of FLAGS, in FLAGS' order."""
+    for flag in reversed(FLAGS):
+        fn = flag.option()(fn)
+    return fn
+
+
+def manager_options(params: dict[str, Any], **fields: Any) -> ManagerOptions:
+    """ManagerOptions from the parsed flags (`params`, by parameter name) and the `fields`
+    the command works out itself (kinds, the init template, ...: dotted paths as in FLAGS,
+    with `.` written `__`)."""
+    opts = ManagerOptions()
+    for flag in FLAGS:
+        opts = _set(opts, flag.field.split("."), params[flag.param])
+    for path, value in fields.items():
+        opts = _set(opts, path.split("__"), value)
+    if opts.webhook is not None and not opts.webhook.port:
+        opts.webhook = None
+    return opts
+
+
+def _get(obj: Any, path: str) -> Any:
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _set(obj: Any, path: list[str], value: Any) -> Any:
+    """`obj` with the field at `path` set to `value` (frozen dataclasses replaced)."""
+    head, *rest = path
+    new = _set(getattr(obj, head), rest, value) if rest else value
+    return dataclasses.replace(obj, **{head: new})
