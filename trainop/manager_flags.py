@@ -14,9 +14,6 @@ import click
 
 from trainop.cluster.options import ManagerOptions
 
-OWN = " Not in upstream; the shipped Deployment turns it on."
-"""Said of a flag of trainop's own: off by default (upstream has no such behaviour)."""
-
 
 @dataclass(frozen=True)
 class Flag:
@@ -42,6 +39,12 @@ class Flag:
     @property
     def param(self) -> str:
         return self.dest or self.names[0].lstrip("-").replace("-", "_")
+
+
+def own(name: str, field: str, help: str) -> Flag:
+    """A flag of trainop's own: off by default (upstream has no such behaviour)."""
+    return Flag((name,), field, f"{help} Not in upstream; the shipped Deployment turns it on.",
+                is_flag=True)
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -97,22 +100,22 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--mpi-kubectl-delivery-image",), "engine.mpi_kubectl_delivery_image",
          "Image of the MPI launcher's init container that brings kubectl (MPIJobs of the "
          "KubectlExec transport)."),
-    Flag(("--wait-for-dns",), "engine.wait_for_dns",
-         "Give pods that dial a peer by name as they start, without retrying the lookup "
-         "(XGBoost's workers), an init container `wait-for-dns` that waits for that name "
-         "(image and tries of the PyTorch init container)." + OWN, is_flag=True),
-    Flag(("--aggregate-events",), "engine.aggregate_events",
-         "Tell one SuccessfulCreatePod, SuccessfulCreateService or SuccessfulDeletePod event "
-         "per job and round, naming the objects, instead of one per object (fewer API writes "
-         "for large jobs)." + OWN, is_flag=True),
-    Flag(("--ignore-disruptions",), "engine.ignore_disruptions",
-         "For jobs that set no runPolicy.podFailurePolicy: a pod the cluster ended "
-         "(preempted, evicted, its node drained: the DisruptionTarget condition) is made again "
-         "and counted against no limit." + OWN, is_flag=True),
-    Flag(("--fallback-to-logs-on-error",), "engine.fallback_to_logs_on_error",
-         "Give containers whose template leaves terminationMessagePolicy unset "
-         "FallbackToLogsOnError: a container that fails without writing a termination message "
-         "leaves the end of its log in status.lastFailure." + OWN, is_flag=True),
+    own("--wait-for-dns", "engine.wait_for_dns",
+        "Give pods that dial a peer by name as they start, without retrying the lookup "
+        "(XGBoost's workers), an init container `wait-for-dns` that waits for that name "
+        "(image and tries of the PyTorch init container)."),
+    own("--aggregate-events", "engine.aggregate_events",
+        "Tell one SuccessfulCreatePod, SuccessfulCreateService or SuccessfulDeletePod event "
+        "per job and round, naming the objects, instead of one per object (fewer API writes "
+        "for large jobs)."),
+    own("--ignore-disruptions", "engine.ignore_disruptions",
+        "For jobs that set no runPolicy.podFailurePolicy: a pod the cluster ended "
+        "(preempted, evicted, its node drained: the DisruptionTarget condition) is made again "
+        "and counted against no limit."),
+    own("--fallback-to-logs-on-error", "engine.fallback_to_logs_on_error",
+        "Give containers whose template leaves terminationMessagePolicy unset "
+        "FallbackToLogsOnError: a container that fails without writing a termination message "
+        "leaves the end of its log in status.lastFailure."),
 )
 
 
