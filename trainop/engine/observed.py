@@ -27,7 +27,8 @@ class Waiting(NamedTuple):
 
     reason: str
     message: str
-    """As `status.waitingReplicas` shows it: the scheduler's words, or `container NAME: ...`."""
+    """As `status.waitingReplicas` shows it: the scheduler's words, or `container NAME: ...`
+    (`init container NAME: ...`)."""
     told: str
     """The Warning's words on the job, upstream's (pkg/core/job.go:35-78): `Error pod P
     condition message: M`, or `Error pod P container C waiting message: M`."""
