@@ -68,17 +68,23 @@ def test_the_backoff_limit_counts_what_the_status_remembers() -> None:
 
 
 def test_a_replica_without_a_restart_policy_is_judged_by_its_kinds_default() -> None:
-    # one reading of the restart policy for pods and failures: a PyTorch worker left
-    # without one (a job built without defaulting) restarts as OnFailure, its pods' policy
+    # one reading of the restart policy for pods and failures, the one defaulting wrote: a
+    # PyTorch worker left without one restarts as OnFailure, its pods' policy
     from tests.jobs import manifest
-    from trainop.api import parse_job
-    from trainop.engine.pods import pod_restart_policy
+    from trainop.api import default_job, parse_job
+    from trainop.api.model import NotDefaulted
+    from trainop.api.resolved import resolve
 
     raw = parse_job(manifest("PyTorchJob", {"Master": 1, "Worker": 1}))
     assert raw.spec.replica_specs["Worker"].restart_policy is None
-    assert pod_restart_policy(raw, "Worker") == "OnFailure"
-    verdict = judge(raw, [failed("pt-worker-0", 0, 1)], JobStatus(), framework_for("PyTorchJob"))
+    defaulted = default_job(raw)
+    assert resolve(defaulted).pod_restart_policy("Worker") == "OnFailure"
+    verdict = judge(defaulted, [failed("pt-worker-0", 0, 1)], JobStatus(),
+                    framework_for("PyTorchJob"))
     assert verdict is not None and verdict.verdict is Verdict.RESTART
+    # a job that skipped defaulting is said by the field it lacks, never guessed over
+    with pytest.raises(NotDefaulted, match=r"pytorchReplicaSpecs\[Master\]\.restartPolicy"):
+        judge(raw, [failed("pt-worker-0", 0, 1)], JobStatus(), framework_for("PyTorchJob"))
 
 
 def test_the_last_failure_names_the_node_container_time_and_message_of_the_first_to_fail(

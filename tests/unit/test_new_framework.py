@@ -14,10 +14,11 @@ import pytest
 from pydantic import Field
 
 from trainop.api import JOB_MODELS, KINDS, Job, KindInfo, ReplicaSpec, load_job
+from trainop.api.resolved import resolve
 from trainop.api.types import JobSpec
 from trainop.engine import Addressing, ClusterAddressing, Counts, Framework, Observed, reconcile
 from trainop.frameworks import FRAMEWORKS
-from trainop.frameworks.common import all_succeeded, replicas
+from trainop.frameworks.common import all_succeeded
 from trainop.local.runner import LocalRun, RunOptions
 
 INFO = KindInfo("EchoJob", "echojobs", "echoReplicaSpecs", ("Worker",), "echo", "echo-port",
@@ -41,7 +42,7 @@ class Echo(Framework[EchoJobSpec]):
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         peers = [f"{addr.host(job, 'Worker', i)}:{addr.port(job, 'Worker', i)}"
-                 for i in range(replicas(job, "Worker"))]
+                 for i in range(resolve(job).count("Worker"))]
         return {"ECHO_RANK": str(index), "ECHO_PEERS": ",".join(peers)}
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:

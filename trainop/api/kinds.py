@@ -27,6 +27,11 @@ class KindInfo:
     default_restart_policy: str
     framework: str
     """The `framework` label of the Prometheus metrics and the plugin's name."""
+    master_role: tuple[str, ...] = ()
+    """Replica types whose replicas are labelled training.kubeflow.org/job-role=master and
+    lead the job (the first present one: its pods make the job Running)."""
+    worker0_is_master: bool = False
+    """Without a replica of the master role, worker 0 is the master (PyTorch, TF, JAX)."""
     scale_replica_type: str | None = None
     """The replica type behind the scale subresource, where the kind has one."""
     default_ports: bool = True
@@ -65,27 +70,46 @@ class KindInfo:
 KINDS: dict[str, KindInfo] = {
     k.kind: k
     for k in (
-        KindInfo("TFJob", "tfjobs", "tfReplicaSpecs",
-                 ("Chief", "Master", "PS", "Worker", "Evaluator"),
-                 "tensorflow", "tfjob-port", 2222, "Never", "tensorflow"),
-        KindInfo("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("Master", "Worker"),
-                 "pytorch", "pytorchjob-port", 23456, "OnFailure", "pytorch",
+        KindInfo(kind="TFJob", plural="tfjobs", replica_specs_field="tfReplicaSpecs",
+                 replica_types=("Chief", "Master", "PS", "Worker", "Evaluator"),
+                 default_container="tensorflow", default_port_name="tfjob-port",
+                 default_port=2222, default_restart_policy="Never", framework="tensorflow",
+                 master_role=("Chief", "Master"),
+                 worker0_is_master=True),  # pkg/controller.v1/tensorflow/tfjob_controller.go:598
+        KindInfo(kind="PyTorchJob", plural="pytorchjobs",
+                 replica_specs_field="pytorchReplicaSpecs", replica_types=("Master", "Worker"),
+                 default_container="pytorch", default_port_name="pytorchjob-port",
+                 default_port=23456, default_restart_policy="OnFailure", framework="pytorch",
+                 master_role=("Master",),
+                 worker0_is_master=True,  # pkg/controller.v1/pytorch/pytorchjob_controller.go:499
                  scale_replica_type="Worker"),
-        KindInfo("MPIJob", "mpijobs", "mpiReplicaSpecs", ("Launcher", "Worker"),
-                 "mpi", "mpi-port", 9999, "Never", "mpi", default_ports=False,
+        KindInfo(kind="MPIJob", plural="mpijobs", replica_specs_field="mpiReplicaSpecs",
+                 replica_types=("Launcher", "Worker"), default_container="mpi",
+                 default_port_name="mpi-port", default_port=9999, default_restart_policy="Never",
+                 framework="mpi", master_role=("Launcher",), default_ports=False,
                  unset_replicas_zero=("Worker",), pods_under_one_service=True,
                  free_container_names=True, age_column_first=True,
                  unindexed_types=("Launcher",)),
-        KindInfo("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("Master", "Worker"),
-                 "xgboost", "xgboostjob-port", 9999, "Never", "xgboost"),
-        KindInfo("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("Master", "Worker"),
-                 "paddle", "master", 36543, "OnFailure", "paddle",
+        KindInfo(kind="XGBoostJob", plural="xgboostjobs", replica_specs_field="xgbReplicaSpecs",
+                 replica_types=("Master", "Worker"), default_container="xgboost",
+                 default_port_name="xgboostjob-port", default_port=9999,
+                 default_restart_policy="Never", framework="xgboost", master_role=("Master",)),
+        KindInfo(kind="PaddleJob", plural="paddlejobs", replica_specs_field="paddleReplicaSpecs",
+                 replica_types=("Master", "Worker"), default_container="paddle",
+                 default_port_name="master", default_port=36543,
+                 default_restart_policy="OnFailure", framework="paddle",
+                 master_role=("Master",), scale_replica_type="Worker"),
+        KindInfo(kind="JAXJob", plural="jaxjobs", replica_specs_field="jaxReplicaSpecs",
+                 replica_types=("Worker",), default_container="jax",
+                 default_port_name="jaxjob-port", default_port=6666,
+                 default_restart_policy="Never", framework="jax",
+                 worker0_is_master=True,  # pkg/controller.v1/jax/jaxjob_controller.go:462
                  scale_replica_type="Worker"),
-        KindInfo("JAXJob", "jaxjobs", "jaxReplicaSpecs", ("Worker",),
-                 "jax", "jaxjob-port", 6666, "Never", "jax", scale_replica_type="Worker"),
-        KindInfo("MXJob", "mxjobs", "mxReplicaSpecs",
-                 ("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer", "Tuner"),
-                 "mxnet", "mxjob-port", 9091, "Never", "mxnet"),
+        KindInfo(kind="MXJob", plural="mxjobs", replica_specs_field="mxReplicaSpecs",
+                 replica_types=("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer",
+                                "Tuner"),
+                 default_container="mxnet", default_port_name="mxjob-port", default_port=9091,
+                 default_restart_policy="Never", framework="mxnet",
+                 master_role=("Scheduler",)),
     )
 }
-

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -34,6 +34,21 @@ Quantity = Annotated[int | str, SchemaHint(int_or_string=True)]
 Time = Annotated[str, SchemaHint(format="date-time")]
 """An RFC 3339 time, as metav1.Time is on the wire."""
 Int64 = Annotated[int, SchemaHint(format="int64")]
+
+
+T = TypeVar("T")
+
+
+class NotDefaulted(ValueError):
+    """A field defaulting always sets was unset: the job did not go through default_job."""
+
+
+def settled(value: T | None, field: str) -> T:
+    """`value` of `field`, which defaulting always sets: what reads a defaulted job reads
+    it through here, and a job that skipped defaulting is said, never guessed over."""
+    if value is None:
+        raise NotDefaulted(f"{field} is unset: the job was not defaulted")
+    return value
 
 
 class Model(BaseModel):

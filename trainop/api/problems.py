@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from trainop.api.model import settled
+
 NPROC = re.compile(r"^(auto|cpu|gpu|[1-9][0-9]*)$")
 
 
@@ -26,9 +28,14 @@ class _Replicas(Protocol):
 
 
 def count(specs: Mapping[str, _Replicas], rtype: str) -> int:
-    """Replicas asked for of `rtype` (0 when the type is absent)."""
+    """Replicas of `rtype` in defaulted specs (0 when the type is absent)."""
     r = specs.get(rtype)
-    return (r.replicas or 0) if r is not None else 0
+    return settled(r.replicas, f"[{rtype}].replicas") if r is not None else 0
+
+
+def total(specs: Mapping[str, _Replicas]) -> int:
+    """Replicas of every type in defaulted specs."""
+    return sum(count(specs, rtype) for rtype in specs)
 
 
 def exactly_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[Problem]:
@@ -41,8 +48,8 @@ def exactly_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[
 
 
 def at_most_one(field: str, specs: Mapping[str, _Replicas], rtype: str) -> list[Problem]:
-    r = specs.get(rtype)
-    if r is not None and (r.replicas or 0) > 1:
+    if count(specs, rtype) > 1:
+        r = specs[rtype]
         return [Problem(f"{field}[{rtype}].replicas", f"must be at most 1, got {r.replicas}")]
     return []
 

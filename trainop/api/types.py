@@ -25,6 +25,7 @@ from trainop.api.problems import (
     elastic_problems,
     exactly_one,
     no_replicas_of_a_leader,
+    total,
 )
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
@@ -248,8 +249,10 @@ class PyTorchJobSpec(JobSpec):
         if policy is not None:
             # a missing bound copies the other; both missing take the Worker count
             if policy.min_replicas is None and policy.max_replicas is None:
-                worker = self.replica_specs.get("Worker")
-                n = worker.replicas if worker and worker.replicas is not None else 1
+                # (the common defaults come first: an unset Worker count is 1 by now; no
+                # Worker at all is the validation's to refuse)
+                n = count(self.replica_specs, "Worker") if "Worker" in self.replica_specs \
+                    else 1
                 policy.min_replicas = policy.max_replicas = n
             elif policy.min_replicas is None:
                 policy.min_replicas = policy.max_replicas
@@ -384,7 +387,7 @@ class MXJobSpec(JobSpec):
 
     def ender_problems(self, field: str) -> list[Problem]:
         specs = self.replica_specs
-        alone = count(specs, "Worker") == 1 and sum(r.replicas or 0 for r in specs.values()) == 1
+        alone = count(specs, "Worker") == 1 and total(specs) == 1
         if count(specs, "Scheduler") or count(specs, "Tuner") or alone:
             return []
         return [Problem(field, "needs a Scheduler (MXTrain), a Tuner (MXTune), or a single "

@@ -14,6 +14,7 @@ from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import API_VERSION, KINDS
 from trainop.api.nesting import MAX_DEPTH, deepest
 from trainop.api.problems import Problem
+from trainop.api.resolved import resolve
 from trainop.api.types import JOB_MODELS, Job, PodFailurePolicy, ReplicaSpec
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -225,7 +226,7 @@ def _replica_problems(job: Job, rtype: str, rspec: ReplicaSpec, path: str) -> li
 
 def _kind_problems(job: Job, field: str) -> list[Problem]:
     specs = job.spec.replica_specs
-    total = sum(r.replicas or 0 for r in specs.values())
+    total = resolve(job).total
     if specs and total == 0:
         problems = [Problem(field, "must ask for at least one replica (all are 0)")]
     elif total > MAX_REPLICAS:
@@ -255,9 +256,9 @@ def _pod_failure_policy_problems(job: Job, policy: PodFailurePolicy) -> list[Pro
         tpl = (rspec.template or {}).get("spec") or {}
         for key in ("containers", "initContainers"):
             names |= {c.get("name") for c in tpl.get(key) or [] if isinstance(c, dict)}
-    in_place = [rt for rt, r in job.spec.replica_specs.items()
-                if (r.restart_policy or job.info.default_restart_policy) in ("OnFailure", "Always")
-                and job.spec.run_policy.restart_scope != "Job"]
+    resolved = resolve(job)
+    in_place = [rt for rt in resolved.replicas
+                if resolved.pod_restart_policy(rt) in ("OnFailure", "Always")]
     for i, rule in enumerate(policy.rules):
         rpath = f"{path}[{i}]"
         if (rule.on_exit_codes is None) == (not rule.on_pod_conditions):

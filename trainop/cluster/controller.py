@@ -12,6 +12,7 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
+from trainop.api.resolved import resolve
 from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
@@ -198,7 +199,8 @@ class JobController:
         hold in the caches (a job deleted and applied again: the old one's, still going)."""
         assert self.caches.pods is not None
         services = [o.name for o in objects if o.kind == "Service"]
-        total = sum(r.replicas or 0 for r in job.spec.replica_specs.values())
+        resolved = resolve(job)
+        total = resolved.total
         if len(pods) >= total and (len(services) >= total or not self.framework.pod_services):
             return ()  # every replica has its objects (the common case: no lookup at all)
         mine = {p.name for p in pods} | set(services)
@@ -206,18 +208,17 @@ class JobController:
         if "Service" in self.caches.objects:
             caches.append(("Service", self.caches.objects["Service"]))
         out = []
-        for rtype, rspec in job.spec.replica_specs.items():
-            for index in range(rspec.replicas or 0):
-                name = replica_name(job, rtype, index)
-                if name in mine:
-                    continue
-                for kind, cache in caches:
-                    rec = cache.get(f"{job.namespace}/{name}")
-                    if rec is not None and rec.meta.owner_uid != job.metadata.uid:
-                        # (a service has no grace period: one being deleted is gone)
-                        deleting = isinstance(rec, PodRecord) and rec.terminating
-                        out.append(Held(kind, name, deleting, rec.meta.owner_kind,
-                                        rec.meta.owner_name))
+        for rtype, index in resolved.slots():
+            name = replica_name(job, rtype, index)
+            if name in mine:
+                continue
+            for kind, cache in caches:
+                rec = cache.get(f"{job.namespace}/{name}")
+                if rec is not None and rec.meta.owner_uid != job.metadata.uid:
+                    # (a service has no grace period: one being deleted is gone)
+                    deleting = isinstance(rec, PodRecord) and rec.terminating
+                    out.append(Held(kind, name, deleting, rec.meta.owner_kind,
+                                    rec.meta.owner_name))
         return tuple(out)
 
     async def sync(self, key: str) -> float | None:

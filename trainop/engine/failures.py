@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainop.api import Job, JobStatus, ReplicaSpec
+from trainop.api.resolved import resolve
 from trainop.api.types import PodFailurePolicy
 from trainop.engine import podfailure
 from trainop.engine.framework import Framework
 from trainop.engine.observed import Phase, PodState
-from trainop.engine.pods import pod_restart_policy, replica_policy
 
 
 class Verdict(enum.Enum):
@@ -95,21 +95,17 @@ class Judgement:
 WHOLE_JOB = "all replicas restart"
 
 
-def in_spec(job: Job, pod: PodState) -> bool:
-    rspec = job.spec.replica_specs.get(pod.replica_type)
-    return rspec is not None and pod.index < (rspec.replicas or 0)
-
-
 def container_restarts(job: Job, pods: list[PodState], rtype: str | None = None) -> int:
     """Restarts in place (OnFailure/Always) of live pods: they count against the limits
     too (upstream rule)."""
+    resolved = resolve(job)
     total = 0
     for p in pods:
         if rtype is not None and p.replica_type != rtype:
             continue
-        if p.replica_type in job.spec.replica_specs and \
+        if p.replica_type in resolved.replicas and \
                 p.phase in (Phase.RUNNING, Phase.PENDING) and \
-                pod_restart_policy(job, p.replica_type) in ("OnFailure", "Always"):
+                resolved.pod_restart_policy(p.replica_type) in ("OnFailure", "Always"):
             total += p.restarts
     return total
 
@@ -155,9 +151,10 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any],
     replica where a RestartJob rule matched). Pods an Ignore rule matched are left out of
     all of it. None when nothing failed. Messages start with upstream's words (the
     framework's); the failure that decided follows."""
+    resolved = resolve(job)
     failures = sorted(
-        (Failure(p, classify(replica_policy(job, p.replica_type), p))
-         for p in live if p.phase == Phase.FAILED and in_spec(job, p)),
+        (Failure(p, classify(resolved.restart_policies[p.replica_type], p))
+         for p in live if p.phase == Phase.FAILED and resolved.in_spec(p.replica_type, p.index)),
         key=lambda f: (f.pod.replica_type, f.pod.index))
     matches = {f.pod.name: m for f in failures
                if (m := podfailure.match(policy, job.namespace, f.pod)) is not None}
@@ -205,7 +202,7 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
         rtype = permanent[0].pod.replica_type  # upstream's words name the first type
         first = earliest(permanent)
         n = sum(1 for f in permanent if f.pod.replica_type == rtype)
-        policy = replica_policy(job, rtype)
+        policy = resolve(job).restart_policies[rtype]
         words = fw.wording.failed(job, n, rtype, policy)
         # ExitCode's permanent failure is pod.go:371's Warning; the rest the controllers'
         # Normal event (e.g. pytorchjob_controller.go:436)

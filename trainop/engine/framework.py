@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from trainop.api import Job, KindInfo
+from trainop.api.resolved import resolve
 from trainop.api.types import JobSpec
 from trainop.engine.config import EngineConfig
 from trainop.engine.observed import Observed
@@ -135,10 +136,6 @@ class Framework(ABC, Generic[S]):
 
     info: KindInfo
     spec_type: type[S]
-    master_role: tuple[str, ...] = ()
-    """Replica types whose replicas are labelled training.kubeflow.org/job-role=master."""
-    worker0_is_master: bool = False
-    """Without a replica of the master role, worker 0 is the master (PyTorch, TF, JAX)."""
     pod_services: bool = True
     """One headless service per pod, exposing the main container's named ports."""
     tells_exit_codes: bool = True
@@ -154,14 +151,6 @@ class Framework(ABC, Generic[S]):
 
     def spec(self, job: Job) -> S:
         return spec_of(job, self.spec_type)
-
-    def is_master(self, job: Job, rtype: str, index: int) -> bool:
-        """Whether the replica is labelled job-role=master (upstream's IsMasterRole): the
-        master role's replicas; where the job has none (`worker0_is_master`), worker 0."""
-        present = [rt for rt in self.master_role if rt in job.spec.replica_specs]
-        if present or not self.worker0_is_master:
-            return rtype in self.master_role
-        return rtype == "Worker" and index == 0
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> Env:
         """Environment of the main container of one replica (`env_containers`: or all)."""
@@ -187,16 +176,11 @@ class Framework(ABC, Generic[S]):
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         """The kind's success rule over the counts of each replica type."""
 
-    def lead_type(self, job: Job) -> str:
-        """The replica type whose pods make the job Running: the master role's where the
-        job has it, else the workers (upstream's UpdateJobStatus of each kind)."""
-        return next((rt for rt in self.master_role if rt in job.spec.replica_specs), "Worker")
-
     def tolerates_failure(self, job: Job, rtype: str) -> bool:
         """Whether a pod of `rtype` may fail for good without failing the job."""
         return False
 
     def running(self, job: Job, counts: dict[str, Counts]) -> bool:
         """Whether the job is Running: a pod of the lead type runs."""
-        lead = counts.get(self.lead_type(job))
+        lead = counts.get(resolve(job).leader)
         return lead is not None and lead.active > 0

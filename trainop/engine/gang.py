@@ -6,6 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.resolved import resolve
 from trainop.api.templates import containers
 from trainop.engine import quantity
 from trainop.engine.config import EngineConfig
@@ -30,7 +31,7 @@ def min_member(job: Job) -> int:
     sp = job.spec.run_policy.scheduling_policy
     if sp is not None and sp.min_available is not None:
         return sp.min_available
-    return sum(r.replicas or 0 for r in job.spec.replica_specs.values())
+    return resolve(job).total
 
 
 def min_resources(job: Job) -> dict[str, str]:
@@ -45,7 +46,8 @@ def min_resources(job: Job) -> dict[str, str]:
         return {k: str(v) for k, v in sp.min_resources.items()}
     total: dict[str, Fraction] = {}
     left = min_member(job)
-    for rspec in job.spec.replica_specs.values():
+    replicas = resolve(job).replicas
+    for rtype, rspec in job.spec.replica_specs.items():
         per_pod: dict[str, Fraction] = {}
         for c in containers(rspec.template):
             res = c.get("resources") or {}
@@ -57,7 +59,7 @@ def min_resources(job: Job) -> dict[str, str]:
                     per_pod[name] = per_pod.get(name, Fraction(0)) + quantity.parse(value)
                 except ValueError:
                     continue  # the API server rejects the pod itself; say it there
-        pods = min(rspec.replicas or 0, max(left, 0))
+        pods = min(replicas[rtype], max(left, 0))
         left -= pods
         for name, amount in per_pod.items():
             total[name] = total.get(name, Fraction(0)) + amount * pods

@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 
 from trainop.api import Job
+from trainop.api.resolved import resolve
 from trainop.api.templates import containers
 from trainop.engine import elastic, gang
 from trainop.engine.config import EngineConfig
-from trainop.engine.failures import in_spec
 from trainop.engine.framework import Addressing, Framework
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import Observed, PodState
@@ -79,10 +79,10 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     # API server refuses it, and the applier reads the holder afresh before failing the job
     taken = {h.name for h in observed.held if h.going(job.kind, job.name)}
     spent = 0
-    for rtype, rspec in job.spec.replica_specs.items():
+    for rtype, n in resolve(job).replicas.items():
         may = not out.held and (fw.launcher is None
                                 or fw.launcher.may_create(job, rtype, observed))
-        for i in range(rspec.replicas or 0):
+        for i in range(n):
             name = replica_name(job, rtype, i)
             if name in taken:
                 continue
@@ -111,11 +111,12 @@ def surplus(job: Job, observed: Observed, fw: Framework[Any]
             ) -> tuple[list[PodState], list[str]]:
     """Live pods, and names of services, past the replica counts or of a type no longer in
     the spec (a scale-down)."""
-    pods = [p for p in observed.pods if not p.terminating and not in_spec(job, p)]
+    resolved = resolve(job)
+    pods = [p for p in observed.pods
+            if not p.terminating and not resolved.in_spec(p.replica_type, p.index)]
     if not fw.pod_services:
         return pods, []
-    wanted = {replica_name(job, rt, i)
-              for rt, r in job.spec.replica_specs.items() for i in range(r.replicas or 0)}
+    wanted = {replica_name(job, rt, i) for rt, i in resolved.slots()}
     services = [o.name for o in observed.objects if o.kind == "Service" and o.name not in wanted]
     return pods, services
 

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.resolved import resolve
 from trainop.api.templates import container, containers
 from trainop.engine import gang
 from trainop.engine.config import EngineConfig
@@ -32,32 +33,19 @@ def wait_for_dns_container(names: list[str], config: EngineConfig) -> dict[str, 
     return init_container("wait-for-dns", config.pytorch_init_image, ["sh", "-c", loop])
 
 
-def replica_policy(job: Job, rtype: str) -> str:
-    """The replica type's restartPolicy (defaulting sets it: the kind's default where the
-    manifest left it out), the one reading of it for pods and failures alike."""
-    return job.spec.replica_specs[rtype].restart_policy or job.info.default_restart_policy
-
-
-def pod_restart_policy(job: Job, rtype: str) -> str:
-    """The pod's restartPolicy: ExitCode and job-wide restarts leave restarts to trainop."""
-    policy = replica_policy(job, rtype)
-    if policy == "ExitCode" or job.spec.run_policy.restart_scope == "Job":
-        return "Never"
-    return policy
-
-
 def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], addr: Addressing,
                 config: EngineConfig) -> dict[str, Any]:
     template = copy.deepcopy(job.spec.replica_specs[rtype].template or {})
     tmeta = template.get("metadata") or {}
     labels = {**(tmeta.get("labels") or {}), **replica_labels(job, rtype, index)}
-    if framework.is_master(job, rtype, index):
+    resolved = resolve(job)
+    if resolved.is_master(rtype, index):
         labels[JOB_ROLE] = "master"
     meta = object_meta(job, replica_name(job, rtype, index), labels)
     if tmeta.get("annotations"):
         meta["annotations"] = dict(tmeta["annotations"])
     spec = template.get("spec") or {}
-    spec["restartPolicy"] = pod_restart_policy(job, rtype)
+    spec["restartPolicy"] = resolved.pod_restart_policy(rtype)
 
     env = framework.env(job, rtype, index, addr)
     only = framework.env_containers(job)

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
+from trainop.api.model import settled
+from trainop.api.resolved import resolve
 from trainop.engine import clock, failures, gang, objects, podfailure, waiting
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
@@ -32,7 +34,6 @@ class _Run:
         self.before = (job.status or JobStatus()).to_dict()
         self.plan = Plan(status=JobStatus.model_validate(self.before))
         self.kind = job.kind
-        self.specs = job.spec.replica_specs
         self.past_deadline = False
         """The job failed by its activeDeadlineSeconds in this round."""
 
@@ -151,7 +152,8 @@ class _Run:
     def clean_up(self, deadline: bool) -> list[PodState]:
         """Delete what the job's cleanPodPolicy says (`deadline`: the job failed by its
         deadline, which the events name), and the framework's grants; returns the pods."""
-        policy = self.job.spec.run_policy.clean_pod_policy or "None"
+        policy = settled(self.job.spec.run_policy.clean_pod_policy,
+                         "spec.runPolicy.cleanPodPolicy")
         live = self.live_pods()
         if policy == "All":
             doomed = live
@@ -252,11 +254,10 @@ class _Run:
 
     def count(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
-        for rtype, rspec in self.specs.items():
-            mine = [p for p in pods if p.replica_type == rtype
-                    and p.index < (rspec.replicas or 0)]
+        for rtype, n in resolve(self.job).replicas.items():
+            mine = [p for p in pods if p.replica_type == rtype and p.index < n]
             out[rtype] = Counts(
-                replicas=rspec.replicas or 0,
+                replicas=n,
                 active=sum(1 for p in mine if p.phase == Phase.RUNNING and not p.terminating),
                 succeeded=sum(1 for p in mine if p.phase == Phase.SUCCEEDED),
                 failed=sum(1 for p in mine if p.phase == Phase.FAILED),

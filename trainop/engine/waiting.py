@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trainop.api import Job, WaitingReplica
+from trainop.api.resolved import resolve
 from trainop.engine import clock
-from trainop.engine.failures import in_spec
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import Held, Observed, Phase, PodState
 from trainop.engine.plan import Event
@@ -57,8 +57,9 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
             out.told.append(Event("Normal" if reason == NAME_IN_USE else "Warning", reason,
                                   told))
 
-    pending = [p for p in observed.pods
-               if p.phase == Phase.PENDING and not p.terminating and in_spec(job, p)]
+    resolved = resolve(job)
+    pending = [p for p in observed.pods if p.phase == Phase.PENDING and not p.terminating
+               and resolved.in_spec(p.replica_type, p.index)]
     for p in sorted(pending, key=lambda p: (p.replica_type, p.index)):
         if p.waiting is not None:
             wait(p.replica_type, p.index, p.name, *p.waiting)
@@ -83,20 +84,19 @@ def _held(job: Job, held: tuple[Held, ...], out: Survey,
     # holds the replica back, as objects.missing decides), the pod before the service
     by_name = {h.name: h for h in sorted(held, key=lambda h: (h.going(job.kind, job.name),
                                                               h.kind == "Pod"))}
-    for rtype, rspec in job.spec.replica_specs.items():
-        for index in range(rspec.replicas or 0):
-            h = by_name.get(replica_name(job, rtype, index))
-            if h is None:
-                continue
-            if not h.going(job.kind, job.name):
-                continue  # the API server's to refuse (a cache can lag behind a deletion)
-            if h.owner_kind == job.kind and h.owner_name == job.name:
-                why = f"{h.kind} {h.name} of an earlier {job.kind} {job.name} is still there"
-            else:
-                why = f"{h.kind} {h.name} of {h.owner_kind} {h.owner_name} is being deleted"
-            message = f"{why}; it is made once that is gone"
-            wait(rtype, index, h.name, NAME_IN_USE, message, f"pod {h.name} is waiting: {message}")
-            out.next_look = HELD_RETRY
+    for rtype, index in resolve(job).slots():
+        h = by_name.get(replica_name(job, rtype, index))
+        # one that is not going is the API server's to refuse (a cache can lag behind a
+        # deletion)
+        if h is None or not h.going(job.kind, job.name):
+            continue
+        if h.owner_kind == job.kind and h.owner_name == job.name:
+            why = f"{h.kind} {h.name} of an earlier {job.kind} {job.name} is still there"
+        else:
+            why = f"{h.kind} {h.name} of {h.owner_kind} {h.owner_name} is being deleted"
+        message = f"{why}; it is made once that is gone"
+        wait(rtype, index, h.name, NAME_IN_USE, message, f"pod {h.name} is waiting: {message}")
+        out.next_look = HELD_RETRY
 
 
 def overdue_message(job: Job, pod: PodState) -> str:

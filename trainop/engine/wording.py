@@ -8,6 +8,7 @@ differently has a `Wording` subclass (`Framework.wording`).
 from __future__ import annotations
 
 from trainop.api import Job
+from trainop.api.resolved import resolve
 
 
 class Wording:
@@ -68,4 +69,4 @@ class ShortTitleWithMaster(Wording):
     word the master's and the workers' status differently)."""
 
     def short_title(self, job: Job) -> bool:
-        return "Master" in job.spec.replica_specs
+        return resolve(job).present("Master")

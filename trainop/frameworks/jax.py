@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.resolved import resolve
 from trainop.api.types import JAXJobSpec
 from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, total_replicas
+from trainop.frameworks.common import all_succeeded
 
 
 class JAX(Framework[JAXJobSpec]):
     info = KINDS["JAXJob"]
     spec_type = JAXJobSpec
-    master_role = ()
-    worker0_is_master = True  # upstream: pkg/controller.v1/jax/jaxjob_controller.go:462
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables, in its order: pkg/controller.v1/jax/envvar.go:36-79
@@ -20,7 +19,7 @@ class JAX(Framework[JAXJobSpec]):
             "PYTHONUNBUFFERED": "1",
             "COORDINATOR_PORT": str(addr.port(job, "Worker", 0)),
             "COORDINATOR_ADDRESS": addr.host(job, "Worker", 0, qualified=False),
-            "NUM_PROCESSES": str(total_replicas(job)),
+            "NUM_PROCESSES": str(resolve(job).total),
             "PROCESS_ID": str(index),
         }
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from trainop.api import KINDS, Job
+from trainop.api.model import settled
+from trainop.api.resolved import resolve
 from trainop.api.types import MPIJobSpec
 from trainop.engine import (
     Addressing,
@@ -23,7 +25,7 @@ from trainop.engine import (
 from trainop.engine.framework import spec_of
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks import mpi_exec, mpi_ssh
-from trainop.frameworks.common import all_succeeded, replicas
+from trainop.frameworks.common import all_succeeded
 
 
 class Transport(Protocol):
@@ -49,7 +51,7 @@ TRANSPORTS: dict[str, Transport] = {"KubectlExec": mpi_exec.KubectlExec(),
 
 
 def transport(job: Job) -> Transport:
-    return TRANSPORTS[spec_of(job, MPIJobSpec).transport or "KubectlExec"]
+    return TRANSPORTS[settled(spec_of(job, MPIJobSpec).transport, "spec.transport")]
 
 
 class MPIWording(ShortTitle):
@@ -88,7 +90,7 @@ class MPILauncher(Launcher):
             return True
         ready = {p.index for p in observed.pods
                  if p.replica_type == "Worker" and p.phase == Phase.RUNNING and p.ready}
-        return all(i in ready for i in range(replicas(job, "Worker")))
+        return all(i in ready for i in range(resolve(job).count("Worker")))
 
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
         return transport(job).wants_ssh_key(job, observed)
@@ -100,7 +102,6 @@ class MPILauncher(Launcher):
 class MPI(Framework[MPIJobSpec]):
     info = KINDS["MPIJob"]
     spec_type = MPIJobSpec
-    master_role = ("Launcher",)
     pod_services = False
     tells_exit_codes = False  # MPI reconciles its pods itself (mpijob_controller.go:330)
     owned_kinds = ("ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding")

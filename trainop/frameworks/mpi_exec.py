@@ -19,12 +19,14 @@ import shlex
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.model import settled
+from trainop.api.resolved import resolve
 from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import job_labels, object_meta, replica_name
-from trainop.frameworks.common import host_slots, replicas
+from trainop.frameworks.common import host_slots
 
 CONFIG_VOLUME = "mpi-job-config"
 CONFIG_MOUNT = "/etc/mpi"
@@ -52,8 +54,9 @@ def _spec(job: Job) -> MPIJobSpec:
     return spec_of(job, MPIJobSpec)
 
 
-def _slots(job: Job) -> int:
-    return _spec(job).slots_per_worker or 1
+def slots(job: Job) -> int:
+    """Slots (ranks) per worker."""
+    return settled(_spec(job).slots_per_worker, "spec.slotsPerWorker")
 
 
 def _labels(job: Job) -> dict[str, str]:
@@ -80,11 +83,16 @@ def service_account(job: Job) -> tuple[str, bool]:
     return (str(named), False) if named else (launcher_name(job), True)
 
 
+def worker_pods(job: Job) -> list[str]:
+    """Every worker's pod name, in index order."""
+    return [replica_name(job, "Worker", i) for i in range(resolve(job).count("Worker"))]
+
+
 def hostfile(job: Job, addr: Addressing) -> str:
-    names = [replica_name(job, "Worker", i) for i in range(replicas(job, "Worker"))]
+    names = worker_pods(job)
     if gpu_launcher(job):
         names.insert(0, launcher_name(job))
-    hosts = host_slots([addr.pod_host(n) for n in names], _slots(job))
+    hosts = host_slots([addr.pod_host(n) for n in names], slots(job))
     return "".join(f"{h} slots={n}\n" for h, n in hosts.items())
 
 
@@ -101,13 +109,13 @@ def kubexec(job: Job) -> str:
 
 def discover_hosts(job: Job, observed: Observed, addr: Addressing) -> str:
     """The running workers, by name, with their slots (the launcher too if it has GPUs)."""
-    slots = _slots(job)
+    n = slots(job)
     text = "#!/bin/sh"
     if gpu_launcher(job):
-        text += f"\necho {addr.pod_host(launcher_name(job))}:{slots}\n"
+        text += f"\necho {addr.pod_host(launcher_name(job))}:{n}\n"
     running = sorted(p.name for p in observed.pods
                      if p.replica_type == "Worker" and p.phase == Phase.RUNNING)
-    return text + "".join(f"\necho {addr.pod_host(name)}:{slots}" for name in running)
+    return text + "".join(f"\necho {addr.pod_host(name)}:{n}" for name in running)
 
 
 def _config_volume(job: Job, items: list[tuple[str, int]]) -> dict[str, Any]:
@@ -185,7 +193,7 @@ class KubectlExec:
 
     def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
-        workers = [replica_name(job, "Worker", i) for i in range(replicas(job, "Worker"))]
+        workers = worker_pods(job)
         name = launcher_name(job)
         account, ours = service_account(job)
         objects: list[dict[str, Any]] = [{

@@ -12,6 +12,7 @@ import base64
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.resolved import resolve
 from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
@@ -19,7 +20,7 @@ from trainop.engine.framework import spec_of
 from trainop.engine.labels import job_labels, object_meta
 from trainop.engine.pods import wait_for_dns_container
 from trainop.frameworks import mpi_exec
-from trainop.frameworks.common import host_slots, replicas
+from trainop.frameworks.common import host_slots
 from trainop.frameworks.mpi_exec import config_map_name
 
 CONFIG_MOUNT = mpi_exec.CONFIG_MOUNT
@@ -36,10 +37,14 @@ def _spec(job: Job) -> MPIJobSpec:
     return spec_of(job, MPIJobSpec)
 
 
+def worker_hosts(job: Job, addr: Addressing) -> list[str]:
+    """Every worker's host name, in index order."""
+    return [addr.host(job, "Worker", i) for i in range(resolve(job).count("Worker"))]
+
+
 def hostfile(job: Job, addr: Addressing) -> str:
     spec = _spec(job)
-    hosts = host_slots([addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))],
-                       spec.slots_per_worker or 1)
+    hosts = host_slots(worker_hosts(job, addr), mpi_exec.slots(job))
     if spec.mpi_implementation in ("Intel", "MPICH"):
         lines = [f"{h}:{n}" for h, n in hosts.items()]
     else:
@@ -49,7 +54,7 @@ def hostfile(job: Job, addr: Addressing) -> str:
 
 def launcher_env(job: Job) -> dict[str, str]:
     spec = _spec(job)
-    slots = str(spec.slots_per_worker or 1)
+    slots = str(mpi_exec.slots(job))
     if spec.mpi_implementation == "Intel":
         return {"I_MPI_HYDRA_HOST_FILE": HOSTFILE,
                 "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": SSH_ARGS, "I_MPI_PERHOST": slots}
@@ -102,18 +107,16 @@ class SSH:
             mounts.append({"name": mpi_exec.CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
         for c in containers(pod):
             c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
-        if rtype == "Launcher" and replicas(job, "Worker"):
+        if rtype == "Launcher" and resolve(job).present("Worker"):
             # ssh looks each worker up once: cluster DNS may hold the names a second or two
             # after the workers run, so the launcher starts once they all resolve (always:
             # this pod shape is trainop's own, not upstream's, so no flag is asked)
-            workers = [addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))]
             spec.setdefault("initContainers", []).append(
-                wait_for_dns_container(workers, config))
+                wait_for_dns_container(worker_hosts(job, addr), config))
 
     def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
-        workers = [addr.host(job, "Worker", i) for i in range(replicas(job, "Worker"))]
-        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in workers)
+        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in worker_hosts(job, addr))
         objects: list[dict[str, Any]] = [
             {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": object_meta(job, config_map_name(job), job_labels(job)),

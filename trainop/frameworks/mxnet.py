@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.resolved import resolve
 from trainop.api.types import MXJobSpec
 from trainop.engine import Addressing, Counts, Framework
-from trainop.frameworks.common import all_succeeded, compact_json, per_job, replicas
+from trainop.frameworks.common import all_succeeded, compact_json, per_job
 
 
 class MXNet(Framework[MXJobSpec]):
     info = KINDS["MXJob"]
     spec_type = MXJobSpec
-    master_role = ("Scheduler",)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        resolved = resolve(job)
+
         def shared() -> str:
             cluster = {
                 rt.lower(): [{"url": addr.host(job, rt, i), "port": addr.port(job, rt, i)}
-                             for i in range(replicas(job, rt))]
-                for rt in job.spec.replica_specs
+                             for i in range(n)]
+                for rt, n in resolved.replicas.items()
             }
             labels = {rt: "" for rt in cluster}
             return f'{{"cluster":{compact_json(cluster)},"labels":{compact_json(labels)},'
@@ -27,18 +29,19 @@ class MXNet(Framework[MXJobSpec]):
         env = {
             "MX_CONFIG": f'{per_job(job, addr, "mx-config", shared)}"task":{task}}}',
             "DMLC_ROLE": rtype.lower(),
-            "DMLC_NUM_SERVER": str(replicas(job, "Server")),
-            "DMLC_NUM_WORKER": str(replicas(job, "Worker")),
+            "DMLC_NUM_SERVER": str(resolved.count("Server")),
+            "DMLC_NUM_WORKER": str(resolved.count("Worker")),
             "DMLC_USE_KUBERNETES": "1",
         }
-        if replicas(job, "Scheduler") > 0:
+        if resolved.present("Scheduler"):
             env["DMLC_PS_ROOT_URI"] = addr.host(job, "Scheduler", 0)
             env["DMLC_PS_ROOT_PORT"] = str(addr.port(job, "Scheduler", 0))
         return env
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
-        if replicas(job, "Scheduler") > 0:
+        resolved = resolve(job)
+        if resolved.present("Scheduler"):
             return all_succeeded(counts, "Scheduler")
-        if replicas(job, "Tuner") > 0:  # MXTune: the tuner decides
+        if resolved.present("Tuner"):  # MXTune: the tuner decides
             return all_succeeded(counts, "Tuner")
-        return replicas(job, "Worker") == 1 and all_succeeded(counts, "Worker")
+        return resolved.count("Worker") == 1 and all_succeeded(counts, "Worker")

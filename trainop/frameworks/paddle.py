@@ -3,28 +3,28 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.resolved import resolve
 from trainop.api.types import PaddleJobSpec
 from trainop.engine import POD_IP, Addressing, Counts, Env, FieldRef, Framework
 from trainop.engine.wording import ShortTitleWithMaster
-from trainop.frameworks.common import all_succeeded, replicas, total_replicas
+from trainop.frameworks.common import all_succeeded
 
 
 class Paddle(Framework[PaddleJobSpec]):
     info = KINDS["PaddleJob"]
     spec_type = PaddleJobSpec
-    master_role = ("Master",)
     owned_kinds = ("HorizontalPodAutoscaler",)
     # pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:385-420, as PyTorch
     wording = ShortTitleWithMaster()
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> Env:
         # upstream's variables in its order (pkg/controller.v1/paddlepaddle/envvar.go:53-140)
-        ps_mode = "Master" in job.spec.replica_specs
+        ps_mode = resolve(job).present("Master")
         lead = "Master" if ps_mode else "Worker"
         port = addr.port(job, lead, 0)
         env: dict[str, str | FieldRef] = {
             "PYTHONUNBUFFERED": "1", "PADDLE_JOB_ID": job.name,
-            "PADDLE_NNODES": str(total_replicas(job)),
+            "PADDLE_NNODES": str(resolve(job).total),
         }
         if rtype == lead and index == 0:
             # paddle.distributed.launch serves the master only on the pod's own IP
@@ -40,6 +40,6 @@ class Paddle(Framework[PaddleJobSpec]):
         return None  # every container (envvar.go:53)
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
-        if replicas(job, "Master") > 0:
+        if resolve(job).present("Master"):
             return all_succeeded(counts, "Master")
         return all_succeeded(counts, "Worker")

@@ -5,18 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.api import KINDS, Job
+from trainop.api.resolved import resolve
 from trainop.api.types import PyTorchJobSpec
 from trainop.engine import Addressing, Counts, EngineConfig, Framework
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import replica_name
 from trainop.engine.wording import ShortTitleWithMaster
-from trainop.frameworks.common import (
-    all_succeeded,
-    any_succeeded,
-    render_init_containers,
-    replicas,
-    total_replicas,
-)
+from trainop.frameworks.common import all_succeeded, any_succeeded, render_init_containers
 
 DEFAULT_RDZV_BACKEND = "c10d"
 
@@ -39,8 +34,6 @@ def init_containers(job: Job, config: EngineConfig) -> list[dict[str, Any]]:
 class PyTorch(Framework[PyTorchJobSpec]):
     info = KINDS["PyTorchJob"]
     spec_type = PyTorchJobSpec
-    master_role = ("Master",)
-    worker0_is_master = True  # upstream: pkg/controller.v1/pytorch/pytorchjob_controller.go:499
     owned_kinds = ("HorizontalPodAutoscaler",)
     # pkg/controller.v1/pytorch/pytorchjob_controller.go:383-424: the Master's words name
     # the job alone, the workers' its namespace too
@@ -49,9 +42,10 @@ class PyTorch(Framework[PyTorchJobSpec]):
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables in its order (envvar.go:49-123, master.go, elastic.go)
         spec = self.spec(job)
-        total = total_replicas(job)
+        resolved = resolve(job)
+        total = resolved.total
         env = {"PYTHONUNBUFFERED": "1"}
-        if "Master" in job.spec.replica_specs:  # without a Master: none of these
+        if resolved.present("Master"):  # without a Master: none of these
             master = addr.host(job, "Master", 0, qualified=False)
             port = str(addr.port(job, "Master", 0))
             rank = str(index + 1 if rtype == "Worker" else index)
@@ -85,14 +79,14 @@ class PyTorch(Framework[PyTorchJobSpec]):
     def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
         # workers of a job with a Master wait for its name (initcontainer.go:117-134)
-        if rtype == "Worker" and "Master" in job.spec.replica_specs:
+        if rtype == "Worker" and resolve(job).present("Master"):
             pod["spec"].setdefault("initContainers", []).extend(init_containers(job, config))
 
     def env_containers(self, job: Job) -> str | None:
         return None  # upstream gives every container of a PyTorch pod the environment
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
-        if replicas(job, "Master") > 0:
+        if resolve(job).present("Master"):
             return all_succeeded(counts, "Master")
         if self.spec(job).elastic_policy is not None:
             return any_succeeded(counts, "Worker")

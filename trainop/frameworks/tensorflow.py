@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 from trainop.api import KINDS, Job
+from trainop.api.resolved import resolve
 from trainop.api.types import TFJobSpec
 from trainop.engine import Addressing, Counts, Framework, Wording
-from trainop.frameworks.common import all_succeeded, compact_json, per_job, replicas, total_replicas
+from trainop.frameworks.common import all_succeeded, compact_json, per_job
 
 
 class TFWording(Wording):
@@ -24,21 +25,20 @@ class TFWording(Wording):
 class TensorFlow(Framework[TFJobSpec]):
     info = KINDS["TFJob"]
     spec_type = TFJobSpec
-    master_role = ("Chief", "Master")
-    worker0_is_master = True  # upstream: pkg/controller.v1/tensorflow/tfjob_controller.go:598
     wording = TFWording()
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # A single replica trains alone: no cluster to describe (util.go:74-95).
-        if total_replicas(job) <= 1:
+        resolved = resolve(job)
+        if resolved.total <= 1:
             return {}
 
         def cluster() -> dict[str, list[str]]:
-            # every type, the evaluator too, keys sorted as Go writes a map
-            # (tensorflow.go:157-188)
+            # every type of the spec, the evaluator too (one of 0 replicas as []), keys
+            # sorted as Go writes a map (tensorflow.go:157-188)
             return {rt.lower(): [f"{addr.host(job, rt, i)}:{addr.port(job, rt, i)}"
-                                 for i in range(replicas(job, rt))]
-                    for rt in sorted(job.spec.replica_specs, key=str.lower)}
+                                 for i in range(resolved.count(rt))]
+                    for rt in sorted(resolved.replicas, key=str.lower)}
         task = compact_json({"type": rtype.lower(), "index": index})
         if self.spec(job).enable_dynamic_worker:
             # a worker knows itself and the PS only, so workers may come and go
@@ -59,10 +59,9 @@ class TensorFlow(Framework[TFJobSpec]):
         # tfjob_controller.go:495-498: the job goes on whatever its workers do
         return rtype == "Worker" and bool(self.spec(job).enable_dynamic_worker)
 
-
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         for chief in ("Chief", "Master"):
-            if replicas(job, chief) > 0:
+            if resolve(job).present(chief):
                 return all_succeeded(counts, chief)
         if self.spec(job).success_policy == "AllWorkers":
             return all_succeeded(counts, "Worker")

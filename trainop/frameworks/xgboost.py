@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 from trainop.api import KINDS, Job
+from trainop.api.resolved import resolve
 from trainop.api.types import XGBoostJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.engine.wording import ShortTitle
-from trainop.frameworks.common import all_succeeded, per_job, replicas, total_replicas
+from trainop.frameworks.common import all_succeeded, per_job
 
 
 class XGBoost(Framework[XGBoostJobSpec]):
     info = KINDS["XGBoostJob"]
     spec_type = XGBoostJobSpec
-    master_role = ("Master",)
 
     wording = ShortTitle()  # pkg/controller.v1/xgboost/xgboostjob_controller.go:365-377
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables, in its order: pkg/controller.v1/xgboost/xgboost.go:31-110
-        total = total_replicas(job)
-        rank = index + replicas(job, "Master") if rtype == "Worker" else index
+        resolved = resolve(job)
+        total = resolved.total
+        rank = index + resolved.count("Master") if rtype == "Worker" else index
         env = {
             "MASTER_PORT": str(addr.port(job, "Master", 0)),
             "MASTER_ADDR": addr.host(job, "Master", 0, qualified=False),
@@ -42,7 +43,7 @@ class XGBoost(Framework[XGBoostJobSpec]):
                              ) -> list[str]:
         # XGBoost's tracker client looks MASTER_ADDR up once and exits 1 when cluster DNS
         # does not have it yet (upstream starts the workers as they are)
-        if rtype == "Worker" and "Master" in job.spec.replica_specs:
+        if rtype == "Worker" and resolve(job).present("Master"):
             return [addr.host(job, "Master", 0, qualified=False)]
         return []
 

@@ -6,6 +6,7 @@ import socket
 from collections.abc import Mapping
 
 from trainop.api import Job
+from trainop.api.resolved import resolve
 from trainop.api.templates import container
 
 
@@ -39,13 +40,12 @@ class LocalAddressing:
     def for_job(cls, job: Job) -> LocalAddressing:
         """A distinct free port for each port name of each replica of `job`."""
         ports: dict[tuple[str, int, str], int] = {}
-        for rtype, rspec in job.spec.replica_specs.items():
-            for index in range(rspec.replicas or 0):
-                for name in port_names(job, rtype):
+        for rtype, index in resolve(job).slots():
+            for name in port_names(job, rtype):
+                port = free_port()
+                while port in ports.values():
                     port = free_port()
-                    while port in ports.values():
-                        port = free_port()
-                    ports[(rtype, index, name)] = port
+                ports[(rtype, index, name)] = port
         return cls(ports)
 
     def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:

@@ -1,0 +1,91 @@
+"""A defaulted job's settled facts: one typed view that every reader of a job uses.
+
+Defaulting (trainop.api.defaults) decides every default once; the engine, the frameworks,
+the local runtime and `describe` read the outcome here, where nothing is optional any
+more: how many replicas each type has, which types are present (one meaning: a type with at
+least one replica; validation refuses a leader of none), the leader, each replica's restart
+policy as its pod gets it, and every (type, index). A job that was not defaulted is a bug of
+its caller, said as model.NotDefaulted, never guessed over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from trainop.api.model import settled
+from trainop.api.types import Job
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The replica facts of one defaulted job."""
+
+    replicas: Mapping[str, int]
+    """Every replica type the spec gives, in the spec's order, and its number of replicas
+    (0 included: TF_CONFIG and MX_CONFIG list such a type, with no address)."""
+    restart_policies: Mapping[str, str]
+    """Each replica type's restartPolicy as the spec has it (ExitCode included)."""
+    leader: str
+    """The replica type whose pods make the job Running and are labelled job-role=master:
+    the first present type of the kind's master role, else Worker."""
+    master_role: tuple[str, ...]
+    """The kind's replica types labelled job-role=master (KindInfo.master_role)."""
+    led_by_worker_0: bool
+    """No master-role type is present and the kind then makes worker 0 its master."""
+    whole_job_restarts: bool
+    """runPolicy.restartScope Job: trainop restarts the replicas, never the kubelet."""
+
+    def count(self, rtype: str) -> int:
+        """Replicas of `rtype` (0 where the spec has no such type)."""
+        return self.replicas.get(rtype, 0)
+
+    def present(self, rtype: str) -> bool:
+        """Whether the job has a replica of `rtype`."""
+        return self.count(rtype) > 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.replicas.values())
+
+    def slots(self) -> Iterator[tuple[str, int]]:
+        """Every (type, index) of the job, types in the spec's order."""
+        for rtype, n in self.replicas.items():
+            for index in range(n):
+                yield rtype, index
+
+    def in_spec(self, rtype: str, index: int) -> bool:
+        """Whether replica `index` of `rtype` is one the spec asks for (not scaled away)."""
+        return 0 <= index < self.count(rtype)
+
+    def is_master(self, rtype: str, index: int) -> bool:
+        """Whether the replica is labelled job-role=master (upstream's IsMasterRole)."""
+        if self.led_by_worker_0:
+            return rtype == "Worker" and index == 0
+        return rtype in self.master_role
+
+    def pod_restart_policy(self, rtype: str) -> str:
+        """The pod's restartPolicy: ExitCode and job-wide restarts leave restarts to
+        trainop (the kubelet never restarts such a pod's containers)."""
+        policy = self.restart_policies[rtype]
+        if policy == "ExitCode" or self.whole_job_restarts:
+            return "Never"
+        return policy
+
+
+def resolve(job: Job) -> Resolved:
+    """The settled facts of `job`, which must be defaulted (else NotDefaulted)."""
+    specs = job.spec.replica_specs
+    field = f"{job.kind} {job.key}: spec.{job.info.replica_specs_field}"
+    replicas = {rt: settled(r.replicas, f"{field}[{rt}].replicas") for rt, r in specs.items()}
+    master = job.info.master_role
+    lead = next((rt for rt in master if replicas.get(rt, 0) > 0), None)
+    return Resolved(
+        replicas=replicas,
+        restart_policies={rt: settled(r.restart_policy, f"{field}[{rt}].restartPolicy")
+                          for rt, r in specs.items()},
+        leader=lead or "Worker",
+        master_role=master,
+        led_by_worker_0=lead is None and job.info.worker0_is_master,
+        whole_job_restarts=job.spec.run_policy.restart_scope == "Job",
+    )
