@@ -20,9 +20,9 @@ import psutil
 from testbed.apiserver import TestAPIServer, release
 from testbed.manager import ManagerProcess, terminate
 from trainop.api import load_job
+from trainop.api.resources import PODS, SERVICES, job_resource
 from trainop.cluster.client import MAX_IN_FLIGHT, Client
 from trainop.cluster.config import from_kubeconfig
-from trainop.cluster.resources import JOBS, PODS, SERVICES
 from trainop.engine import ClusterAddressing, Observed, reconcile
 from trainop.frameworks import framework_for
 
@@ -178,7 +178,7 @@ async def create_all(client: Client, objects: Iterable[dict[str, Any]],
 
 
 async def create_job(client: Client, doc: dict[str, Any]) -> None:
-    await client.create(JOBS[doc["kind"]].path(doc["metadata"]["namespace"]), doc)
+    await client.create(job_resource(doc["kind"]).path(doc["metadata"]["namespace"]), doc)
 
 
 @dataclass

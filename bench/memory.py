@@ -14,8 +14,8 @@ from typing import Any
 
 from bench.lib import Cluster, Manager, Row, create_all, desired_objects, job_doc, write_results
 from trainop.api import KINDS
+from trainop.api.resources import CONFIGMAPS, job_resource
 from trainop.cluster.client import Client
-from trainop.cluster.resources import CONFIGMAPS, JOBS
 from trainop.engine.labels import JOB_NAME
 
 
@@ -71,7 +71,7 @@ async def hostile(cluster: Cluster, client: Client) -> list[Row]:
     ns = cluster.namespace("hostile")
     manager = Manager(cluster, "--namespace", ns, name="hostile").wait_ready()
     start = settle(manager, 0)
-    owner = await client.create(JOBS["JAXJob"].path(ns), big_job("owner", ns))
+    owner = await client.create(job_resource("JAXJob").path(ns), big_job("owner", ns))
     ref = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "name": "owner",
            "uid": owner["metadata"]["uid"], "controller": True}
     with_owner = settle(manager, 0)
@@ -84,7 +84,7 @@ async def hostile(cluster: Cluster, client: Client) -> list[Row]:
     per_config_map = (settle(manager, 0) - with_owner) / 40 * 1024
     before_jobs = settle(manager, 0)
     for i in range(60):
-        await client.create(JOBS["JAXJob"].path(ns), big_job(f"big-{i}", ns))
+        await client.create(job_resource("JAXJob").path(ns), big_job(f"big-{i}", ns))
     jobs_growth = settle(manager, 0) - before_jobs
     manager.stop()
     again = Manager(cluster, "--namespace", ns, name="hostile-again").wait_ready(300)

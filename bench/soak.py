@@ -12,7 +12,7 @@ import asyncio
 import time
 
 from bench.lib import Cluster, Kubelet, Manager, Row, create_job, job_doc, write_results
-from trainop.cluster.resources import JOBS, PODS, SERVICES
+from trainop.api.resources import PODS, SERVICES, job_resource
 
 
 async def main(minutes: float, wave: int) -> None:
@@ -38,7 +38,8 @@ async def main(minutes: float, wave: int) -> None:
                 deadline = time.monotonic() + 300
                 while time.monotonic() < deadline:
                     done = manager.metric("training_operator_jobs_successful_total") - before
-                    left = (await client.get(JOBS["JAXJob"].path(ns), {"limit": "1"}))["items"]
+                    left = (await client.get(job_resource("JAXJob").path(ns),
+                                             {"limit": "1"}))["items"]
                     if done >= wave and not left:
                         break
                     await asyncio.sleep(0.5)
@@ -55,7 +56,7 @@ async def main(minutes: float, wave: int) -> None:
             events = {o: manager.metric("trainop_events_total", outcome=o)
                       for o in ("sent", "dropped", "failed")}
             leftovers = 0
-            for resource in (JOBS["JAXJob"], PODS, SERVICES):
+            for resource in (job_resource("JAXJob"), PODS, SERVICES):
                 leftovers += len((await client.get(resource.path(ns)))["items"])
         finally:
             manager.stop()

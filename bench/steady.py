@@ -13,7 +13,7 @@ import time
 import urllib.request
 
 from bench.lib import Cluster, Kubelet, Manager, Row, create_job, job_doc, write_results
-from trainop.cluster.resources import JOBS
+from trainop.api.resources import job_resource
 
 WRITES = ("post", "put", "patch", "delete")
 
@@ -46,7 +46,7 @@ async def main(jobs: int, minutes: float) -> None:
             await asyncio.gather(*(one(i) for i in range(jobs)))
             deadline = time.monotonic() + 600
             while True:
-                items = (await client.get(JOBS["PyTorchJob"].path(ns)))["items"]
+                items = (await client.get(job_resource("PyTorchJob").path(ns)))["items"]
                 up = sum(1 for j in items if any(
                     c["type"] == "Running" and c["status"] == "True"
                     for c in (j.get("status") or {}).get("conditions") or []))

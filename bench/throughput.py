@@ -26,10 +26,10 @@ from bench.lib import (
     job_doc,
     write_results,
 )
+from trainop.api.resources import PODS, SERVICES, job_resource
 from trainop.cluster.client import Client
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import meta_of
-from trainop.cluster.resources import JOBS, PODS, SERVICES
 from trainop.engine.labels import JOB_NAME
 
 
@@ -84,7 +84,7 @@ async def trainop_run(client: Client, ns: str, jobs: int, replicas: int
     """Create `jobs` PyTorchJobs of `replicas` in `ns` (whichever operator runs them):
     seconds until every pod and service exists, and until every job is Running."""
     pods, services = Seen(client, PODS, ns), Seen(client, SERVICES, ns)
-    running_jobs = Seen(client, JOBS["PyTorchJob"], ns, running)
+    running_jobs = Seen(client, job_resource("PyTorchJob"), ns, running)
     await asyncio.sleep(0.5)
     docs = [job_doc("PyTorchJob", {"Master": 1, "Worker": replicas - 1}, f"j{i}", ns)
             for i in range(jobs)]

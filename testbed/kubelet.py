@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from trainop.api.resources import PODS
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.config import from_kubeconfig
-from trainop.cluster.resources import PODS
 from trainop.engine.labels import JOB_NAME
 
 CONCURRENCY = 64

@@ -12,10 +12,10 @@ from typing import Any
 
 from aiohttp import web
 
+from trainop.api.resources import PODS
 from trainop.cluster.client import Client, MalformedResponse
 from trainop.cluster.config import ClusterConfig
 from trainop.cluster.informer import PAGE_BYTES, Informer
-from trainop.cluster.resources import PODS
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "5"}}
 

@@ -1,6 +1,7 @@
-"""Adding a framework is one module: its kind's facts, its spec and job types, its plugin.
-This one, EchoJob (workers that learn their peers from ECHO_PEERS), runs through the
-engine and the local runtime without any other file of trainop knowing of it."""
+"""Adding a framework is one module: its kind's facts, its spec and job types, its plugin,
+declared by one call. This one, EchoJob (workers that learn their peers from ECHO_PEERS),
+runs through the engine and the local runtime without any other file of trainop knowing of
+it, and without any table being patched."""
 
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ import pytest
 from pydantic import Field
 
 from trainop.api import JOB_MODELS, KINDS, Job, KindInfo, ReplicaSpec, load_job
+from trainop.api.crd import crd_for
 from trainop.api.resolved import resolve
 from trainop.api.types import JobSpec
 from trainop.engine import Addressing, ClusterAddressing, Counts, Framework, Observed, reconcile
-from trainop.frameworks import FRAMEWORKS
+from trainop.frameworks import FRAMEWORKS, declare, withdraw
 from trainop.frameworks.common import all_succeeded
 from trainop.local.runner import LocalRun, RunOptions
 
-INFO = KindInfo("EchoJob", "echojobs", "echoReplicaSpecs", ("Worker",), "echo", "echo-port",
-                7777, "Never", "echo")
+INFO = KindInfo(kind="EchoJob", plural="echojobs", replica_specs_field="echoReplicaSpecs",
+                replica_types=("Worker",), default_container="echo",
+                default_port_name="echo-port", default_port=7777,
+                default_restart_policy="Never", framework="echo", worker0_is_master=True)
 
 
 class EchoJobSpec(JobSpec):
@@ -37,7 +41,7 @@ class EchoJob(Job):
 
 
 class Echo(Framework[EchoJobSpec]):
-    info = INFO
+    model = EchoJob
     spec_type = EchoJobSpec
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
@@ -50,11 +54,30 @@ class Echo(Framework[EchoJobSpec]):
 
 
 @pytest.fixture
-def echo(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setitem(KINDS, INFO.kind, INFO)
-    monkeypatch.setitem(JOB_MODELS, INFO.kind, EchoJob)
-    monkeypatch.setitem(FRAMEWORKS, INFO.kind, Echo())
+def echo() -> Iterator[None]:
+    declare(Echo())
     yield
+    withdraw("EchoJob")
+    assert "EchoJob" not in KINDS and "EchoJob" not in JOB_MODELS
+
+
+def test_one_call_declares_the_kind_everywhere(echo: None) -> None:
+    assert KINDS["EchoJob"] is INFO and JOB_MODELS["EchoJob"] is EchoJob
+    assert isinstance(FRAMEWORKS["EchoJob"], Echo)
+    # its CRD comes from the same declaration
+    crd = crd_for(EchoJob)
+    assert crd["metadata"]["name"] == "echojobs.kubeflow.org"
+    assert "echoReplicaSpecs" in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+        "properties"]["spec"]["properties"]
+
+
+def test_a_kind_is_declared_by_one_model_only(echo: None) -> None:
+    class Other(EchoJob):
+        pass
+
+    with pytest.raises(ValueError, match="EchoJob is declared already"):
+        declare(type("Echo2", (Echo,), {"model": Other})())
+    assert JOB_MODELS["EchoJob"] is EchoJob
 
 
 def manifest(workers: int) -> dict[str, Any]:

@@ -1,11 +1,19 @@
 """The kubeflow.org/v1 job API: types, defaulting, validation and CRD generation."""
 
 from trainop.api.defaults import OUR_MANAGER, default_job
-from trainop.api.kinds import API_VERSION, GROUP, KINDS, VERSION, KindInfo
+from trainop.api.kinds import (
+    API_VERSION,
+    GROUP,
+    JOB_MODELS,
+    KINDS,
+    VERSION,
+    KindInfo,
+    declare_kind,
+    withdraw_kind,
+)
 from trainop.api.manifest import ManifestError, read_documents
 from trainop.api.problems import Problem
 from trainop.api.types import (
-    JOB_MODELS,
     FailureInfo,
     Job,
     JobCondition,
@@ -28,5 +36,6 @@ __all__ = [
     "FailureInfo", "InvalidJob", "Job", "JobCondition", "JobStatus", "KindInfo",
     "ManifestError", "Problem", "ReplicaSpec", "ReplicaStatus", "RunPolicy",
     "WaitingReplica",
-    "default_job", "load_job", "parse_job", "read_documents", "validate", "validate_update",
+    "declare_kind", "default_job", "load_job", "parse_job", "read_documents", "validate",
+    "validate_update", "withdraw_kind",
 ]

@@ -9,10 +9,10 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from trainop.api.kinds import GROUP, VERSION
+from trainop.api.kinds import GROUP, JOB_MODELS, VERSION
 from trainop.api.kubeschema import kube_schema, quantity_pattern
 from trainop.api.model import SchemaHint
-from trainop.api.types import JOB_MODELS, Job
+from trainop.api.types import Job
 
 
 def _hints(metadata: list[Any]) -> SchemaHint | None:

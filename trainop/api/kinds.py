@@ -1,12 +1,18 @@
-"""The static facts of each kubeflow.org/v1 job kind (names, replica types, defaults).
+"""What trainop knows of a job kind before any job exists (KindInfo), and the registry of
+declared kinds.
 
-They live in the API layer because defaulting, validation and CRD generation need them;
-the framework plugins read them from here rather than repeating them.
+Each kind's facts are declared with its model (api/types.py: `info` of each Job class), in
+the API layer because defaulting, validation and CRD generation need them; the framework
+plugins read them from there rather than repeating them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from trainop.api.types import Job
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -67,49 +73,27 @@ class KindInfo:
         return None
 
 
-KINDS: dict[str, KindInfo] = {
-    k.kind: k
-    for k in (
-        KindInfo(kind="TFJob", plural="tfjobs", replica_specs_field="tfReplicaSpecs",
-                 replica_types=("Chief", "Master", "PS", "Worker", "Evaluator"),
-                 default_container="tensorflow", default_port_name="tfjob-port",
-                 default_port=2222, default_restart_policy="Never", framework="tensorflow",
-                 master_role=("Chief", "Master"),
-                 worker0_is_master=True),  # pkg/controller.v1/tensorflow/tfjob_controller.go:598
-        KindInfo(kind="PyTorchJob", plural="pytorchjobs",
-                 replica_specs_field="pytorchReplicaSpecs", replica_types=("Master", "Worker"),
-                 default_container="pytorch", default_port_name="pytorchjob-port",
-                 default_port=23456, default_restart_policy="OnFailure", framework="pytorch",
-                 master_role=("Master",),
-                 worker0_is_master=True,  # pkg/controller.v1/pytorch/pytorchjob_controller.go:499
-                 scale_replica_type="Worker"),
-        KindInfo(kind="MPIJob", plural="mpijobs", replica_specs_field="mpiReplicaSpecs",
-                 replica_types=("Launcher", "Worker"), default_container="mpi",
-                 default_port_name="mpi-port", default_port=9999, default_restart_policy="Never",
-                 framework="mpi", master_role=("Launcher",), default_ports=False,
-                 unset_replicas_zero=("Worker",), pods_under_one_service=True,
-                 free_container_names=True, age_column_first=True,
-                 unindexed_types=("Launcher",)),
-        KindInfo(kind="XGBoostJob", plural="xgboostjobs", replica_specs_field="xgbReplicaSpecs",
-                 replica_types=("Master", "Worker"), default_container="xgboost",
-                 default_port_name="xgboostjob-port", default_port=9999,
-                 default_restart_policy="Never", framework="xgboost", master_role=("Master",)),
-        KindInfo(kind="PaddleJob", plural="paddlejobs", replica_specs_field="paddleReplicaSpecs",
-                 replica_types=("Master", "Worker"), default_container="paddle",
-                 default_port_name="master", default_port=36543,
-                 default_restart_policy="OnFailure", framework="paddle",
-                 master_role=("Master",), scale_replica_type="Worker"),
-        KindInfo(kind="JAXJob", plural="jaxjobs", replica_specs_field="jaxReplicaSpecs",
-                 replica_types=("Worker",), default_container="jax",
-                 default_port_name="jaxjob-port", default_port=6666,
-                 default_restart_policy="Never", framework="jax",
-                 worker0_is_master=True,  # pkg/controller.v1/jax/jaxjob_controller.go:462
-                 scale_replica_type="Worker"),
-        KindInfo(kind="MXJob", plural="mxjobs", replica_specs_field="mxReplicaSpecs",
-                 replica_types=("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer",
-                                "Tuner"),
-                 default_container="mxnet", default_port_name="mxjob-port", default_port=9091,
-                 default_restart_policy="Never", framework="mxnet",
-                 master_role=("Scheduler",)),
-    )
-}
+KINDS: dict[str, KindInfo] = {}
+"""Every declared kind's facts, in the order declared (filled by declare_kind only)."""
+JOB_MODELS: dict[str, type[Job]] = {}
+"""Every declared kind's model (filled by declare_kind only)."""
+
+M = TypeVar("M", bound="type[Job]")
+
+
+def declare_kind(model: M) -> M:
+    """Declare a job kind by its model, which carries the kind's facts (`model.info`): the
+    one call that makes the kind known to parsing, defaulting, validation and CRDs. A class
+    decorator; declaring the same model again changes nothing."""
+    kind = model.info.kind
+    if JOB_MODELS.get(kind, model) is not model:
+        raise ValueError(f"the kind {kind} is declared already, by another model")
+    KINDS[kind] = model.info
+    JOB_MODELS[kind] = model
+    return model
+
+
+def withdraw_kind(kind: str) -> None:
+    """Forget a declared kind (a kind declared for a while, as a test's)."""
+    KINDS.pop(kind, None)
+    JOB_MODELS.pop(kind, None)

@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from trainop.api.kinds import API_VERSION, KINDS, KindInfo
+from trainop.api.kinds import API_VERSION, KindInfo, declare_kind
 from trainop.api.model import (
     Int64,
     LabelSelector,
@@ -501,49 +501,92 @@ class Job(Model):
         return self.spec.main_container_name() or self.info.default_container
 
 
+@declare_kind
 class TFJob(Job):
     kind: Literal["TFJob"] = "TFJob"
     spec: TFJobSpec
-    info = KINDS["TFJob"]
+    info = KindInfo(
+        kind="TFJob", plural="tfjobs", replica_specs_field="tfReplicaSpecs",
+        replica_types=("Chief", "Master", "PS", "Worker", "Evaluator"),
+        default_container="tensorflow", default_port_name="tfjob-port", default_port=2222,
+        default_restart_policy="Never", framework="tensorflow",
+        master_role=("Chief", "Master"),
+        worker0_is_master=True)  # pkg/controller.v1/tensorflow/tfjob_controller.go:598
 
 
+@declare_kind
 class PyTorchJob(Job):
     kind: Literal["PyTorchJob"] = "PyTorchJob"
     spec: PyTorchJobSpec
-    info = KINDS["PyTorchJob"]
+    info = KindInfo(
+        kind="PyTorchJob", plural="pytorchjobs", replica_specs_field="pytorchReplicaSpecs",
+        replica_types=("Master", "Worker"),
+        default_container="pytorch", default_port_name="pytorchjob-port", default_port=23456,
+        default_restart_policy="OnFailure", framework="pytorch",
+        master_role=("Master",),
+        worker0_is_master=True,  # pkg/controller.v1/pytorch/pytorchjob_controller.go:499
+        scale_replica_type="Worker")
 
 
+@declare_kind
 class MPIJob(Job):
     kind: Literal["MPIJob"] = "MPIJob"
     spec: MPIJobSpec
-    info = KINDS["MPIJob"]
+    info = KindInfo(
+        kind="MPIJob", plural="mpijobs", replica_specs_field="mpiReplicaSpecs",
+        replica_types=("Launcher", "Worker"),
+        default_container="mpi", default_port_name="mpi-port", default_port=9999,
+        default_restart_policy="Never", framework="mpi",
+        master_role=("Launcher",), default_ports=False, unset_replicas_zero=("Worker",),
+        pods_under_one_service=True, free_container_names=True, age_column_first=True,
+        unindexed_types=("Launcher",))
 
 
+@declare_kind
 class XGBoostJob(Job):
     kind: Literal["XGBoostJob"] = "XGBoostJob"
     spec: XGBoostJobSpec
-    info = KINDS["XGBoostJob"]
+    info = KindInfo(
+        kind="XGBoostJob", plural="xgboostjobs", replica_specs_field="xgbReplicaSpecs",
+        replica_types=("Master", "Worker"),
+        default_container="xgboost", default_port_name="xgboostjob-port", default_port=9999,
+        default_restart_policy="Never", framework="xgboost",
+        master_role=("Master",))
 
 
+@declare_kind
 class PaddleJob(Job):
     kind: Literal["PaddleJob"] = "PaddleJob"
     spec: PaddleJobSpec
-    info = KINDS["PaddleJob"]
+    info = KindInfo(
+        kind="PaddleJob", plural="paddlejobs", replica_specs_field="paddleReplicaSpecs",
+        replica_types=("Master", "Worker"),
+        default_container="paddle", default_port_name="master", default_port=36543,
+        default_restart_policy="OnFailure", framework="paddle",
+        master_role=("Master",), scale_replica_type="Worker")
 
 
+@declare_kind
 class JAXJob(Job):
     kind: Literal["JAXJob"] = "JAXJob"
     spec: JAXJobSpec
-    info = KINDS["JAXJob"]
+    info = KindInfo(
+        kind="JAXJob", plural="jaxjobs", replica_specs_field="jaxReplicaSpecs",
+        replica_types=("Worker",),
+        default_container="jax", default_port_name="jaxjob-port", default_port=6666,
+        default_restart_policy="Never", framework="jax",
+        worker0_is_master=True,  # pkg/controller.v1/jax/jaxjob_controller.go:462
+        scale_replica_type="Worker")
 
 
+@declare_kind
 class MXJob(Job):
     kind: Literal["MXJob"] = "MXJob"
     spec: MXJobSpec
-    info = KINDS["MXJob"]
-
-
-JOB_MODELS: dict[str, type[Job]] = {
-    m.info.kind: m for m in (TFJob, PyTorchJob, MPIJob, XGBoostJob, PaddleJob, JAXJob, MXJob)
-}
-
+    info = KindInfo(
+        kind="MXJob", plural="mxjobs", replica_specs_field="mxReplicaSpecs",
+        replica_types=("Scheduler", "Server", "Worker", "TunerTracker", "TunerServer",
+                       "Tuner"),
+        default_container="mxnet", default_port_name="mxjob-port", default_port=9091,
+        default_restart_policy="Never", framework="mxnet",
+        master_role=("Scheduler",))

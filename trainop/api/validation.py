@@ -11,11 +11,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainop.api.defaults import OUR_MANAGER, default_job
-from trainop.api.kinds import API_VERSION, KINDS
+from trainop.api.kinds import API_VERSION, JOB_MODELS, KINDS
 from trainop.api.nesting import MAX_DEPTH, deepest
 from trainop.api.problems import Problem
 from trainop.api.resolved import resolve
-from trainop.api.types import JOB_MODELS, Job, PodFailurePolicy, ReplicaSpec
+from trainop.api.types import Job, PodFailurePolicy, ReplicaSpec
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -12,13 +12,13 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api import JobStatus
+from trainop.api.resources import Resource, job_resource, resource_for
 from trainop.cluster import metrics
 from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import Expectations, expected
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
-from trainop.cluster.resources import JOBS, Resource, resource_for
 from trainop.engine import Event, Held, ObjectRef, Plan, create_refused, created_only
 from trainop.engine.objects import KEPT_CURRENT
 from trainop.engine.waiting import HELD_RETRY, not_ours
@@ -80,7 +80,7 @@ class PlanApplier:
         if plan.delete_job:
             ns = obj["metadata"]["namespace"]
             try:
-                await self.client.delete(JOBS[self.kind].path(ns, obj["metadata"]["name"]),
+                await self.client.delete(job_resource(self.kind).path(ns, obj["metadata"]["name"]),
                                          {"propagationPolicy": "Background"})
             except APIError as err:
                 if not err.not_found:
@@ -240,7 +240,7 @@ class PlanApplier:
     async def _write_status(self, key: str, obj: dict[str, Any], status: JobStatus) -> None:
         body = {**obj, "status": status.to_dict()}
         try:
-            written = await self.client.replace(JOBS[self.kind].path(
+            written = await self.client.replace(job_resource(self.kind).path(
                 obj["metadata"]["namespace"], obj["metadata"]["name"], "status"), body)
         except APIError as err:
             if err.not_found:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from trainop.api.resources import PODS, SERVICES, Resource, job_resource
 from trainop.cluster.client import Client
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import (
@@ -15,17 +16,6 @@ from trainop.cluster.records import (
     job_record,
     object_record,
     pod_record,
-)
-from trainop.cluster.resources import (
-    CONFIGMAPS,
-    JOBS,
-    PODS,
-    ROLEBINDINGS,
-    ROLES,
-    SECRETS,
-    SERVICEACCOUNTS,
-    SERVICES,
-    Resource,
 )
 from trainop.engine.labels import JOB_NAME
 from trainop.frameworks import framework_for
@@ -45,7 +35,7 @@ class Caches:
     jobs: dict[str, Informer[JobRecord]] = field(default_factory=dict)
     pods: Informer[PodRecord] | None = None
     objects: dict[str, Informer[ObjectRecord]] = field(default_factory=dict)
-    """Kind -> informer, for Service, PodGroup, HPA and what frameworks own (owned_kinds)."""
+    """Kind -> informer, for Service, PodGroup and what frameworks own (Framework.owned)."""
 
     def all(self) -> list[Informer[Any]]:
         return [*self.jobs.values(), *self.shared()]
@@ -62,34 +52,30 @@ class Caches:
         return out
 
 
-def owned_kinds(kinds: list[str]) -> set[str]:
-    """The kinds of objects that jobs of `kinds` own besides pods and services."""
-    return {k for kind in kinds for k in framework_for(kind).owned_kinds}
+def owned(kinds: list[str]) -> dict[str, Resource]:
+    """Kind -> resource of the objects that jobs of `kinds` own besides pods, services and
+    PodGroups (Framework.owned)."""
+    return {r.kind: r for kind in kinds for r in framework_for(kind).owned}
 
 
 def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[JobRecord]:
     # jobs may be 1.5 MiB each: the first page is small, the next ones sized by it
-    return Informer(client, JOBS[kind], job_record, lambda r: r.key, _no_owner, namespace,
+    return Informer(client, job_resource(kind), job_record, lambda r: r.key, _no_owner, namespace,
                     version=lambda r: r.meta.resource_version, first_page=JOB_FIRST_PAGE)
 
 
 def build(client: Client, kinds: list[str], namespace: str | None,
           extra: dict[str, Resource]) -> Caches:
     """Informers for the enabled kinds and what they own: pods and services always, the
-    kinds of `extra` (PodGroups, HPAs), and the core kinds the enabled frameworks own
-    besides (ConfigMaps, Secrets and MPI's RBAC objects are watched only where a framework
-    makes them)."""
+    kinds of `extra` (the gang scheduler's PodGroups), and what the enabled frameworks own
+    besides (ConfigMaps, Secrets, MPI's RBAC objects and HPAs are watched only where a
+    framework makes them)."""
     caches = Caches()
     for kind in kinds:
         caches.jobs[kind] = job_informer(client, kind, namespace)
     caches.pods = Informer(client, PODS, _controlled(pod_record), lambda r: r.meta.key,
                            lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
-    owned = {"Service": SERVICES, **extra}
-    core = {r.kind: r for r in (CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS)}
-    for kind in owned_kinds(kinds):
-        if kind in core:
-            owned[kind] = core[kind]
-    for kind, resource in owned.items():
+    for kind, resource in {SERVICES.kind: SERVICES, **extra, **owned(kinds)}.items():
         caches.objects[kind] = Informer(
             client, resource, _controlled(lambda obj, k=kind: object_record(k, obj)),  # type: ignore[misc]
             lambda r: r.meta.key, lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)

@@ -13,10 +13,10 @@ from rich.table import Table
 from rich.text import Text
 
 from trainop.api import KINDS
+from trainop.api.resources import PODS, job_resource
 from trainop.cluster.client import Client
 from trainop.cluster.config import ClusterConfig
 from trainop.cluster.records import pod_record
-from trainop.cluster.resources import JOBS, PODS
 from trainop.engine.labels import JOB_NAME
 
 REFRESH = 2.0
@@ -32,7 +32,7 @@ def kind_of(word: str) -> str | None:
 async def fetch(client: Client, kind: str, namespace: str, name: str
                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The job and the pods it controls (an earlier job's of the same name are not)."""
-    job = await client.get(JOBS[kind].path(namespace, name))
+    job = await client.get(job_resource(kind).path(namespace, name))
     uid = (job.get("metadata") or {}).get("uid")
     pods = await client.get(PODS.path(namespace), {"labelSelector": f"{JOB_NAME}={name}"})
     mine = [p for p in pods.get("items") or []

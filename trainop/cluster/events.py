@@ -12,8 +12,8 @@ from typing import Any
 from prometheus_client import Counter
 
 from trainop import wallclock
+from trainop.api.resources import EVENTS
 from trainop.cluster.client import REQUEST_ERRORS, Client
-from trainop.cluster.resources import EVENTS
 from trainop.engine import Event, clock
 from trainop.engine.labels import controller_name
 

@@ -20,8 +20,8 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 from prometheus_client import Counter, Gauge
 
+from trainop.api.resources import Resource
 from trainop.cluster.client import APIError, Client, MalformedResponse
-from trainop.cluster.resources import Resource
 
 log = logging.getLogger("trainop.informer")
 R = TypeVar("R")

@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from trainop import wallclock
+from trainop.api.resources import LEASES
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.options import LeaseTimes
-from trainop.cluster.resources import LEASES
 
 log = logging.getLogger("trainop.leader")
 

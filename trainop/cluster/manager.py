@@ -15,6 +15,12 @@ from typing import Any
 import aiohttp
 
 from trainop.api import KINDS
+from trainop.api.resources import (
+    PLUGINS_PODGROUPS,
+    VOLCANO_PODGROUPS,
+    Resource,
+    job_resource,
+)
 from trainop.cluster import allocator, listener, server
 from trainop.cluster import caches as caches_mod
 from trainop.cluster import config as cluster_config
@@ -25,13 +31,6 @@ from trainop.cluster.events import EventRecorder
 from trainop.cluster.informer import Informer, wait_synced
 from trainop.cluster.leader import LeaderElector
 from trainop.cluster.options import ManagerOptions
-from trainop.cluster.resources import (
-    HPAS,
-    JOBS,
-    PLUGINS_PODGROUPS,
-    VOLCANO_PODGROUPS,
-    Resource,
-)
 from trainop.cluster.webhook import WebhookServer
 
 log = logging.getLogger("trainop.manager")
@@ -52,7 +51,7 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
         raise StartupError(f"the API server at {client.config.server} refused us: {err}") \
             from None
     for kind in opts.kinds:
-        path = JOBS[kind].path(opts.namespace)
+        path = job_resource(kind).path(opts.namespace)
         try:
             await client.get(path, {"limit": "1"})
         except APIError as err:
@@ -73,8 +72,6 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
                                f"CRD {group.plural}.{group.group} ({group.api_version}), "
                                "which is not installed") from None
         extra["PodGroup"] = group
-    if "HorizontalPodAutoscaler" in caches_mod.owned_kinds(opts.kinds):
-        extra["HorizontalPodAutoscaler"] = HPAS
     return extra
 
 

@@ -32,11 +32,11 @@ from trainop.api import (
     parse_job,
     validate_update,
 )
+from trainop.api.resources import SECRETS
 from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.options import WebhookOptions
-from trainop.cluster.resources import SECRETS
 
 log = logging.getLogger("trainop.webhook")
 RENEW_BEFORE = dt.timedelta(days=2)

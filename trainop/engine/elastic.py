@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.resources import HPAS
 from trainop.engine.labels import job_labels, object_meta
-
-HPA_API_VERSION = "autoscaling/v2"
-"""As upstream v1.9.4; served from Kubernetes 1.23 (v2beta2, removed in 1.26, is not used)."""
 
 
 def desired_hpa(job: Job) -> dict[str, Any] | None:
@@ -16,7 +14,7 @@ def desired_hpa(job: Job) -> dict[str, Any] | None:
     if policy is None or not policy.metrics:
         return None
     return {
-        "apiVersion": HPA_API_VERSION,
+        "apiVersion": HPAS.api_version,
         "kind": "HorizontalPodAutoscaler",
         "metadata": object_meta(job, job.name, job_labels(job)),
         "spec": hpa_spec(job),

@@ -13,6 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from trainop.api import Job, KindInfo
 from trainop.api.resolved import resolve
+from trainop.api.resources import Resource
 from trainop.api.types import JobSpec
 from trainop.engine.config import EngineConfig
 from trainop.engine.observed import Observed
@@ -99,10 +100,10 @@ class Launcher(ABC):
     started: tuple[str, ...] = ()
     """Replica types whose work the launcher starts itself (MPI workers sleep, or run sshd,
     until mpirun starts the ranks in them): the local runtime runs no process for them."""
-    grants: tuple[tuple[str, str], ...] = ()
-    """(kind, apiVersion) of the objects that give the launcher rights by pod name (MPI's
-    Role and RoleBinding): deleted once the job has finished, so that no name the job no
-    longer holds stays granted."""
+    grants: tuple[Resource, ...] = ()
+    """The objects that give the launcher rights by pod name (MPI's Role and RoleBinding),
+    of kinds the plugin owns: deleted once the job has finished, so that no name the job
+    no longer holds stays granted."""
 
     @abstractmethod
     def objects(self, job: Job, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
@@ -128,26 +129,33 @@ def started_by_launcher(fw: Framework[Any], rtype: str) -> bool:
 
 
 class Framework(ABC, Generic[S]):
-    """Base plugin. Required: `info`, `spec_type` and the success rule (`succeeded`); the
-    rest has the defaults most kinds share: the replicas' roles and environment, how their
-    pods are shaped, upstream's wording (`wording`) and, for a kind with a launcher, the
-    `launcher` capability. `S` is the kind's spec class: `self.spec(job)` gives the job's
-    spec as that type."""
+    """Base plugin. Required: `model` (the kind's job model, which carries its facts),
+    `spec_type` and the success rule (`succeeded`); the rest has the defaults most kinds
+    share: the replicas' environment, how their pods are shaped, upstream's wording
+    (`wording`) and, for a kind with a launcher, the `launcher` capability. `S` is the
+    kind's spec class: `self.spec(job)` gives the job's spec as that type."""
 
-    info: KindInfo
+    model: type[Job]
     spec_type: type[S]
     pod_services: bool = True
     """One headless service per pod, exposing the main container's named ports."""
     tells_exit_codes: bool = True
     """Whether each ended pod's exit code is told as an ExitedWithCode event (upstream's
     common pod reconciler, pkg/controller.v1/common/pod.go:343-346; MPI has its own)."""
-    owned_kinds: tuple[str, ...] = ()
-    """Kinds of objects, besides pods and services, that jobs of this kind own (ConfigMap,
-    Secret, HorizontalPodAutoscaler): the cluster runtime watches those for them."""
+    owned: tuple[Resource, ...] = ()
+    """The resources of the objects, besides pods, services and PodGroups, that jobs of
+    this kind make (ConfigMap, Secret, HorizontalPodAutoscaler): the one statement of it,
+    which the cluster runtime's caches and the shipped RBAC follow (a test checks every
+    object a plan makes against it)."""
     wording: Wording = Wording()
     """Upstream's texts for the kind's conditions and events."""
     launcher: Launcher | None = None
     """The optional capability of a kind whose launcher starts the work of the others."""
+
+    @property
+    def info(self) -> KindInfo:
+        """The kind's facts (its model's)."""
+        return self.model.info
 
     def spec(self, job: Job) -> S:
         return spec_of(job, self.spec_type)

@@ -7,14 +7,13 @@ from typing import Any
 
 from trainop.api import Job
 from trainop.api.resolved import resolve
+from trainop.api.resources import PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
 from trainop.api.templates import containers
 from trainop.engine import quantity
 from trainop.engine.config import EngineConfig
 from trainop.engine.labels import job_labels, object_meta
 from trainop.engine.observed import Observed
 
-VOLCANO_API = "scheduling.volcano.sh/v1beta1"
-PLUGINS_API = "scheduling.x-k8s.io/v1alpha1"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 VOLCANO_TASK_ANNOTATION = "volcano.sh/task-spec"
 PLUGINS_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -23,8 +22,9 @@ ADMITTED_PHASES = frozenset({"Inqueue", "Running", "Completed", "Unknown"})
 """Volcano PodGroup phases in which the job's pods may be created."""
 
 
-def api_version(config: EngineConfig) -> str:
-    return VOLCANO_API if config.volcano else PLUGINS_API
+def podgroups(config: EngineConfig) -> Resource:
+    """The PodGroup resource of the configured gang scheduler."""
+    return VOLCANO_PODGROUPS if config.volcano else PLUGINS_PODGROUPS
 
 
 def min_member(job: Job) -> int:
@@ -93,8 +93,7 @@ def desired_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
     meta = object_meta(job, job.name, job_labels(job))
     if job.metadata.annotations:  # as upstream: pkg/controller.v1/common/scheduling.go:54
         meta["annotations"] = dict(job.metadata.annotations)
-    return {"apiVersion": api_version(config), "kind": "PodGroup", "metadata": meta,
-            "spec": spec}
+    return podgroups(config).new(meta, spec=spec)
 
 
 def decorate_pod(job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig) -> None:

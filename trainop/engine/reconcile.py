@@ -9,10 +9,10 @@ from typing import Any
 from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
+from trainop.api.resources import HPAS, Resource
 from trainop.engine import clock, failures, gang, objects, podfailure, waiting
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
-from trainop.engine.elastic import HPA_API_VERSION
 from trainop.engine.framework import Addressing, Counts, Framework, PlanAddressing
 from trainop.engine.labels import replica_labels, selector_string
 from trainop.engine.observed import LIVE_PHASES, Observed, OwnedObject, Phase, PodState
@@ -83,10 +83,10 @@ class _Run:
         return [o.name for o in self.observed.objects
                 if o.kind == "Service" and (names is None or o.name in names)]
 
-    def delete_kind(self, kind: str, api_version: str = "v1") -> None:
+    def delete_kind(self, resource: Resource) -> None:
         for obj in self.observed.objects:
-            if obj.kind == kind:
-                self.plan.remove(ObjectRef(kind, obj.name, api_version))
+            if obj.kind == resource.kind:
+                self.plan.remove(ObjectRef(resource.kind, obj.name, resource.api_version))
 
     def live_pods(self) -> list[PodState]:
         return [p for p in self.observed.pods if not p.terminating]
@@ -168,13 +168,13 @@ class _Run:
         why = "job finished" if not deadline else "deadline exceeded"
         self.delete_pods(doomed, why)
         self.delete_services(self.services(None if policy == "All" else doomed), why)
-        for kind, api_version in launcher.grants if launcher else ():
+        for resource in launcher.grants if launcher else ():
             # (upstream keeps them until the job is deleted: a finished job's names may be
             # taken by another workload's pods, or were never its own if it failed on them)
-            self.delete_kind(kind, api_version)
+            self.delete_kind(resource)
         if self.config.gang_scheduler and self.observed.object(
                 "PodGroup", self.job.name) is not None and self.plan.remove(
-                ObjectRef("PodGroup", self.job.name, gang.api_version(self.config))):
+                ObjectRef("PodGroup", self.job.name, gang.podgroups(self.config).api_version)):
             # upstream's words (pkg/controller.v1/common/job.go:238-243), told as it goes
             self.removed("JobTerminated", "Job has been terminated. Deleting PodGroup")
             self.removed("SuccessfulDeletePodGroup", f"Deleted PodGroup: {self.job.name}")
@@ -185,11 +185,11 @@ class _Run:
         self.delete_pods(live, "job suspended")
         self.delete_services(self.services(), "job suspended")
         if self.config.gang_scheduler:
-            self.delete_kind("PodGroup", gang.api_version(self.config))
+            self.delete_kind(gang.podgroups(self.config))
         hpa = self.observed.object("HorizontalPodAutoscaler", self.job.name)
         if hpa is not None:
             self.plan.remove(
-                ObjectRef("HorizontalPodAutoscaler", hpa.name, HPA_API_VERSION)
+                ObjectRef(HPAS.kind, hpa.name, HPAS.api_version)
             )
         # As upstream: Running turns False, then Suspended True (the last condition, which
         # the State column shows); startTime stays until the job resumes.

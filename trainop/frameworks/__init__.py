@@ -1,26 +1,17 @@
-"""One plugin per framework, registered in one table: adding a framework is one file."""
+"""One plugin per framework: adding a framework is adding its module to this package.
+
+Every module here is imported with the package; a framework's module declares its kind
+(registry.declare) as it is imported, so no table names the frameworks.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import pkgutil
 
-from trainop.engine import Framework
-from trainop.frameworks.jax import JAX
-from trainop.frameworks.mpi import MPI
-from trainop.frameworks.mxnet import MXNet
-from trainop.frameworks.paddle import Paddle
-from trainop.frameworks.pytorch import PyTorch
-from trainop.frameworks.tensorflow import TensorFlow
-from trainop.frameworks.xgboost import XGBoost
+from trainop.frameworks.registry import FRAMEWORKS, declare, framework_for, withdraw
 
-FRAMEWORKS: dict[str, Framework[Any]] = {
-    fw.info.kind: fw
-    for fw in (TensorFlow(), PyTorch(), MPI(), XGBoost(), Paddle(), JAX(), MXNet())
-}
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
-
-def framework_for(kind: str) -> Framework[Any]:
-    return FRAMEWORKS[kind]
-
-
-__all__ = ["FRAMEWORKS", "framework_for"]
+__all__ = ["FRAMEWORKS", "declare", "framework_for", "withdraw"]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from trainop.api import KINDS, Job
+from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import JAXJobSpec
+from trainop.api.types import JAXJob, JAXJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded
+from trainop.frameworks.registry import declare
 
 
 class JAX(Framework[JAXJobSpec]):
-    info = KINDS["JAXJob"]
+    model = JAXJob
     spec_type = JAXJobSpec
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
@@ -28,3 +29,6 @@ class JAX(Framework[JAXJobSpec]):
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Worker")
+
+
+declare(JAX())

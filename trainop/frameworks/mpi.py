@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from trainop.api import KINDS, Job
+from trainop.api import Job
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
-from trainop.api.types import MPIJobSpec
+from trainop.api.resources import CONFIGMAPS, ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS
+from trainop.api.types import MPIJob, MPIJobSpec
 from trainop.engine import (
     Addressing,
     Counts,
@@ -26,6 +27,7 @@ from trainop.engine.framework import spec_of
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks import mpi_exec, mpi_ssh
 from trainop.frameworks.common import all_succeeded
+from trainop.frameworks.registry import declare
 
 
 class Transport(Protocol):
@@ -78,8 +80,7 @@ class MPILauncher(Launcher):
     """mpirun in the launcher starts the ranks in the workers, through the job's transport."""
 
     started = ("Worker",)
-    grants = (("RoleBinding", "rbac.authorization.k8s.io/v1"),
-              ("Role", "rbac.authorization.k8s.io/v1"))
+    grants = (ROLEBINDINGS, ROLES)
 
     def objects(self, job: Job, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
         return transport(job).objects(job, observed, addr)
@@ -100,11 +101,11 @@ class MPILauncher(Launcher):
 
 
 class MPI(Framework[MPIJobSpec]):
-    info = KINDS["MPIJob"]
+    model = MPIJob
     spec_type = MPIJobSpec
     pod_services = False
     tells_exit_codes = False  # MPI reconciles its pods itself (mpijob_controller.go:330)
-    owned_kinds = ("ConfigMap", "Secret", "ServiceAccount", "Role", "RoleBinding")
+    owned = (CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS)
     wording = MPIWording()
     launcher = MPILauncher()
 
@@ -120,3 +121,6 @@ class MPI(Framework[MPIJobSpec]):
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Launcher")
+
+
+declare(MPI())

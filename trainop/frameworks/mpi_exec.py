@@ -21,6 +21,7 @@ from typing import Any
 from trainop.api import Job
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
+from trainop.api.resources import CONFIGMAPS, ROLEBINDINGS, ROLES, SERVICEACCOUNTS
 from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
@@ -196,29 +197,22 @@ class KubectlExec:
         workers = worker_pods(job)
         name = launcher_name(job)
         account, ours = service_account(job)
-        objects: list[dict[str, Any]] = [{
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": object_meta(job, config_map_name(job), _labels(job)),
-            "data": {HOSTFILE: hostfile(job, addr), KUBEXEC: kubexec(job),
-                     DISCOVER_HOSTS: discover_hosts(job, observed, addr)},
-        }]
+        objects: list[dict[str, Any]] = [CONFIGMAPS.new(
+            object_meta(job, config_map_name(job), _labels(job)),
+            data={HOSTFILE: hostfile(job, addr), KUBEXEC: kubexec(job),
+                  DISCOVER_HOSTS: discover_hosts(job, observed, addr)})]
         if ours:
-            objects.append({"apiVersion": "v1", "kind": "ServiceAccount",
-                            "metadata": object_meta(job, account, _labels(job))})
+            objects.append(SERVICEACCOUNTS.new(object_meta(job, account, _labels(job))))
         rules: list[dict[str, Any]] = [
             {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]}]
         if workers:
             # (without workers, a rule with no resourceNames would allow exec into any pod)
             rules.append({"verbs": ["create"], "apiGroups": [""], "resources": ["pods/exec"],
                           "resourceNames": workers})
-        objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                        "metadata": object_meta(job, name, _labels(job)), "rules": rules})
-        objects.append({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": object_meta(job, name, _labels(job)),
-            "subjects": [{"kind": "ServiceAccount", "name": account,
-                          "namespace": job.namespace}],
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                        "name": name},
-        })
+        objects.append(ROLES.new(object_meta(job, name, _labels(job)), rules=rules))
+        objects.append(ROLEBINDINGS.new(
+            object_meta(job, name, _labels(job)),
+            subjects=[{"kind": SERVICEACCOUNTS.kind, "name": account,
+                       "namespace": job.namespace}],
+            roleRef={"apiGroup": ROLES.group, "kind": ROLES.kind, "name": name}))
         return objects

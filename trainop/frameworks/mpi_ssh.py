@@ -13,6 +13,7 @@ from typing import Any
 
 from trainop.api import Job
 from trainop.api.resolved import resolve
+from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
 from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
@@ -118,22 +119,19 @@ class SSH:
                       ) -> list[dict[str, Any]]:
         discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in worker_hosts(job, addr))
         objects: list[dict[str, Any]] = [
-            {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": object_meta(job, config_map_name(job), job_labels(job)),
-             "data": {"hostfile": hostfile(job, addr), "discover_hosts.sh": discover}},
-            {"apiVersion": "v1", "kind": "Service",
-             "metadata": object_meta(job, job.name, job_labels(job)),
-             "spec": {"clusterIP": "None", "selector": job_labels(job),
-                      "publishNotReadyAddresses": True}},
+            CONFIGMAPS.new(object_meta(job, config_map_name(job), job_labels(job)),
+                           data={"hostfile": hostfile(job, addr), "discover_hosts.sh": discover}),
+            SERVICES.new(object_meta(job, job.name, job_labels(job)),
+                         spec={"clusterIP": "None", "selector": job_labels(job),
+                               "publishNotReadyAddresses": True}),
         ]
         key = observed.ssh_key
-        if observed.object("Secret", secret_name(job)) is None and key is not None:
-            objects.append({
-                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth",
-                "metadata": object_meta(job, secret_name(job), job_labels(job)),
-                "data": {"ssh-privatekey": _b64(key.private_key),
-                         "ssh-publickey": _b64(key.public_key)},
-            })
+        if observed.object(SECRETS.kind, secret_name(job)) is None and key is not None:
+            objects.append(SECRETS.new(
+                object_meta(job, secret_name(job), job_labels(job)),
+                type="kubernetes.io/ssh-auth",
+                data={"ssh-privatekey": _b64(key.private_key),
+                      "ssh-publickey": _b64(key.public_key)}))
         return objects
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from trainop.api import KINDS, Job
+from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import MXJobSpec
+from trainop.api.types import MXJob, MXJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, compact_json, per_job
+from trainop.frameworks.registry import declare
 
 
 class MXNet(Framework[MXJobSpec]):
-    info = KINDS["MXJob"]
+    model = MXJob
     spec_type = MXJobSpec
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
@@ -45,3 +46,6 @@ class MXNet(Framework[MXJobSpec]):
         if resolved.present("Tuner"):  # MXTune: the tuner decides
             return all_succeeded(counts, "Tuner")
         return resolved.count("Worker") == 1 and all_succeeded(counts, "Worker")
+
+
+declare(MXNet())

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from trainop.api import KINDS, Job
+from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import PaddleJobSpec
+from trainop.api.resources import HPAS
+from trainop.api.types import PaddleJob, PaddleJobSpec
 from trainop.engine import POD_IP, Addressing, Counts, Env, FieldRef, Framework
 from trainop.engine.wording import ShortTitleWithMaster
 from trainop.frameworks.common import all_succeeded
+from trainop.frameworks.registry import declare
 
 
 class Paddle(Framework[PaddleJobSpec]):
-    info = KINDS["PaddleJob"]
+    model = PaddleJob
     spec_type = PaddleJobSpec
-    owned_kinds = ("HorizontalPodAutoscaler",)
+    owned = (HPAS,)
     # pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:385-420, as PyTorch
     wording = ShortTitleWithMaster()
 
@@ -43,3 +45,6 @@ class Paddle(Framework[PaddleJobSpec]):
         if resolve(job).present("Master"):
             return all_succeeded(counts, "Master")
         return all_succeeded(counts, "Worker")
+
+
+declare(Paddle())

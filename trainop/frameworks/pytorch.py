@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop.api import KINDS, Job
+from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import PyTorchJobSpec
+from trainop.api.resources import HPAS
+from trainop.api.types import PyTorchJob, PyTorchJobSpec
 from trainop.engine import Addressing, Counts, EngineConfig, Framework
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import replica_name
 from trainop.engine.wording import ShortTitleWithMaster
 from trainop.frameworks.common import all_succeeded, any_succeeded, render_init_containers
+from trainop.frameworks.registry import declare
 
 DEFAULT_RDZV_BACKEND = "c10d"
 
@@ -32,9 +34,9 @@ def init_containers(job: Job, config: EngineConfig) -> list[dict[str, Any]]:
 
 
 class PyTorch(Framework[PyTorchJobSpec]):
-    info = KINDS["PyTorchJob"]
+    model = PyTorchJob
     spec_type = PyTorchJobSpec
-    owned_kinds = ("HorizontalPodAutoscaler",)
+    owned = (HPAS,)
     # pkg/controller.v1/pytorch/pytorchjob_controller.go:383-424: the Master's words name
     # the job alone, the workers' its namespace too
     wording = ShortTitleWithMaster()
@@ -91,3 +93,6 @@ class PyTorch(Framework[PyTorchJobSpec]):
         if self.spec(job).elastic_policy is not None:
             return any_succeeded(counts, "Worker")
         return all_succeeded(counts, "Worker")
+
+
+declare(PyTorch())

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from trainop.api import KINDS, Job
+from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import TFJobSpec
+from trainop.api.types import TFJob, TFJobSpec
 from trainop.engine import Addressing, Counts, Framework, Wording
 from trainop.frameworks.common import all_succeeded, compact_json, per_job
+from trainop.frameworks.registry import declare
 
 
 class TFWording(Wording):
@@ -23,7 +24,7 @@ class TFWording(Wording):
 
 
 class TensorFlow(Framework[TFJobSpec]):
-    info = KINDS["TFJob"]
+    model = TFJob
     spec_type = TFJobSpec
     wording = TFWording()
 
@@ -67,3 +68,6 @@ class TensorFlow(Framework[TFJobSpec]):
             return all_succeeded(counts, "Worker")
         worker = counts.get("Worker")
         return worker is not None and 0 in worker.succeeded_indexes
+
+
+declare(TensorFlow())

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from trainop.api import KINDS, Job
+from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import XGBoostJobSpec
+from trainop.api.types import XGBoostJob, XGBoostJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks.common import all_succeeded, per_job
+from trainop.frameworks.registry import declare
 
 
 class XGBoost(Framework[XGBoostJobSpec]):
-    info = KINDS["XGBoostJob"]
+    model = XGBoostJob
     spec_type = XGBoostJobSpec
 
     wording = ShortTitle()  # pkg/controller.v1/xgboost/xgboostjob_controller.go:365-377
@@ -49,3 +50,6 @@ class XGBoost(Framework[XGBoostJobSpec]):
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Master")
+
+
+declare(XGBoost())

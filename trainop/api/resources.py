@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from trainop.api import GROUP, KINDS, VERSION
+from trainop.api.kinds import GROUP, KINDS, VERSION
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,10 @@ class Resource:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    def new(self, metadata: dict[str, Any], **body: Any) -> dict[str, Any]:
+        """An object of this resource: apiVersion, kind, `metadata`, then `body`."""
+        return {"apiVersion": self.api_version, "kind": self.kind, "metadata": metadata, **body}
 
     def path(self, namespace: str | None = None, name: str | None = None,
              sub: str | None = None) -> str:
@@ -43,10 +48,15 @@ EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
-JOBS = {kind: Resource(GROUP, VERSION, info.plural, kind) for kind, info in KINDS.items()}
+
+
+def job_resource(kind: str) -> Resource:
+    """The API resource of a declared job kind."""
+    return Resource(GROUP, VERSION, KINDS[kind].plural, kind)
 
 
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+"""As upstream v1.9.4; served from Kubernetes 1.23 (v2beta2, removed in 1.26, is not used)."""
 OWNED = {(r.api_version, r.kind): r for r in (
     PODS, SERVICES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS,
     VOLCANO_PODGROUPS, PLUGINS_PODGROUPS, HPAS)}
