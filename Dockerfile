@@ -1,5 +1,8 @@
 # The manager image: docker build -t trainop:0.1.0 .
-FROM python:3.11.11-slim-bookworm
+# BASE: any Debian bookworm image with python3.11 and pip first on PATH (the node tests
+# build this file with one made from Debian's packages: testbed/manager_image.py).
+ARG BASE=python:3.11.11-slim-bookworm
+FROM ${BASE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1

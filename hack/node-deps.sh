@@ -3,8 +3,9 @@
 # hack/test-assets.sh: Debian's 1.6 is too old for current kubelets), CNI plugins (bridge,
 # host-local, loopback, portmap), iptables and conntrack for kube-proxy,
 # dnsmasq for cluster DNS, gcc to build the pause and nslookup programs, busybox for the
-# tools image, debootstrap for the manager image and sshd for the SSH example. Nothing is
-# started here: the tests start and stop every process themselves.
+# tools image, debootstrap and buildah (no daemon) to build the manager image from the
+# Dockerfile, and sshd for the SSH example. Nothing is started here: the tests start and
+# stop every process themselves.
 set -euo pipefail
 # TRAINOP_REAL_NODE=0: no real-node tests here (they skip and say so); nothing to install.
 [[ "${TRAINOP_REAL_NODE:-1}" != 0 ]] || exit 0
@@ -13,7 +14,7 @@ if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null; then
   exit 0
 fi
 need=()
-for cmd in runc iptables conntrack dnsmasq gcc busybox debootstrap ssh-keygen; do
+for cmd in runc iptables conntrack dnsmasq gcc busybox debootstrap buildah ssh-keygen; do
   command -v "$cmd" >/dev/null || need+=("$cmd")
 done
 [[ -x /usr/lib/cni/bridge ]] || need+=(cni)
@@ -32,7 +33,7 @@ if [[ ! -e $policy ]]; then
 fi
 status=0
 apt_get install -y -qq --no-install-recommends runc containernetworking-plugins \
-  iptables conntrack dnsmasq-base gcc libc6-dev busybox-static debootstrap \
+  iptables conntrack dnsmasq-base gcc libc6-dev busybox-static debootstrap buildah \
   openssh-server openssh-client >&2 || status=$?
 [[ -z $own_policy ]] || $apt_sudo rm -f "$policy"
 exit "$status"

@@ -1,57 +1,57 @@
-"""The manager's image, made as the Dockerfile describes but without a container engine.
+"""The manager's image, built from the repository's Dockerfile by buildah (no daemon).
 
-Two layers, written as a docker-archive tarball for `ctr images import`:
-- base: a Debian bookworm root filesystem (debootstrap, minbase) with python3, a virtualenv at
-  /opt/trainop holding the pinned requirements of pyproject.toml, and the user 65532. It takes
-  a few minutes and needs Debian's archive and PyPI, so it is cached by the requirements;
-- app: the `trainop` package of this checkout and its `trainop` command.
-The image runs `trainop manager` as 65532, as the Dockerfile's does, named `trainop:0.1.0`
-as config/default deploys it.
+The Dockerfile's default base (python:3.11-slim-bookworm) lives on a registry this machine
+does not reach, so its stand-in is made here from Debian's packages: bookworm (debootstrap,
+minbase) with Debian's python3 in a virtualenv at /usr/local, so that `python` and `pip` come
+first on PATH as in the python image. It is cached by its package list (a minute to make).
+
+Then `buildah build --build-arg BASE=<that image>` builds the Dockerfile as a user would,
+its RUN steps in a chroot: pip reaches PyPI as this machine's pip does (this machine's CA
+bundle is mounted over the base's for the build's steps only: Debian's pip reads it, and it
+stays out of the image). The image is written
+as a docker-archive tarball named trainop:0.1.0, as config/default deploys it, for `ctr
+images import`. buildah keeps its layers in a folder made for the build and removed after.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import shutil
 import subprocess
-import sys
-import tarfile
 import tempfile
-import tomllib
 from pathlib import Path
 
-from testbed.images import write_archive
 from trainop import __version__
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE = f"trainop:{__version__}"
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
 MIRROR = "http://deb.debian.org/debian"
-VENV = "/opt/trainop"
-SITE = f"{VENV}/lib/python3.11/site-packages"
-ENTRY = f"""#!{VENV}/bin/python3
-import sys
-from trainop.cli import main
-sys.exit(main())
-"""
-
-
-def requirements() -> list[str]:
-    """The manager's pinned requirements, as pyproject.toml lists them."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return list(project["dependencies"])
+BASE_PATH = "/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+"""This machine's CA bundle (PyPI may be reached through a proxy only it trusts), lent to the
+build's RUN steps over the base's own file of that path."""
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("TRAINOP_CACHE", Path.home() / ".cache/trainop")) / "images"
 
 
-def base_layer() -> Path:
-    """The base layer's tar, built once per set of requirements."""
-    key = hashlib.sha256("\n".join([*PACKAGES, *requirements()]).encode()).hexdigest()[:16]
-    out = cache_dir() / f"manager-base-{key}.tar"
+def available() -> str | None:
+    """Why the image cannot be built here, or None."""
+    if os.geteuid() != 0:
+        return "buildah's chroot builds and debootstrap need root"
+    for tool in ("buildah", "debootstrap"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (hack/node-deps.sh installs it)"
+    return None
+
+
+def base_rootfs() -> Path:
+    """The base's root filesystem as a tar, made once per package list."""
+    key = hashlib.sha256("\n".join(PACKAGES).encode()).hexdigest()[:16]
+    out = cache_dir() / f"python-base-{key}.tar"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -59,19 +59,9 @@ def base_layer() -> Path:
         root = Path(tmp) / "rootfs"
         subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
                         "bookworm", str(root), MIRROR], check=True, capture_output=True)
-        subprocess.run(["chroot", str(root), "python3", "-m", "venv", "--without-pip", VENV],
+        # python, pip and what pip installs first on PATH, as in the python image
+        subprocess.run(["chroot", str(root), "python3", "-m", "venv", "/usr/local"],
                        check=True)
-        subprocess.run(["chroot", str(root), "useradd", "--uid", "65532", "--user-group",
-                        "--no-create-home", "--shell", "/usr/sbin/nologin", "trainop"],
-                       check=True)
-        # The requirements are installed by this host's pip (same CPython ABI and glibc as
-        # the image's), so that nothing inside the image needs the network.
-        pip = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-compile",
-             "--disable-pip-version-check", "--target", str(root / SITE.lstrip("/")),
-             *requirements()], capture_output=True, text=True)
-        if pip.returncode:
-            raise RuntimeError(f"pip install for the manager image: {pip.stderr[-2000:]}")
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(root / junk, ignore_errors=True)
         partial = out.with_suffix(".partial")
@@ -81,31 +71,27 @@ def base_layer() -> Path:
     return out
 
 
-def shipped() -> list[Path]:
-    """The files of this checkout's trainop package the image holds: all but the test
-    harness (as the Dockerfile's context leaves it out, .dockerignore)."""
-    package = REPO / "trainop"
-    return [p for p in sorted(package.rglob("*")) if "__pycache__" not in p.parts
-            and p.relative_to(package).parts[0] != "testing"]
-
-
-def app_layer() -> bytes:
-    """This checkout's trainop package, installed into the base's virtualenv."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path in shipped():
-            tar.add(path, f"{SITE}/{path.relative_to(REPO)}".lstrip("/"), recursive=False)
-        entry = tarfile.TarInfo(f"{VENV}/bin/trainop".lstrip("/"))
-        entry.size, entry.mode = len(ENTRY), 0o755
-        tar.addfile(entry, io.BytesIO(ENTRY.encode()))
-    return buf.getvalue()
-
-
 def build(out: Path) -> Path:
-    """Write the manager image archive to `out`."""
-    base = base_layer().read_bytes()
-    return write_archive(
-        out, [IMAGE], [base, app_layer()],
-        env=[f"PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-             "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"],
-        entrypoint=["trainop", "manager"], user="65532:65532")
+    """Build the Dockerfile and write the image, named trainop:<version>, to `out`."""
+    with tempfile.TemporaryDirectory(prefix="trainop-buildah-") as tmp:
+        buildah = ["buildah", "--root", f"{tmp}/root", "--runroot", f"{tmp}/run",
+                   "--storage-driver", "vfs"]
+
+        def run(*args: str) -> str:
+            done = subprocess.run([*buildah, *args], capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"buildah {args[0]}: {(done.stdout + done.stderr)[-3000:]}")
+            return done.stdout.strip()
+
+        base = "localhost/trainop-python-base:latest"
+        container = run("from", "scratch")
+        run("add", container, str(base_rootfs()), "/")
+        run("config", "--env", f"PATH={BASE_PATH}", "--cmd", "python3", container)
+        run("commit", "--quiet", "--rm", container, base)
+        mounts = ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"] if Path(CA_BUNDLE).exists() \
+            else []
+        run("build", "--isolation", "chroot", "--pull-never", "--build-arg", f"BASE={base}",
+            *mounts, "--tag", IMAGE, "--file", str(REPO / "Dockerfile"), str(REPO))
+        out.unlink(missing_ok=True)
+        run("push", "--quiet", IMAGE, f"docker-archive:{out}:{IMAGE}")
+    return out

@@ -54,11 +54,19 @@ def rules(state: HostState) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="session")
-def manager(cluster: TestCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The manager deployed as the README says: its image imported into the node, then
-    `kubectl apply --server-side -k config/default`, and the rollout waited for."""
-    archive = manager_image.build(tmp_path_factory.mktemp("image") / "manager.tar")
-    cluster.import_image(archive)
+def manager_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The manager image, built from the Dockerfile (testbed.manager_image)."""
+    reason = manager_image.available()
+    if reason:
+        _cannot_run(f"the manager image: {reason}")
+    return manager_image.build(tmp_path_factory.mktemp("image") / "manager.tar")
+
+
+@pytest.fixture(scope="session")
+def manager(cluster: TestCluster, manager_archive: Path) -> Iterator[None]:
+    """The manager deployed as the README says: the Dockerfile's image imported into the
+    node, then `kubectl apply --server-side -k config/default`, and the rollout waited for."""
+    cluster.import_image(manager_archive)
     applied = cluster.kubectl("apply", "--server-side", "-k", str(REPO / "config" / "default"),
                               timeout=180)
     assert "Warning" not in applied.stderr, applied.stderr  # nothing deprecated is installed
