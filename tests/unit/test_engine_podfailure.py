@@ -45,7 +45,7 @@ def test_an_ignored_disruption_remakes_the_pod_and_counts_nowhere() -> None:
     assert c.condition(cond.RESTARTING) is None
     assert c.job.status is not None and c.job.status.replica_statuses is not None
     assert c.job.status.replica_statuses["Worker"].restarts is None
-    assert plan.counted.get("restarted", 0) == 0
+    assert plan.metrics.get("restarted", 0) == 0
     assert [(e.type, e.reason, e.message) for e in plan.events] == [(
         "Normal", "PodFailurePolicy", "Pod default/job-worker-1 has condition "
         "DisruptionTarget matching Ignore rule at index 0: the pod is made again, not counted")]
@@ -88,7 +88,7 @@ def test_fail_job_on_an_exit_code_fails_at_once_in_the_job_apis_words() -> None:
         "code 42 matching FailJob rule at index 0")
     assert ("Warning", "PodFailurePolicy", failed.message) in [
         (e.type, e.reason, e.message) for e in plan.events]
-    assert plan.counted.get("failed") == 1
+    assert plan.metrics.get("failed") == 1
 
 
 @pytest.mark.parametrize(("codes", "action"), [

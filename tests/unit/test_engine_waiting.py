@@ -45,7 +45,7 @@ def test_a_replica_that_cannot_start_is_named_with_its_cause_and_told_once() -> 
                            "reason": "ErrImagePull", "message": PULL[1],
                            "since": "2026-01-01T00:00:00Z"}]
     # in upstream's words (pkg/core/job.go:35-78)
-    assert ("Warning", "ErrImagePull", PULL.told) in told(c)
+    assert ("Warning", "ErrImagePull", PULL.event_message) in told(c)
     c.advance(30)
     c.step()
     assert not [e for e in told(c) if e[1] == "ErrImagePull"]  # once, not every round

@@ -46,7 +46,7 @@ class Echo(Framework[EchoJobSpec]):
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         peers = [f"{addr.host(job, 'Worker', i)}:{addr.port(job, 'Worker', i)}"
-                 for i in range(resolve(job).count("Worker"))]
+                 for i in range(resolve(job).replicas_of("Worker"))]
         return {"ECHO_RANK": str(index), "ECHO_PEERS": ",".join(peers)}
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:

@@ -17,7 +17,7 @@ def test_counts_presence_and_slots_follow_the_spec_in_its_order() -> None:
     # one meaning of "present": a replica to run, not a key in the spec
     assert [rt for rt in ("Chief", "PS", "Worker", "Evaluator") if r.present(rt)] == [
         "Chief", "Worker"]
-    assert r.count("Evaluator") == 0
+    assert r.replicas_of("Evaluator") == 0
     assert list(r.slots()) == [("Chief", 0), ("Worker", 0), ("Worker", 1)]
     assert r.in_spec("Worker", 1) and not r.in_spec("Worker", 2) and not r.in_spec("PS", 0)
 

@@ -158,7 +158,7 @@ def test_restarting_starts_with_upstreams_words(kind: str, replicas: dict[str, i
 def _counted(c: Cluster) -> dict[str, int]:
     total: dict[str, int] = {}
     for plan in c.plans:
-        for name, n in plan.counted.items():
+        for name, n in plan.metrics.items():
             total[name] = total.get(name, 0) + n
     return total
 

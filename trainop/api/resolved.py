@@ -36,13 +36,13 @@ class Resolved:
     whole_job_restarts: bool
     """runPolicy.restartScope Job: trainop restarts the replicas, never the kubelet."""
 
-    def count(self, rtype: str) -> int:
+    def replicas_of(self, rtype: str) -> int:
         """Replicas of `rtype` (0 where the spec has no such type)."""
         return self.replicas.get(rtype, 0)
 
     def present(self, rtype: str) -> bool:
         """Whether the job has a replica of `rtype`."""
-        return self.count(rtype) > 0
+        return self.replicas_of(rtype) > 0
 
     @property
     def total(self) -> int:
@@ -56,7 +56,7 @@ class Resolved:
 
     def in_spec(self, rtype: str, index: int) -> bool:
         """Whether replica `index` of `rtype` is one the spec asks for (not scaled away)."""
-        return 0 <= index < self.count(rtype)
+        return 0 <= index < self.replicas_of(rtype)
 
     def is_master(self, rtype: str, index: int) -> bool:
         """Whether the replica is labelled job-role=master (upstream's IsMasterRole)."""

@@ -107,7 +107,7 @@ class PlanApplier:
         for event in plan.on_removed + plan.events + plan.on_created:
             self.recorder.record(obj, event)
         ns, framework = obj["metadata"]["namespace"], self.framework
-        for name, n in plan.counted.items():
+        for name, n in plan.metrics.items():
             if n:
                 metrics.JOB_COUNTERS[name].labels(ns, framework).inc(n)
 

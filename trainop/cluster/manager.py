@@ -21,7 +21,7 @@ from trainop.api.resources import (
     Resource,
     job_resource,
 )
-from trainop.cluster import allocator, listener, server
+from trainop.cluster import allocator, server
 from trainop.cluster import caches as caches_mod
 from trainop.cluster import config as cluster_config
 from trainop.cluster.authn import TokenAuthorizer
@@ -75,143 +75,174 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
     return extra
 
 
+class Components:
+    """What the manager started, in order; stopped in the reverse order (as
+    controller-runtime stops its Runnables): the controllers before the lease they hold,
+    the informers before the webhook, the event recorder and the clients last."""
+
+    def __init__(self) -> None:
+        self._stops: list[tuple[str, Callable[[], Awaitable[object]]]] = []
+
+    def started(self, name: str, stop: Callable[[], Awaitable[object]]) -> None:
+        """`name` is running; `stop` ends it."""
+        self._stops.append((name, stop))
+
+    def task(self, name: str, work: Awaitable[object]) -> asyncio.Task[object]:
+        """Run `work` as a task until the manager stops."""
+        task = asyncio.ensure_future(work)
+        self.started(name, lambda: _cancel(task))
+        return task
+
+    async def stop(self) -> None:
+        while self._stops:
+            name, stop = self._stops.pop()
+            try:
+                await stop()
+            except Exception:
+                log.exception("stopping %s", name)
+
+
+class Probes:
+    """/healthz and /readyz: ready once the caches have synced (and the webhook has its
+    certificates); unhealthy once an informer has ended."""
+
+    def __init__(self, webhook: WebhookServer | None):
+        self.webhook = webhook
+        self.synced = False
+        self.informers: dict[str, asyncio.Task[object]] = {}
+
+    def ready(self) -> tuple[int, str, str]:
+        if not self.synced:
+            return 500, "text/plain", "caches syncing"
+        if self.webhook is not None and not self.webhook.ready:
+            return 500, "text/plain", "webhook certificates not ready"
+        return 200, "text/plain", "ok"
+
+    def healthy(self) -> tuple[int, str, str]:
+        # an informer never ends on its own: one that did leaves a cache that no longer
+        # changes, and only a restart mends that
+        stopped = [name for name, task in self.informers.items() if task.done()]
+        if stopped:
+            return 500, "text/plain", f"informers stopped: {', '.join(stopped)}"
+        return 200, "text/plain", "ok"
+
+
 async def run_manager(opts: ManagerOptions) -> int:
+    """Run until SIGINT or SIGTERM (0) or a lost lease (1)."""
     try:
         cfg = cluster_config.load(opts.kubeconfig)
     except cluster_config.ConfigError as err:
         raise StartupError(str(err)) from None
     allocator.pin_mmap_threshold()
-    client = Client(cfg, qps=opts.qps, burst=opts.burst)
-    tasks: list[asyncio.Task[object]] = []
-    runners = []
-    elector: LeaderElector | None = None
-    webhook: WebhookServer | None = None
-    recorder = EventRecorder(client)
-    side_clients: list[Client] = []
+    components = Components()
     try:
-        extra = await _discover(client, opts)
-        caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
-        elector = _elector(opts, cfg, side_clients)
-        leading = (lambda: elector.leading) if elector else (lambda: True)
-        controllers = [JobController(kind, client, caches,
-                                     ControllerConfig(opts.engine, opts.threads,
-                                                      opts.cluster_domain),
-                                     recorder, leading) for kind in opts.kinds]
-        synced = False
-        if opts.webhook is not None:
-            webhook = WebhookServer(client, opts.webhook)
+        return await _run(opts, cfg, components)
+    finally:
+        await components.stop()
 
-        def ready() -> tuple[int, str, str]:
-            if not synced:
-                return 500, "text/plain", "caches syncing"
-            if webhook is not None and not webhook.ready:
-                return 500, "text/plain", "webhook certificates not ready"
-            return 200, "text/plain", "ok"
 
-        runners.append(await _serve_metrics(opts, cfg, side_clients))
-        informer_tasks: dict[str, asyncio.Task[object]] = {}
+async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
+               components: Components) -> int:
+    client = Client(cfg, qps=opts.qps, burst=opts.burst)
+    components.started("API client", client.close)
+    recorder = EventRecorder(client)
+    components.started("event recorder", recorder.drain)
+    extra = await _discover(client, opts)
+    caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
+    webhook = WebhookServer(client, opts.webhook) if opts.webhook is not None else None
+    probes = Probes(webhook)
+    await _serve_metrics(opts, cfg, components)
+    probes_server = await server.start(opts.health_address, {
+        "/healthz": probes.healthy, "/readyz": probes.ready}, name="probes")
+    if probes_server is not None:
+        components.started("probes", probes_server.cleanup)
+    if webhook is not None:
+        await webhook.start()
+        components.started("webhook", webhook.stop)
+        components.task("webhook certificate rotation", webhook.rotate_forever())
+    for informer in caches.all():
+        probes.informers[informer.resource.plural] = components.task(
+            f"{informer.resource.plural} informer", informer.run())
+    components.task("cache sync", _log_synced(caches, opts, probes))
 
-        def healthy() -> tuple[int, str, str]:
-            # an informer never ends on its own: one that did leaves a cache that no longer
-            # changes, and only a restart mends that
-            stopped = [name for name, task in informer_tasks.items() if task.done()]
-            if stopped:
-                return 500, "text/plain", f"informers stopped: {', '.join(stopped)}"
-            return 200, "text/plain", "ok"
-
-        runners.append(await server.start(opts.health_address, {
-            "/healthz": healthy, "/readyz": ready}, name="probes"))
-        if webhook is not None:
-            await webhook.start()
-            tasks.append(asyncio.create_task(webhook.rotate_forever()))
-        for informer in caches.all():
-            informer_tasks[informer.resource.plural] = asyncio.create_task(informer.run())
-        tasks.extend(informer_tasks.values())
-
-        async def all_synced() -> None:
-            nonlocal synced
-            await wait_synced(caches.all())
-            synced = True
-            log.info("caches synced: %s; controllers for %s%s", ", ".join(
-                i.resource.plural for i in caches.all()), ", ".join(opts.kinds),
-                f" in namespace {opts.namespace}" if opts.namespace else "")
-
-        tasks.append(asyncio.create_task(all_synced()))
-
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        if elector is not None:
-            tasks.append(asyncio.create_task(elector.run()))
-            log.info("waiting for the lease %s/%s", elector.namespace, elector.name)
-            await _first(elector.became_leader.wait(), stop.wait())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    elector = _elector(opts, cfg, components)
+    if elector is not None:
+        components.started("lease", elector.release)
+        components.task("leader election", elector.run())
+        log.info("waiting for the lease %s/%s", elector.namespace, elector.name)
+        await _first(elector.became_leader.wait(), stop.wait())
         if stop.is_set():
             return 0
-        for controller in controllers:
-            # each kind starts once its own caches are: a kind whose jobs cannot be listed
-            # holds up no other
-            tasks.append(asyncio.create_task(_when_synced(
-                [caches.jobs[controller.kind], *caches.shared()], controller.run)))
-        waits = [stop.wait()] + ([elector.lost.wait()] if elector else [])
-        await _first(*waits)
-        if elector is not None and elector.lost.is_set():
-            return 1
-        log.info("stopping")
-        return 0
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if elector is not None:
-            await elector.release()
-        if webhook is not None:
-            await webhook.stop()
-        await recorder.drain()
-        for runner in runners:
-            if runner is not None:
-                await runner.cleanup()
-        for other in side_clients:
-            await other.close()
-        await client.close()
+    leading = (lambda: elector.leading) if elector else (lambda: True)
+    config = ControllerConfig(opts.engine, opts.threads, opts.cluster_domain)
+    for kind in opts.kinds:
+        controller = JobController(kind, client, caches, config, recorder, leading)
+        # each kind starts once its own caches are: a kind whose jobs cannot be listed
+        # holds up no other
+        components.task(f"{kind} controller", _when_synced(
+            [caches.jobs[kind], *caches.shared()], controller.run))
+    await _first(stop.wait(), *([elector.lost.wait()] if elector else []))
+    if elector is not None and elector.lost.is_set():
+        return 1
+    log.info("stopping")
+    return 0
+
+
+async def _log_synced(caches: caches_mod.Caches, opts: ManagerOptions, probes: Probes) -> None:
+    await wait_synced(caches.all())
+    probes.synced = True
+    log.info("caches synced: %s; controllers for %s%s", ", ".join(
+        i.resource.plural for i in caches.all()), ", ".join(opts.kinds),
+        f" in namespace {opts.namespace}" if opts.namespace else "")
 
 
 def _elector(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
-             side_clients: list[Client]) -> LeaderElector | None:
+             components: Components) -> LeaderElector | None:
     if not opts.leader_elect:
         return None
     # its own connections and no shared rate limit: no burst of other requests may delay
     # a renewal
     elector_client = Client(cfg, max_connections=2)
-    side_clients.append(elector_client)
+    components.started("lease client", elector_client.close)
     return LeaderElector(elector_client, opts.leader_election_namespace or cfg.namespace,
                          opts.leader_election_id,
                          f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}", opts.lease)
 
 
 async def _serve_metrics(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
-                         side_clients: list[Client]) -> listener.Listener | None:
+                         components: Components) -> None:
     """/metrics at its address: plain HTTP, or (--metrics-secure) TLS for the callers the
     API server authenticates and authorizes."""
     if not opts.metrics_secure:
-        return await server.start(opts.metrics_address, {"/metrics": server.metrics_body},
-                                  name="metrics")
-    # reviews of scrapers' tokens have their own small budget: a flood of unknown tokens
-    # must not take the requests the controllers and the lease need
-    authn_client = Client(cfg, qps=5, burst=10, max_connections=4)
-    side_clients.append(authn_client)
-    return await server.start(
-        opts.metrics_address, {"/metrics": server.metrics_body},
-        ssl_context=server.self_signed_context(),
-        authorize=TokenAuthorizer(authn_client).check, name="metrics")
+        served = await server.start(opts.metrics_address, {"/metrics": server.metrics_body},
+                                    name="metrics")
+    else:
+        # reviews of scrapers' tokens have their own small budget: a flood of unknown
+        # tokens must not take the requests the controllers and the lease need
+        authn_client = Client(cfg, qps=5, burst=10, max_connections=4)
+        components.started("token review client", authn_client.close)
+        served = await server.start(
+            opts.metrics_address, {"/metrics": server.metrics_body},
+            ssl_context=server.self_signed_context(),
+            authorize=TokenAuthorizer(authn_client).check, name="metrics")
+    if served is not None:
+        components.started("metrics", served.cleanup)
 
 
 async def _when_synced(informers: list[Informer[Any]],
                        then: Callable[[], Awaitable[object]]) -> None:
     await wait_synced(informers)
     await then()
+
+
+async def _cancel(task: asyncio.Task[object]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 async def _first(*aws: Awaitable[object]) -> None:

@@ -27,7 +27,7 @@ QUEUE_RETRIES = Counter("trainop_workqueue_retries_total", "Keys retried after a
 
 JOB_COUNTERS = {"created": JOBS_CREATED, "successful": JOBS_SUCCESSFUL, "failed": JOBS_FAILED,
                 "restarted": JOBS_RESTARTED}
-"""Plan.counted's names -> the counters."""
+"""Plan.metrics's names -> the counters."""
 
 
 # The metrics of controller-runtime v0.19 (what upstream v1.9 runs on), with its names,

@@ -70,7 +70,7 @@ class Judgement:
     """The condition's reason (Failed or Restarting)."""
     message: str
     """The condition's message: upstream's words, then the facts of the failure."""
-    told: str = ""
+    event_message: str = ""
     """The event's message: upstream's words alone, as its event says them (a restart:
     the kind's controller's own event besides pod.go's, if any)."""
     warning: bool = True

@@ -29,7 +29,7 @@ class Waiting(NamedTuple):
     message: str
     """As `status.waitingReplicas` shows it: the scheduler's words, or `container NAME: ...`
     (`init container NAME: ...`)."""
-    told: str
+    event_message: str
     """The Warning's words on the job, upstream's (pkg/core/job.go:35-78): `Error pod P
     condition message: M`, or `Error pod P container C waiting message: M`."""
 

@@ -29,7 +29,7 @@ def create_refused(plan: Plan, kind: str, key: str, why: str, now: dt.datetime) 
     out = Plan(status=plan.status.model_copy(deep=True), events=list(plan.events),
                transitions=list(plan.transitions), status_changed=plan.status_changed,
                requeue_after=0,
-               counted={k: n for k, n in plan.counted.items() if k == "created"})
+               metrics={k: n for k, n in plan.metrics.items() if k == "created"})
     _fail(out, "CreateFailed", f"{kind} {key} cannot run: {why}", now)
     return out
 
@@ -44,11 +44,11 @@ def created_only(plan: Plan, stored: JobStatus, now: dt.datetime) -> Plan | None
         return None
     out = Plan(status=stored.model_copy(deep=True))
     reason, message = created.reason or "", created.message or ""
-    if out.record(cond.CREATED, "True", reason, message, clock.fmt(now)):
-        out.count("created")
+    if out.set_condition(cond.CREATED, "True", reason, message, clock.fmt(now)):
+        out.add_metric("created")
     return out
 
 
 def _fail(plan: Plan, reason: str, message: str, now: dt.datetime) -> None:
-    plan.record(cond.FAILED, "True", reason, message, clock.fmt(now),
+    plan.set_condition(cond.FAILED, "True", reason, message, clock.fmt(now),
                 Event("Warning", reason, message))

@@ -56,7 +56,7 @@ class Plan:
     that finds it gone already)."""
     transitions: list[str] = field(default_factory=list)
     """Condition types that became True in this plan (Created, Restarting, Succeeded, ...)."""
-    counted: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, int] = field(default_factory=dict)
     """What this plan adds to the training_operator_jobs_{created,successful,failed,
     restarted}_total counters, by upstream's rules (a job failed by its replicas, not by a
     limit, is `failed`; each pod restarted after a failure is `restarted`)."""
@@ -79,7 +79,7 @@ class Plan:
         self.delete.append(ref)
         return True
 
-    def record(self, ctype: str, value: str, reason: str, message: str, now: str,
+    def set_condition(self, ctype: str, value: str, reason: str, message: str, now: str,
                event: Event | None = None) -> bool:
         """Set a condition on the plan's status, the one way any is recorded: True when it
         became True just now, and then the transition is noted and `event` told."""
@@ -93,8 +93,9 @@ class Plan:
             self.events.append(event)
         return True
 
-    def count(self, counter: str, n: int = 1) -> None:
-        self.counted[counter] = self.counted.get(counter, 0) + n
+    def add_metric(self, counter: str, n: int = 1) -> None:
+        """Add `n` to the job counter `counter` (created, successful, failed, restarted)."""
+        self.metrics[counter] = self.metrics.get(counter, 0) + n
 
     def requeue(self, seconds: float) -> None:
         seconds = min(max(seconds, 0.0), MAX_REQUEUE)

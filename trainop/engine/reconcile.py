@@ -46,8 +46,8 @@ class _Run:
                   warning: bool = False, tell: bool = True) -> bool:
         """Set a condition; True when it became True just now (and then its event is told,
         unless `tell` is False: upstream v1.9 tells no event for Created or Running)."""
-        told = Event("Warning" if warning else "Normal", reason, message) if tell else None
-        return self.plan.record(ctype, value, reason, message, self.now, told)
+        event = Event("Warning" if warning else "Normal", reason, message) if tell else None
+        return self.plan.set_condition(ctype, value, reason, message, self.now, event)
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.plan.events.append(Event("Warning" if warning else "Normal", reason, message))
@@ -103,7 +103,7 @@ class _Run:
         if cond.get(self.status, cond.CREATED) is None and self.condition(
                 cond.CREATED, "True", f"{self.kind}Created",
                 f"{self.kind} {self.job.name} is created.", tell=False):
-            self.plan.count("created")
+            self.plan.add_metric("created")
         if self.fw.tells_exit_codes:
             # pkg/controller.v1/common/pod.go:343-346 (upstream tells it again on every
             # reconcile; trainop once, when the pod is seen to end)
@@ -131,7 +131,7 @@ class _Run:
         if not just_now and cond.is_true(self.status, cond.FAILED):
             # pods cleanup deletes, or that are gone, are no longer active (upstream leaves
             # the count of the moment the job failed, however long ago its pods went)
-            remaining = self.count([p for p in self.live_pods() if p not in doomed])
+            remaining = self.counts_by_type([p for p in self.live_pods() if p not in doomed])
             for rtype, rs in (self.status.replica_statuses or {}).items():
                 rs.active = remaining[rtype].active if rtype in remaining else 0
         elif cond.is_true(self.status, cond.SUCCEEDED):
@@ -218,7 +218,7 @@ class _Run:
             st.start_time = self.now
 
         # The replica statuses describe the pods observed, whatever this round decides.
-        counts = self.count(self.observed.pods)
+        counts = self.counts_by_type(self.observed.pods)
         self.replica_statuses(counts)
         ads = self.job.spec.run_policy.active_deadline_seconds
         if ads is not None:
@@ -252,7 +252,7 @@ class _Run:
         self.delete_pods(pods, "scaled down")
         self.delete_services(services, "scaled down")
 
-    def count(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
+    def counts_by_type(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
         for rtype, n in resolve(self.job).replicas.items():
             mine = [p for p in pods if p.replica_type == rtype and p.index < n]
@@ -285,10 +285,10 @@ class _Run:
         if judgement.first is not None:
             self.record_failure(judgement.first)
         if judgement.verdict is failures.Verdict.FAIL:
-            if self.fail(judgement.reason, judgement.message, judgement.told,
+            if self.fail(judgement.reason, judgement.message, judgement.event_message,
                          judgement.warning, judgement.condition_reason) and \
                     judgement.by_replicas:
-                self.plan.count("failed")  # not a limit's failure (upstream's counters)
+                self.plan.add_metric("failed")  # not a limit's failure (upstream's counters)
             return True
         self.delete_pods(list(judgement.restart), "restarting the whole job"
                          if judgement.whole_job else "restarting")
@@ -297,7 +297,7 @@ class _Run:
             rs = statuses.setdefault(rtype, ReplicaStatus())
             rs.restarts = (rs.restarts or 0) + step
         self.status.replica_statuses = statuses
-        self.plan.count("restarted", sum(judgement.recreations.values()))  # pod.go:366
+        self.plan.add_metric("restarted", sum(judgement.recreations.values()))  # pod.go:366
         self.condition(cond.RESTARTING, "True", judgement.reason, judgement.message,
                        tell=False)
         # upstream's two Warnings, on every restart: one per pod it deletes (pod.go:362-364),
@@ -306,8 +306,8 @@ class _Run:
             for _ in range(n):
                 self.event(judgement.reason, f"job {self.job.name} is restarting because "
                                              f"{rtype} replica(s) failed.", warning=True)
-        if judgement.told:
-            self.event(judgement.reason, judgement.told, warning=True)
+        if judgement.event_message:
+            self.event(judgement.reason, judgement.event_message, warning=True)
         return True
 
     def record_failure(self, f: failures.Failure) -> None:
@@ -320,14 +320,14 @@ class _Run:
             message=ended.message if ended else None,
         )
 
-    def fail(self, reason: str, message: str, told: str = "", warning: bool = True,
+    def fail(self, reason: str, message: str, event_message: str = "", warning: bool = True,
              condition_reason: str = "") -> bool:
-        """Fail the job with `message` on its condition and `told` (else the same) in its
-        event, each with `reason` (the condition with `condition_reason` where given);
+        """Fail the job with `message` on its condition and `event_message` (else the same)
+        in its event, each with `reason` (the condition with `condition_reason` where given);
         False when it had failed already."""
-        return self.plan.record(cond.FAILED, "True", condition_reason or reason, message,
-                                self.now, Event("Warning" if warning else "Normal", reason,
-                                                told or message))
+        return self.plan.set_condition(
+            cond.FAILED, "True", condition_reason or reason, message, self.now,
+            Event("Warning" if warning else "Normal", reason, event_message or message))
 
     def active_count_as_succeeded(self) -> None:
         """Replicas still active when the job succeeded count as succeeded, as upstream
@@ -340,7 +340,7 @@ class _Run:
     def succeed(self) -> None:
         if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
                           self.fw.wording.succeeded(self.job)):
-            self.plan.count("successful")
+            self.plan.add_metric("successful")
 
     def waiting(self) -> bool:
         """Say which replicas wait and why (status.waitingReplicas, an event per new cause);
@@ -348,7 +348,7 @@ class _Run:
         survey = waiting.survey(self.job, self.observed, self.status.waiting_replicas,
                                 self.now_dt)
         self.status.waiting_replicas = survey.entries or None
-        self.plan.events.extend(survey.told)
+        self.plan.events.extend(survey.events)
         if survey.overdue is not None:
             self.fail(waiting.STARTUP_DEADLINE, waiting.overdue_message(self.job, survey.overdue))
             return True
@@ -367,20 +367,21 @@ class _Run:
         self.plan.create.extend(todo.replicas)
         if todo.more:
             self.plan.requeue(0)  # the next batch, once the cache shows this one
-        told = self.plan.on_created
+        on_created = self.plan.on_created
         if self.config.aggregate_events:
             for reason, what, names in (("SuccessfulCreatePod", "pod", [n for _, n in todo.pods]),
                                         ("SuccessfulCreateService", "service", todo.services)):
                 if names:
-                    told.append(Event("Normal", reason,
-                                      f"Created {len(names)} {what}(s): {shown(names)}"))
+                    on_created.append(Event("Normal", reason,
+                                            f"Created {len(names)} {what}(s): {shown(names)}"))
             return
         # one per object, as upstream (pkg/controller.v1/control/pod_control.go:162,
         # service_control.go:106)
-        told.extend(Event("Normal", "SuccessfulCreatePod",
-                          self.fw.wording.created_pod(rtype, name)) for rtype, name in todo.pods)
-        told.extend(Event("Normal", "SuccessfulCreateService", f"Created service: {name}")
-                    for name in todo.services)
+        on_created.extend(Event("Normal", "SuccessfulCreatePod",
+                                self.fw.wording.created_pod(rtype, name))
+                          for rtype, name in todo.pods)
+        on_created.extend(Event("Normal", "SuccessfulCreateService", f"Created service: {name}")
+                          for name in todo.services)
 
     def replica_statuses(self, counts: dict[str, Counts]) -> None:
         old = self.status.replica_statuses or {}

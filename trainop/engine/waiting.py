@@ -32,7 +32,7 @@ def not_ours(kind: str, name: str) -> str:
 @dataclass
 class Survey:
     entries: list[WaitingReplica] = field(default_factory=list)
-    told: list[Event] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     """A Warning (Normal for NameInUse) per replica and reason not waiting so before: told
     once, where upstream tells its words again on every reconcile."""
     overdue: PodState | None = None
@@ -48,14 +48,15 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
     since = {(w.pod, SAME_CAUSE.get(w.reason, w.reason)): w.since for w in before or []}
     stamp = clock.fmt(now)
 
-    def wait(rtype: str, index: int, pod: str, reason: str, message: str, told: str) -> None:
+    def wait(rtype: str, index: int, pod: str, reason: str, message: str,
+             event_message: str) -> None:
         cause = (pod, SAME_CAUSE.get(reason, reason))
         out.entries.append(WaitingReplica(replica_type=rtype, index=index, pod=pod,
                                           reason=reason, message=message,
                                           since=since.get(cause, stamp)))
         if cause not in since:
-            out.told.append(Event("Normal" if reason == NAME_IN_USE else "Warning", reason,
-                                  told))
+            out.events.append(Event("Normal" if reason == NAME_IN_USE else "Warning", reason,
+                                  event_message))
 
     resolved = resolve(job)
     pending = [p for p in observed.pods if p.phase == Phase.PENDING and not p.terminating

@@ -91,7 +91,7 @@ class MPILauncher(Launcher):
             return True
         ready = {p.index for p in observed.pods
                  if p.replica_type == "Worker" and p.phase == Phase.RUNNING and p.ready}
-        return all(i in ready for i in range(resolve(job).count("Worker")))
+        return all(i in ready for i in range(resolve(job).replicas_of("Worker")))
 
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
         return transport(job).wants_ssh_key(job, observed)

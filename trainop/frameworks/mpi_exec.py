@@ -86,7 +86,7 @@ def service_account(job: Job) -> tuple[str, bool]:
 
 def worker_pods(job: Job) -> list[str]:
     """Every worker's pod name, in index order."""
-    return [replica_name(job, "Worker", i) for i in range(resolve(job).count("Worker"))]
+    return [replica_name(job, "Worker", i) for i in range(resolve(job).replicas_of("Worker"))]
 
 
 def hostfile(job: Job, addr: Addressing) -> str:

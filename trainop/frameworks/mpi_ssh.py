@@ -40,7 +40,7 @@ def _spec(job: Job) -> MPIJobSpec:
 
 def worker_hosts(job: Job, addr: Addressing) -> list[str]:
     """Every worker's host name, in index order."""
-    return [addr.host(job, "Worker", i) for i in range(resolve(job).count("Worker"))]
+    return [addr.host(job, "Worker", i) for i in range(resolve(job).replicas_of("Worker"))]
 
 
 def hostfile(job: Job, addr: Addressing) -> str:

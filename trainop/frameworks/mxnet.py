@@ -30,8 +30,8 @@ class MXNet(Framework[MXJobSpec]):
         env = {
             "MX_CONFIG": f'{per_job(job, addr, "mx-config", shared)}"task":{task}}}',
             "DMLC_ROLE": rtype.lower(),
-            "DMLC_NUM_SERVER": str(resolved.count("Server")),
-            "DMLC_NUM_WORKER": str(resolved.count("Worker")),
+            "DMLC_NUM_SERVER": str(resolved.replicas_of("Server")),
+            "DMLC_NUM_WORKER": str(resolved.replicas_of("Worker")),
             "DMLC_USE_KUBERNETES": "1",
         }
         if resolved.present("Scheduler"):
@@ -45,7 +45,7 @@ class MXNet(Framework[MXJobSpec]):
             return all_succeeded(counts, "Scheduler")
         if resolved.present("Tuner"):  # MXTune: the tuner decides
             return all_succeeded(counts, "Tuner")
-        return resolved.count("Worker") == 1 and all_succeeded(counts, "Worker")
+        return resolved.replicas_of("Worker") == 1 and all_succeeded(counts, "Worker")
 
 
 declare(MXNet())

@@ -38,7 +38,7 @@ class TensorFlow(Framework[TFJobSpec]):
             # every type of the spec, the evaluator too (one of 0 replicas as []), keys
             # sorted as Go writes a map (tensorflow.go:157-188)
             return {rt.lower(): [f"{addr.host(job, rt, i)}:{addr.port(job, rt, i)}"
-                                 for i in range(resolved.count(rt))]
+                                 for i in range(resolved.replicas_of(rt))]
                     for rt in sorted(resolved.replicas, key=str.lower)}
         task = compact_json({"type": rtype.lower(), "index": index})
         if self.spec(job).enable_dynamic_worker:

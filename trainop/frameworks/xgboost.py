@@ -21,7 +21,7 @@ class XGBoost(Framework[XGBoostJobSpec]):
         # upstream's variables, in its order: pkg/controller.v1/xgboost/xgboost.go:31-110
         resolved = resolve(job)
         total = resolved.total
-        rank = index + resolved.count("Master") if rtype == "Worker" else index
+        rank = index + resolved.replicas_of("Master") if rtype == "Worker" else index
         env = {
             "MASTER_PORT": str(addr.port(job, "Master", 0)),
             "MASTER_ADDR": addr.host(job, "Master", 0, qualified=False),
