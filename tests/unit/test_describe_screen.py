@@ -90,3 +90,32 @@ def test_a_last_failure_without_node_container_or_message() -> None:
     lines = screen(job, [])
     assert "last failure pt-worker-1: exit code 1 (Error) at t" in lines
     assert lines[-1] == "last failure pt-worker-1: exit code 1 (Error) at t"
+
+
+OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # writes the describer's clipboard
+TITLE = "\x1b]0;root@prod\x07"
+FAKE = "\r\x1b[2K\x1b[1A"  # back over the line just printed
+
+
+def test_text_from_the_job_and_its_pods_is_shown_not_run_by_the_terminal() -> None:
+    """Everything the job's author or a pod's program controls (condition and waiting
+    messages, the log tail in lastFailure, the kubelet's words quoting an image name) is
+    printed with its control characters escaped, and is not read as rich markup."""
+    job = {**JOB, "status": {
+        "conditions": [{"type": "Failed", "status": "True", "reason": "PyTorchJobFailed",
+                        "message": f"failed{TITLE} [bold]not markup[/bold]"}],
+        "waitingReplicas": [{"pod": "pt-worker-0", "reason": "ErrImagePull",
+                             "message": f"image {FAKE}ok", "since": "t"}],
+        "lastFailure": {"pod": "pt-master-0", "exitCode": 1, "reason": "Error", "time": "t",
+                        "message": f"Traceback{OSC52}\n"}}}
+    waiting = pod("pt-worker-0", "worker", 0, "Pending", state={"waiting": {
+        "reason": "ErrImagePull", "message": f"pull {OSC52}"}})
+    console = Console(width=400, record=True, force_terminal=True, color_system="standard")
+    console.print(render(job, [waiting]))
+    out = console.export_text(styles=True)
+    for attack in (OSC52, TITLE, FAKE, "\x1b]", "\x07", "\r"):
+        assert attack not in out
+    assert "Traceback\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in out
+    assert "image \\x0d\\x1b[2K\\x1b[1Aok" in out
+    assert "failed\\x1b]0;root@prod\\x07 [bold]not markup[/bold]" in out
+    assert "pull \\x1b]52;c;" in out

@@ -5,6 +5,7 @@ conditions, the replicas it says wait, and its last failure."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -21,6 +22,16 @@ from trainop.engine.labels import JOB_NAME
 
 REFRESH = 2.0
 """Seconds between looks with --watch."""
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab: ESC (OSC and CSI sequences), BEL, CR, C1."""
+
+
+def printable(value: object, style: str = "") -> Text:
+    """Text a job's author or a pod's program controls (messages, log tails, names) as a
+    terminal may show it: control characters escaped as \\xNN (an OSC 52 clipboard write, a
+    window title, cursor movement that fakes output are shown, not run: kubectl's
+    CVE-2021-25743), and no rich markup read into it."""
+    return Text(CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value)), style=style)
 
 
 def kind_of(word: str) -> str | None:
@@ -47,8 +58,8 @@ def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
     meta, status = job.get("metadata") or {}, job.get("status") or {}
     info = KINDS.get(str(job.get("kind")))
     main = info.default_container if info else ""
-    table = Table(title=f"{job.get('kind')} {meta.get('namespace')}/{meta.get('name')}",
-                  title_justify="left")
+    table = Table(title=printable(f"{job.get('kind')} {meta.get('namespace')}/"
+                                  f"{meta.get('name')}"), title_justify="left")
     for col in ("replica", "pod", "phase", "node", "restarts", "exit code", "waiting"):
         table.add_column(col)
     records = [r for r in map(pod_record, pods) if r is not None]
@@ -60,29 +71,30 @@ def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
         else:
             reason = rec.reason
         shown = "" if code is None else f"{code} ({reason})" if reason else str(code)
-        table.add_row(f"{rec.replica_type}-{rec.index}", rec.meta.name,
-                      "Terminating" if rec.terminating else rec.phase, rec.node or "",
-                      str(rec.restarts), shown,
-                      f"{rec.waiting.reason}: {rec.waiting.message}" if rec.waiting else "")
+        table.add_row(*map(printable, (
+            f"{rec.replica_type}-{rec.index}", rec.meta.name,
+            "Terminating" if rec.terminating else rec.phase, rec.node or "",
+            str(rec.restarts), shown,
+            f"{rec.waiting.reason}: {rec.waiting.message}" if rec.waiting else "")))
     lines: list[RenderableType] = [table]
     if not pods:
         lines.append(Text("no pods", style="dim"))
     for c in status.get("conditions") or []:
         style = "bold red" if c.get("type") == "Failed" and c.get("status") == "True" else ""
-        lines.append(Text(f"{c.get('type', ''):<11} {c.get('status', ''):<5} "
-                          f"{c.get('reason', '')}: {c.get('message', '')}", style=style))
+        lines.append(printable(f"{c.get('type', ''):<11} {c.get('status', ''):<5} "
+                               f"{c.get('reason', '')}: {c.get('message', '')}", style))
     for w in status.get("waitingReplicas") or []:
-        lines.append(Text(f"waiting     {w.get('pod')}: {w.get('reason')}: {w.get('message')} "
-                          f"(since {w.get('since')})", style="yellow"))
+        lines.append(printable(f"waiting     {w.get('pod')}: {w.get('reason')}: "
+                               f"{w.get('message')} (since {w.get('since')})", "yellow"))
     last = status.get("lastFailure")
     if last:
         where = f" on {last['node']}" if last.get("node") else ""
         what = f" container {last['container']}" if last.get("container") else ""
-        lines.append(Text(f"last failure {last.get('pod')}{what}{where}: exit code "
-                          f"{last.get('exitCode')} ({last.get('reason')}) at {last.get('time')}",
-                          style="red"))
+        lines.append(printable(f"last failure {last.get('pod')}{what}{where}: exit code "
+                               f"{last.get('exitCode')} ({last.get('reason')}) at "
+                               f"{last.get('time')}", "red"))
         if last.get("message"):
-            lines.append(Text(str(last["message"]).rstrip(), style="dim"))
+            lines.append(printable(str(last["message"]).rstrip(), "dim"))
     return Group(*lines)
 
 
