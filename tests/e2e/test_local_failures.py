@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -189,6 +190,24 @@ def test_a_link_planted_in_the_workdir_is_not_followed(tmp_path: Path) -> None:
         "files it creates"]
     assert victim.read_text() == "keep me\n"
     assert "ran" not in out.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+def test_a_file_another_user_made_in_the_workdir_is_not_used(tmp_path: Path) -> None:
+    """A shared folder where another user pre-created the replica's log: she would read it
+    (and for an MPI launcher, replace its script); the run refuses in one line."""
+    work = tmp_path / "shared"
+    work.mkdir()
+    theirs = work / "t-worker-0.log"
+    theirs.write_text("")
+    os.chown(theirs, 65534, 65534)
+    out = trainop_run("-", "--workdir", str(work), cwd=tmp_path, timeout=60,
+                      stdin=job("print('ran', flush=True)", policy="Never", workers=1))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"trainop: {theirs}: a file of uid 65534, not this user's (uid 0); trainop writes "
+        "only in folders and files of its own"]
+    assert "ran" not in out.stdout and theirs.read_text() == ""
 
 
 def test_a_pod_failure_policy_and_the_last_failure_are_the_clusters_locally(

@@ -2,9 +2,12 @@
 
 The run folder may exist already (`--workdir`, a shared folder): a symbolic link planted
 in it must never send a replica's log or an MPI hostfile elsewhere, nor a hard link let
-them overwrite another file. The folder itself is the user's choice and is taken as it
-is; below it every folder is opened without following links, and every file is created
-or, where a regular file of trainop's runs is there, written again.
+them overwrite another file, nor a folder or file another user made there be used (she
+could read what is written, or replace the launcher's script before it runs). The folder
+must be the user's own, in folders others cannot rename it out of (`check_run_folder`);
+below it every folder is opened without following links and must be the user's too, and
+every file is created or, where a regular file of the user's earlier runs is there,
+written again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,40 @@ from typing import BinaryIO
 
 class UnsafePath(OSError):
     """A path below the run folder that trainop will not write through."""
+
+
+def _others_may_write(info: os.stat_result) -> bool:
+    """Users besides this one may add, remove or rename entries of the folder: it is
+    writable by everyone, or by a group that is not this user's, without the sticky bit
+    (which keeps each entry to its owner, as /tmp's)."""
+    if info.st_mode & stat.S_ISVTX:
+        return False
+    return bool(info.st_mode & stat.S_IWOTH) or bool(
+        info.st_mode & stat.S_IWGRP and info.st_gid != os.getegid())
+
+
+def _own(info: os.stat_result, where: Path, what: str) -> None:
+    """UnsafePath unless `where` (a `what`: folder or file) is this user's own."""
+    if info.st_uid != os.geteuid():
+        raise UnsafePath(f"{where}: a {what} of uid {info.st_uid}, not this user's (uid "
+                         f"{os.geteuid()}); trainop writes only in folders and files of its "
+                         "own")
+    if what == "folder" and _others_may_write(info):
+        raise UnsafePath(f"{where}: other users may write in it (mode "
+                         f"{stat.S_IMODE(info.st_mode):o}, no sticky bit); trainop writes only "
+                         "in folders of its own")
+
+
+def check_run_folder(root: Path) -> None:
+    """UnsafePath unless `root` (absolute, existing) is this user's own folder, in folders
+    where no other user may rename or replace it (each owned by this user or root, and
+    writable by others only with the sticky bit)."""
+    _own(os.stat(root, follow_symlinks=False), root, "folder")
+    for parent in root.parents:
+        info = os.stat(parent)
+        if info.st_uid not in (0, os.geteuid()) or _others_may_write(info):
+            raise UnsafePath(f"{root}: in {parent}, where other users may rename or replace "
+                             "it; trainop writes only in folders of its own")
 
 
 def _parts(relative: str) -> tuple[str, ...]:
@@ -48,6 +85,7 @@ def _folder(root: Path, parts: tuple[str, ...], make: bool = True) -> int:
             os.close(fd)
             fd = inner
             root = root / part
+            _own(os.fstat(fd), root, "folder")
     except BaseException:
         os.close(fd)
         raise
@@ -78,6 +116,11 @@ def _open_file(root: Path, relative: str, flags: int, verb: str) -> int | None:
         os.close(fd)
         raise UnsafePath(f"{root / relative}: not a file of its own (a hard link?); trainop "
                          f"{verb} only files it creates")
+    try:
+        _own(info, root / relative, "file")
+    except UnsafePath:
+        os.close(fd)
+        raise
     return fd
 
 

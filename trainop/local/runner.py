@@ -204,6 +204,7 @@ class LocalRun:
             self.started + self.options.timeout
         outcome, error = "Interrupted", None
         try:
+            self._guarded(files.check_run_folder, self.options.run_dir.resolve())
             while True:
                 self._wake.clear()
                 broken = next((p for p in self.pods.values() if p.start_error), None)
