@@ -310,17 +310,33 @@ def test_parsed_jobs_stay_within_their_budget_least_recently_used_first() -> Non
 
     parsed = ParsedJobs(budget=10)
     a, b, c = (job("JAXJob", {"Worker": 1}, name=n) for n in ("a", "b", "c"))
-    parsed.put("ns/a", "1", a, 4)
-    parsed.put("ns/b", "1", b, 4)
-    assert parsed.get("ns/a", "1") is a  # a is now the most recently used
-    assert parsed.get("ns/a", "2") is None  # another version: parsed again
-    parsed.put("ns/c", "1", c, 4)  # 12 > 10: b goes
-    assert parsed.get("ns/b", "1") is None and parsed.get("ns/c", "1") is c
+    parsed.put(("JAXJob", "ns/a"), "1", a, 4)
+    parsed.put(("JAXJob", "ns/b"), "1", b, 4)
+    assert parsed.get(("JAXJob", "ns/a"), "1") is a  # a is now the most recently used
+    assert parsed.get(("JAXJob", "ns/a"), "2") is None  # another version: parsed again
+    parsed.put(("JAXJob", "ns/c"), "1", c, 4)  # 12 > 10: b goes
+    assert parsed.get(("JAXJob", "ns/b"), "1") is None
+    assert parsed.get(("JAXJob", "ns/c"), "1") is c
     assert (len(parsed), parsed.used) == (2, 8)
-    parsed.put("ns/a", "2", a, 11)  # too big to keep at all; its old version goes too
-    assert parsed.get("ns/a", "1") is None and (len(parsed), parsed.used) == (1, 4)
-    parsed.pop("ns/c")
+    parsed.put(("JAXJob", "ns/a"), "2", a, 11)  # too big to keep; its old version goes too
+    assert parsed.get(("JAXJob", "ns/a"), "1") is None and (len(parsed), parsed.used) == (1, 4)
+    parsed.pop(("JAXJob", "ns/c"))
     assert (len(parsed), parsed.used) == (0, 0)
+
+
+def test_every_kind_shares_one_budget_of_parsed_jobs() -> None:
+    """Seven controllers, one store: the manager's parsed jobs stay within one budget
+    whatever the kinds, and jobs of two kinds with one name are two entries."""
+    from trainop.cluster.controller import ParsedJobs
+
+    parsed = ParsedJobs(budget=10)
+    tf, pt = job("TFJob", name="same"), job("PyTorchJob", name="same")
+    parsed.put(("TFJob", "ns/same"), "1", tf, 4)
+    parsed.put(("PyTorchJob", "ns/same"), "1", pt, 4)
+    assert parsed.get(("TFJob", "ns/same"), "1") is tf
+    assert parsed.get(("PyTorchJob", "ns/same"), "1") is pt
+    parsed.put(("MXJob", "ns/other"), "1", job("MXJob"), 4)  # 12 > 10: the oldest goes
+    assert parsed.get(("TFJob", "ns/same"), "1") is None and parsed.used == 8
 
 
 def test_a_pods_replica_is_read_from_its_labels_in_one_place() -> None:

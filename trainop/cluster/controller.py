@@ -51,27 +51,31 @@ class ControllerConfig:
 
 
 PARSED_BYTES = 32 * 2**20
-"""JSON bytes of the jobs whose parsed copies a controller keeps (a parsed job takes about
-three times its JSON; the API server keeps a job under 1.5 MiB)."""
+"""JSON bytes of the jobs whose parsed copies the manager keeps, every kind's together (a
+parsed job takes about three times its JSON; the API server keeps a job under 1.5 MiB)."""
+
+JobKey = tuple[str, str]
+"""(kind, namespace/name): jobs of two kinds may share a name."""
 
 
 class ParsedJobs:
-    """Parsed jobs kept between reconciles, by key and version; the least recently used
-    go first once their JSON passes `budget` bytes (they are parsed again when needed)."""
+    """Parsed jobs kept between reconciles, by kind, key and version, one store that every
+    kind's controller shares; the least recently used go first once their JSON passes
+    `budget` bytes (they are parsed again when needed)."""
 
     def __init__(self, budget: int = PARSED_BYTES):
         self.budget = budget
         self.used = 0
-        self._items: OrderedDict[str, tuple[str, Job, int]] = OrderedDict()
+        self._items: OrderedDict[JobKey, tuple[str, Job, int]] = OrderedDict()
 
-    def get(self, key: str, version: str) -> Job | None:
+    def get(self, key: JobKey, version: str) -> Job | None:
         entry = self._items.get(key)
         if entry is None or entry[0] != version:
             return None
         self._items.move_to_end(key)
         return entry[1]
 
-    def put(self, key: str, version: str, job: Job, size: int) -> None:
+    def put(self, key: JobKey, version: str, job: Job, size: int) -> None:
         self.pop(key)
         if size > self.budget:
             return
@@ -81,7 +85,7 @@ class ParsedJobs:
             _, (_, _, gone) = self._items.popitem(last=False)
             self.used -= gone
 
-    def pop(self, key: str) -> None:
+    def pop(self, key: JobKey) -> None:
         entry = self._items.pop(key, None)
         if entry is not None:
             self.used -= entry[2]
@@ -92,7 +96,7 @@ class ParsedJobs:
 
 class JobController:
     def __init__(self, kind: str, client: Client, caches: Caches, config: ControllerConfig,
-                 recorder: EventRecorder, leading: Callable[[], bool]):
+                 recorder: EventRecorder, leading: Callable[[], bool], parsed: ParsedJobs):
         self.kind = kind
         self.caches = caches
         self.config = config
@@ -100,8 +104,8 @@ class JobController:
         self.framework = framework_for(kind)
         self.addr = ClusterAddressing(config.cluster_domain)
         self.queue = WorkQueue(kind, controller=controller_name(kind))
-        self._parsed = ParsedJobs()
-        """Parse a job once per version, within a budget."""
+        self._parsed = parsed
+        """Parse a job once per version, within the manager's one budget."""
         self._exited: dict[str, dict[str, int]] = {}
         """Key -> pods seen to end (their default container's exit code), not yet told."""
         self.jobs = caches.jobs[kind]
@@ -121,7 +125,7 @@ class JobController:
         key = rec.key
         if change is Change.DELETED:
             self.expectations.forget(key)
-            self._parsed.pop(key)
+            self._parsed.pop((self.kind, key))
             self._exited.pop(key, None)
             return
         if old is not None and new is not None and \
@@ -229,7 +233,7 @@ class JobController:
             return None  # deleted, or waiting for the cache to show our last writes
         obj = rec.head()
         rv = rec.meta.resource_version
-        cached = self._parsed.get(key, rv)
+        cached = self._parsed.get((self.kind, key), rv)
         if cached is not None:
             job = cached
         else:
@@ -240,7 +244,7 @@ class JobController:
             except InvalidJob as err:
                 await self._fail_invalid(obj, err)
                 return None
-            self._parsed.put(key, rv, job, len(rec.raw))
+            self._parsed.put((self.kind, key), rv, job, len(rec.raw))
         exited = dict(self._exited.get(key, {}))
         observed = self.observed(job, tuple(exited.items()))
         launcher = self.framework.launcher
@@ -259,7 +263,7 @@ class JobController:
         if job.spec.run_policy.suspend or cond.is_finished(plan.status):
             # a job that waits (suspended) or is done changes rarely: parse it again then,
             # rather than keep its parsed copy in memory meanwhile
-            self._parsed.pop(key)
+            self._parsed.pop((self.kind, key))
         return requeue
 
     async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:

@@ -26,7 +26,7 @@ from trainop.cluster import caches as caches_mod
 from trainop.cluster import config as cluster_config
 from trainop.cluster.authn import TokenAuthorizer
 from trainop.cluster.client import APIError, Client
-from trainop.cluster.controller import ControllerConfig, JobController
+from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.informer import Informer, wait_synced
 from trainop.cluster.leader import LeaderElector
@@ -179,8 +179,9 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
             return 0
     leading = (lambda: elector.leading) if elector else (lambda: True)
     config = ControllerConfig(opts.engine, opts.threads, opts.cluster_domain)
+    parsed = ParsedJobs()  # one budget for every kind's parsed jobs
     for kind in opts.kinds:
-        controller = JobController(kind, client, caches, config, recorder, leading)
+        controller = JobController(kind, client, caches, config, recorder, leading, parsed)
         # each kind starts once its own caches are: a kind whose jobs cannot be listed
         # holds up no other
         components.task(f"{kind} controller", _when_synced(
