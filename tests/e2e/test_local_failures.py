@@ -176,20 +176,26 @@ def test_a_closed_terminal_leaves_no_process_behind(tmp_path: Path) -> None:
     assert processes_with(marker) == []
 
 
+def refusal_in_the_workdir(tmp_path: Path, work: Path) -> str:
+    """A one-replica run in `work` that must not start: the one line it ends with."""
+    out = trainop_run("-", "--workdir", str(work), cwd=tmp_path, timeout=60,
+                      stdin=job("print('ran', flush=True)", policy="Never", workers=1))
+    assert out.returncode == 2 and "ran" not in out.stdout, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
 def test_a_link_planted_in_the_workdir_is_not_followed(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")
     work = tmp_path / "shared"
     work.mkdir()
     (work / "t-worker-0.log").symlink_to(victim)
-    out = trainop_run("-", "--workdir", str(work), cwd=tmp_path, timeout=60,
-                      stdin=job("print('ran', flush=True)", policy="Never", workers=1))
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.strip().splitlines() == [
+    assert refusal_in_the_workdir(tmp_path, work) == (
         f"trainop: {work}/t-worker-0.log: a symbolic link or not a file; trainop writes only "
-        "files it creates"]
+        "files it creates")
     assert victim.read_text() == "keep me\n"
-    assert "ran" not in out.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
@@ -201,13 +207,10 @@ def test_a_file_another_user_made_in_the_workdir_is_not_used(tmp_path: Path) -> 
     theirs = work / "t-worker-0.log"
     theirs.write_text("")
     os.chown(theirs, 65534, 65534)
-    out = trainop_run("-", "--workdir", str(work), cwd=tmp_path, timeout=60,
-                      stdin=job("print('ran', flush=True)", policy="Never", workers=1))
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.strip().splitlines() == [
+    assert refusal_in_the_workdir(tmp_path, work) == (
         f"trainop: {theirs}: a file of uid 65534, not this user's (uid 0); trainop writes "
-        "only in folders and files of its own"]
-    assert "ran" not in out.stdout and theirs.read_text() == ""
+        "only in folders and files of its own")
+    assert theirs.read_text() == ""
 
 
 def test_a_pod_failure_policy_and_the_last_failure_are_the_clusters_locally(
