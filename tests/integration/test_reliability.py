@@ -328,6 +328,40 @@ def test_a_flood_of_unknown_tokens_neither_starves_the_lease_nor_the_jobs(
     assert lease["spec"]["holderIdentity"] and "lost the lease" not in m.log()
 
 
+def test_a_name_held_by_a_pod_no_cache_shows_is_looked_at_with_back_off(
+        kube: Kube, manager: Manager) -> None:
+    """A bare pod of the user's, deleted but kept by her finalizer, under a replica's name:
+    the job names it (waitingReplicas, a NameInUse event) and looks at it again 1, 2, 4,
+    8... seconds apart, one request a look, instead of a create and a list every second;
+    once it is gone, the replica is made."""
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "jx-worker-0", "namespace": kube.ns, "finalizers": ["example.com/keep"]},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    kube.kubectl("apply", "-f", "-", input=json.dumps(bare))
+    kube.kubectl("delete", "pod", "jx-worker-0", "--wait=false")
+    kube.apply(manifest("JAXJob", {"Worker": 2}, name="jx"))
+    waiting = wait_for("the replica names its holder", lambda: [
+        w for w in (kube.job("JAXJob", "jx").get("status") or {}).get("waitingReplicas") or []
+        if w["reason"] == "NameInUse"])
+    assert waiting[0]["message"] == ("Pod jx-worker-0 is being deleted; it is made once that "
+                                     "is gone")
+    assert any(e["reason"] == "NameInUse" and e["involvedObject"]["name"] == "jx"
+               for e in kube.items("events"))
+
+    def tries() -> float:
+        return manager.metric("trainop_api_requests_total", verb="post", resource="pods") + \
+            manager.metric("trainop_api_requests_total", verb="get", resource="pods")
+    before = tries()
+    time.sleep(12)
+    # a second apart, 12 s would be 24 requests; backing off, at most 3 looks (4, 8, 16)
+    assert tries() - before <= 3
+    kube.kubectl("patch", "pod", "jx-worker-0", "--type=merge", "-p",
+                 '{"metadata": {"finalizers": null}}')
+    wait_for("the replica made once its name is free", lambda: any(
+        p["metadata"]["name"] == "jx-worker-0" and (p["metadata"].get("ownerReferences") or [])
+        for p in kube.items("pods")), timeout=90)
+
+
 def test_an_allowed_scraper_is_served_through_a_flood_of_unknown_tokens(
         apiserver: TestAPIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Unknown tokens fill every review slot of their own; a token found allowed before is

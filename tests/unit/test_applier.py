@@ -38,7 +38,7 @@ class MemoryAPI:
 
     def __init__(self, refuse: dict[str, int] | None = None,
                  taken: dict[str, str] | None = None, conflicts: int = 0,
-                 taken_by: tuple[str, str] = ("X", "x"), deleting: bool = False):
+                 taken_by: tuple[str, str] | None = ("X", "x"), deleting: bool = False):
         self.refuse = refuse or {}
         self.taken = taken or {}
         self.taken_by, self.deleting = taken_by, deleting
@@ -46,6 +46,7 @@ class MemoryAPI:
         self.conflicts = conflicts
         """Status writes answered 409 (someone changed the job) before one goes through."""
         self.created: list[tuple[str, str]] = []
+        self.lists = 0
         self.deleted: list[str] = []
         self.status: dict[str, Any] | None = None
 
@@ -60,10 +61,15 @@ class MemoryAPI:
         return obj
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        self.lists += 1
         name = (params or {})["fieldSelector"].split("=", 1)[1]
-        owner = [{"controller": True, "uid": self.taken[name], "kind": self.taken_by[0],
-                  "name": self.taken_by[1], "apiVersion": "kubeflow.org/v1"}]
-        meta = {"name": name, "ownerReferences": owner}
+        if name not in self.taken:
+            return {"items": []}
+        meta: dict[str, Any] = {"name": name}
+        if self.taken_by is not None:
+            meta["ownerReferences"] = [{
+                "controller": True, "uid": self.taken[name], "kind": self.taken_by[0],
+                "name": self.taken_by[1], "apiVersion": "kubeflow.org/v1"}]
         if self.deleting:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         return {"items": [{"metadata": meta}]}
@@ -219,13 +225,48 @@ def test_a_name_still_held_by_what_is_going_is_tried_again_not_failed(
     api = MemoryAPI(taken={"job-config": "old-uid"}, taken_by=taken_by, deleting=deleting)
     told = Told()
     plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 1})
-    again = asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
-    assert again == 1.0
+    a = applier(api, told, "MPIJob")
+    again = asyncio.run(a.apply("default/job", head, plan))
+    assert again == 0.0  # decided again at once, with the holder shown to the engine
+    held = a.held("default/job")
+    assert [(h.kind, h.name, h.owner_kind) for h in held] == [
+        ("ConfigMap", "job-config", taken_by[0])]
+    assert 0 < held[0].look_again <= 1.0
     assert [k for k, _ in api.created if k == "Pod"] == []
     assert "CreateFailed" not in [e.reason for e in told.events]
     # a new job shows Created meanwhile, and nothing else
     assert api.status is not None
     assert [c["type"] for c in api.status["conditions"]] == ["Created"]
+
+
+def test_a_holder_the_caches_do_not_show_is_looked_at_with_back_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare pod of the user's kept by its finalizer after its deletion holds a replica's
+    name: one request a look, the looks twice as far apart each time up to a minute, none
+    between them; once it is gone the name is tried again."""
+    from trainop.cluster import applier as applier_mod
+
+    clock = [100.0]
+    monkeypatch.setattr(applier_mod.time, "monotonic", lambda: clock[0])
+    api = MemoryAPI(taken={"job-worker-0": ""}, taken_by=None, deleting=True)
+    plan, head = plan_for("JAXJob", {"Worker": 1})
+    a = applier(api, Told(), "JAXJob")
+    asyncio.run(a.apply("default/job", head, plan))
+    assert [(h.name, h.owner_kind, h.deleting) for h in a.held("default/job")] == [
+        ("job-worker-0", None, True)]
+    lists = api.lists
+    asyncio.run(a.look_again("default/job", "default"))  # not due yet: no request
+    assert api.lists == lists
+    waits = []
+    for _ in range(8):
+        clock[0] = a.holders["default/job"]["job-worker-0"].due
+        asyncio.run(a.look_again("default/job", "default"))
+        waits.append(a.held("default/job")[0].look_again)
+    assert waits == [2, 4, 8, 16, 32, 60, 60, 60] and api.lists == lists + 8
+    del api.taken["job-worker-0"]
+    clock[0] += 60
+    asyncio.run(a.look_again("default/job", "default"))
+    assert a.held("default/job") == ()
 
 
 def test_the_next_decision_waits_for_the_services_made_as_for_the_pods() -> None:

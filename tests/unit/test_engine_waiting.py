@@ -160,6 +160,21 @@ def test_a_name_of_a_job_being_deleted_is_waited_for_whatever_job_it_was() -> No
     assert not cond.is_finished(c.job.status)
 
 
+def test_a_holder_only_the_api_server_showed_is_named_and_waited_for_as_long_as_said() -> None:
+    """A bare pod of the user's, kept by its finalizer after its deletion: no job owns it,
+    no cache shows it. The replica names it, nothing is made for its name, and the job is
+    decided again when the runtime will look at it next, not every second."""
+    c = Cluster(job("JAXJob", {"Worker": 2}))
+    c.held = (Held("Pod", "job-worker-0", True, None, None, look_again=16.0),)
+    plan = c.step()
+    assert "job-worker-0" not in [o["metadata"]["name"] for o in plan.to_create]
+    assert waiting(c)[0]["message"] == ("Pod job-worker-0 is being deleted; it is made once "
+                                        "that is gone")
+    assert ("Normal", "NameInUse", "pod job-worker-0 is waiting: Pod job-worker-0 is being "
+            "deleted; it is made once that is gone") in told(c)
+    assert plan.requeue_after == 16.0
+
+
 def test_a_replica_held_back_by_a_going_service_says_so_whatever_else_holds_the_name() -> None:
     c = Cluster(job("PyTorchJob", {"Master": 1}))
     c.held = (Held("Service", "job-master-0", False, "PyTorchJob", "job"),  # the old job's

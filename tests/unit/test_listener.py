@@ -11,7 +11,14 @@ import pytest
 from aiohttp import web
 
 from trainop.cluster import server
-from trainop.cluster.listener import REFUSED, TOO_SLOW, ConnectionLimits, Listener, serve
+from trainop.cluster.listener import (
+    EVICTED,
+    REFUSED,
+    TOO_SLOW,
+    ConnectionLimits,
+    Listener,
+    serve,
+)
 
 LIMITS = ConnectionLimits(max_connections=3, handshake_timeout=0.5, idle_timeout=0.5)
 
@@ -123,6 +130,41 @@ def test_one_address_holds_only_its_share_of_the_connections() -> None:
         assert listener.by_source == {"127.0.0.1": 2}
         for _, w in mine:
             w.close()
+        await listener.cleanup()
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_addresses_that_fill_every_slot_make_room_for_one_that_holds_fewer(tls: bool) -> None:
+    """Four addresses hold every connection (each within its share); a fifth, the API
+    server's, is served all the same: the address holding the most gives up its oldest
+    idle connection. One that already holds its fair share gets no more."""
+    async def scenario() -> None:
+        listener = await started(tls=tls, limits=ConnectionLimits(
+            max_connections=8, per_source=4, idle_timeout=5, handshake_timeout=5))
+        evicted = EVICTED.labels("test")._value.get()
+        flood = {f"127.0.0.{i}": [await connect(listener.port, f"127.0.0.{i}")
+                                  for _ in range(2)] for i in range(2, 6)}
+        await asyncio.sleep(0.1)
+        assert listener.open == 8
+        reader, writer = await connect(listener.port, "127.0.0.9", tls=tls)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert (await asyncio.wait_for(reader.read(), 5)).endswith(b"hello")
+        assert EVICTED.labels("test")._value.get() == evicted + 1
+        closed = [await closed_by_server(r, 0.3) for conns in flood.values() for r, _ in conns]
+        assert closed.count(True) == 1  # one of the flood's, the oldest of the first address
+        assert closed[0]
+        # every slot taken again, shares even: an address holding as many as any other
+        # gets no more (within its per-address cap of 4 all the same)
+        _, last = await connect(listener.port, "127.0.0.9")
+        await asyncio.sleep(0.1)
+        assert listener.open == 8
+        again, _ = await connect(listener.port, "127.0.0.3")
+        assert await closed_by_server(again, 0.3)
+        last.close()
+        for conns in flood.values():
+            for _, w in conns:
+                w.close()
         await listener.cleanup()
     asyncio.run(scenario())
 

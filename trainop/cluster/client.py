@@ -8,6 +8,7 @@ import logging
 import random
 import re
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -75,7 +76,6 @@ class TokenBucket:
         self.burst = max(burst, 1)
         self.tokens = float(self.burst)
         self.last = time.monotonic()
-        self._lock = asyncio.Lock()
 
     def reserve(self) -> float:
         """Take a token now; the seconds until it is really there (0 when it is)."""
@@ -87,12 +87,65 @@ class TokenBucket:
         self.tokens -= 1
         return 0.0 if self.tokens >= 0 else -self.tokens / self.qps
 
-    async def take(self) -> None:
-        """Wait for a token (callers are served in turn)."""
-        async with self._lock:
-            wait = self.reserve()
+    def ready(self) -> bool:
+        """Whether a token is there now (none is taken)."""
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+        self.last = now
+        return self.tokens >= 1
+
+
+class FairLimiter:
+    """The client's QPS/burst, shared fairly among flows (namespaces), in the spirit of the
+    API server's Priority and Fairness: a request takes a token at once while nobody waits;
+    once requests wait, the tokens go to the flows with requests waiting in turn, one each,
+    so that a namespace with thousands of requests queued delays another's next request by
+    one of its own, not by all of them."""
+
+    def __init__(self, qps: float, burst: int):
+        self.bucket = TokenBucket(qps, burst)
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
+        self._turns: deque[str] = deque()
+        self._dispatcher: asyncio.Task[None] | None = None
+
+    async def take(self, flow: str = "") -> None:
+        """Wait for a token on behalf of `flow`."""
+        if self.bucket.qps <= 0:
+            return
+        if not self._turns and self.bucket.ready():
+            self.bucket.reserve()
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._waiting.get(flow)
+        if queue is None:
+            queue = self._waiting[flow] = deque()
+            self._turns.append(flow)
+        queue.append(waiter)
+        if self._dispatcher is None or self._dispatcher.done():
+            self._dispatcher = asyncio.ensure_future(self._dispatch())
+        await waiter  # (a waiter cancelled meanwhile is skipped, and takes no token)
+
+    async def _dispatch(self) -> None:
+        while self._turns:
+            flow = self._turns.popleft()
+            queue = self._waiting[flow]
+            waiter = queue.popleft()
+            if queue:
+                self._turns.append(flow)  # its next request after every other flow's
+            else:
+                del self._waiting[flow]
+            if waiter.done():
+                continue
+            wait = self.bucket.reserve()
             if wait:
                 await asyncio.sleep(wait)
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def stop(self) -> None:
+        """Stop handing out tokens (the client is closing)."""
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
 
 
 def throttle_delay(retry_after: str, attempt: int) -> float:
@@ -118,6 +171,12 @@ def warning_texts(values: list[str]) -> list[str]:
     return texts
 
 
+def _namespace_of(path: str) -> str:
+    """The namespace a request's path names ("" for a cluster-wide one)."""
+    parts = path.split("?")[0].split("/")
+    return parts[parts.index("namespaces") + 1] if "namespaces" in parts[:-1] else ""
+
+
 def _resource_of(path: str) -> str:
     parts = [p for p in path.split("?")[0].split("/") if p]
     if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
@@ -133,7 +192,7 @@ class Client:
     def __init__(self, config: ClusterConfig, qps: float = 0, burst: int = 1,
                  max_connections: int = MAX_IN_FLIGHT):
         self.config = config
-        self.limiter = TokenBucket(qps, burst)
+        self.limiter = FairLimiter(qps, burst)
         # Requests in flight are bounded here; watches hold a connection each on top.
         self._in_flight = asyncio.Semaphore(max_connections)
         self._session: aiohttp.ClientSession | None = None
@@ -156,6 +215,7 @@ class Client:
         return self._session
 
     async def close(self) -> None:
+        self.limiter.stop()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -182,7 +242,7 @@ class Client:
                        content_type: str = "application/json") -> tuple[dict[str, Any], int]:
         verb = method.lower()
         for attempt in range(MAX_429_RETRIES + 1):
-            await self.limiter.take()
+            await self.limiter.take(_namespace_of(path))
             async with self._in_flight, self.session.request(
                 method, self.config.server + path, params=params,
                 data=None if body is None else orjson.dumps(body),

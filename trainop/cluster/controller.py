@@ -125,6 +125,7 @@ class JobController:
         key = rec.key
         if change is Change.DELETED:
             self.expectations.forget(key)
+            self.applier.forget(key)
             self._parsed.pop((self.kind, key))
             self._exited.pop(key, None)
             return
@@ -194,8 +195,11 @@ class JobController:
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
                         for o in self.caches.owned_objects(owner))
-        return Observed(pods=pods, objects=objects, exited=exited,
-                        held=self.held(job, pods, objects))
+        cached = self.held(job, pods, objects)
+        seen = {(h.kind, h.name) for h in cached}
+        # and those only the API server showed (anyone's), until they are gone
+        named = tuple(h for h in self.applier.held(job.key) if (h.kind, h.name) not in seen)
+        return Observed(pods=pods, objects=objects, exited=exited, held=cached + named)
 
     def held(self, job: Job, pods: tuple[PodState, ...], objects: tuple[OwnedObject, ...]
              ) -> tuple[Held, ...]:
@@ -245,6 +249,7 @@ class JobController:
                 await self._fail_invalid(obj, err)
                 return None
             self._parsed.put((self.kind, key), rv, job, len(rec.raw))
+        await self.applier.look_again(key, job.namespace)
         exited = dict(self._exited.get(key, {}))
         observed = self.observed(job, tuple(exited.items()))
         launcher = self.framework.launcher

@@ -27,6 +27,9 @@ log = logging.getLogger("trainop.listener")
 REFUSED = Counter("trainop_connections_refused_total",
                   "Connections closed at once because a server, or the client's address, "
                   "had its maximum open", ["server"])
+EVICTED = Counter("trainop_connections_evicted_total",
+                  "Connections closed to make room for an address holding fewer, when the "
+                  "server had its maximum open", ["server"])
 TOO_SLOW = Counter("trainop_requests_too_slow_total",
                    "Connections closed because a request did not arrive whole in time",
                    ["server"])
@@ -38,8 +41,10 @@ class ConnectionLimits:
     max_connections: int = 256
     """Open connections at once, per server (about 300 KiB each with TLS)."""
     per_source: int = 64
-    """Open connections one client address may hold of them: a stranger's flood leaves the
-    rest to the API server's and the kubelet's addresses."""
+    """Open connections one client address may hold of them. When all are taken, a new
+    connection from an address holding fewer than the address holding the most closes
+    that one's oldest idle connection: however many addresses a flood comes from, the API
+    server's and the kubelet's connections get in."""
     handshake_timeout: float = 10.0
     """Seconds a client has to complete the TLS handshake."""
     request_timeout: float = 10.0
@@ -81,13 +86,15 @@ class _Gate(asyncio.Protocol):
         listener = self.listener
         peer = transport.get_extra_info("peername")
         self.source = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-        if listener.open >= listener.limits.max_connections or \
-                listener.by_source.get(self.source, 0) >= listener.limits.per_source:
+        if listener.by_source.get(self.source, 0) >= listener.limits.per_source or (
+                listener.open >= listener.limits.max_connections
+                and not listener.make_room(self.source)):
             REFUSED.labels(listener.name).inc()
             transport.abort()
             return
         listener.open += 1
         listener.by_source[self.source] = listener.by_source.get(self.source, 0) + 1
+        listener.members.setdefault(self.source, {})[self] = None
         self.counted = True
         self.transport = transport
         transport.pause_reading()  # the client's first bytes wait for the TLS layer
@@ -132,6 +139,10 @@ class _Gate(asyncio.Protocol):
             listener.by_source[self.source] -= 1
             if not listener.by_source[self.source]:
                 del listener.by_source[self.source]
+            mine = listener.members.get(self.source, {})
+            mine.pop(self, None)
+            if not mine:
+                listener.members.pop(self.source, None)
             if self.transport is not None:
                 listener.gates.pop(self.transport, None)
 
@@ -187,9 +198,29 @@ class Listener:
         self.limits = limits
         self.open = 0
         self.by_source: dict[str, int] = {}
+        self.members: dict[str, dict[_Gate, None]] = {}
+        """Each address's open connections, oldest first."""
         self.gates: dict[asyncio.BaseTransport, _Gate] = {}
         self.bodies = _Budget(limits.body_budget, limits.body_budget_per_source)
         self._server: asyncio.Server | None = None
+
+    def make_room(self, source: str) -> bool:
+        """Close a connection of the address holding the most, where it holds at least two
+        more than `source` (its oldest not in the middle of a request, else its oldest);
+        False where none does (every address holds its fair share)."""
+        mine = self.by_source.get(source, 0)
+        biggest = max(self.by_source, key=self.by_source.__getitem__, default=None)
+        if biggest is None or self.by_source[biggest] < mine + 2:
+            return False
+        theirs = list(self.members[biggest])
+        victim = next((g for g in theirs if g.deadline is None and g.reading is None),
+                      theirs[0])
+        EVICTED.labels(self.name).inc()
+        transport = victim.transport
+        victim._release()  # counted out now: its connection_lost comes on a later turn
+        if transport is not None:
+            transport.abort()
+        return True
 
     @property
     def handler_factory(self) -> Callable[[], Any]:

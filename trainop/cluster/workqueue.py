@@ -1,7 +1,11 @@
 """A rate-limited work queue of job keys, as client-go's: a key is queued once however
 often it is added, is never handed to two workers at once, and can be added after a delay.
 Retries (add_rate_limited) wait the longer of a per-key exponential back-off and an
-overall token bucket (10/s, burst 100); ordinary adds are not rate limited."""
+overall token bucket (10/s, burst 100); ordinary adds are not rate limited.
+
+Unlike client-go's, keys are handed out fairly among namespaces: each namespace with keys
+waiting has its turn (its oldest key), in rotation, so that a namespace with thousands of
+keys queued delays another's next key by one key of its own, not by all of them."""
 
 from __future__ import annotations
 
@@ -40,7 +44,11 @@ class WorkQueue:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._bucket = TokenBucket(qps, burst)
-        self._queue: deque[str] = deque()
+        self._queues: dict[str, deque[str]] = {}
+        """Namespace -> its keys waiting, oldest first."""
+        self._turns: deque[str] = deque()
+        """The namespaces with keys waiting, in the order of their turns."""
+        self._length = 0
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
@@ -51,7 +59,30 @@ class WorkQueue:
         self.shutting_down = False
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return self._length
+
+    def _enqueue(self, key: str) -> None:
+        namespace = key.split("/", 1)[0]
+        waiting = self._queues.get(namespace)
+        if waiting is None:
+            waiting = self._queues[namespace] = deque()
+            self._turns.append(namespace)
+        waiting.append(key)
+        self._length += 1
+        self._depth_changed()
+        self._ready.set()
+
+    def _dequeue(self) -> str:
+        namespace = self._turns.popleft()
+        waiting = self._queues[namespace]
+        key = waiting.popleft()
+        if waiting:
+            self._turns.append(namespace)  # its next key after every other namespace's
+        else:
+            del self._queues[namespace]
+        self._length -= 1
+        self._depth_changed()
+        return key
 
     def add(self, key: str) -> None:
         if self.shutting_down or key in self._dirty:
@@ -62,13 +93,11 @@ class WorkQueue:
         self._dirty.add(key)
         if key in self._processing:
             return  # queued again when the worker is done with it
-        self._queue.append(key)
-        self._depth_changed()
-        self._ready.set()
+        self._enqueue(key)
 
     def _depth_changed(self) -> None:
         for gauge in self._depths:
-            gauge.set(len(self._queue))
+            gauge.set(self._length)
 
     def add_after(self, key: str, delay: float) -> None:
         if delay <= 0:
@@ -109,11 +138,10 @@ class WorkQueue:
 
     async def get(self) -> str:
         """The next key to work on (waits); call done(key) when finished."""
-        while not self._queue:
+        while not self._length:
             self._ready.clear()
             await self._ready.wait()
-        key = self._queue.popleft()
-        self._depth_changed()
+        key = self._dequeue()
         now = time.monotonic()
         self._queue_seconds.observe(now - self._added_at.pop(key, now))
         self._started_at[key] = now
@@ -127,9 +155,7 @@ class WorkQueue:
         if started is not None:
             self._work_seconds.observe(time.monotonic() - started)
         if key in self._dirty:
-            self._queue.append(key)
-            self._depth_changed()
-            self._ready.set()
+            self._enqueue(key)
 
     def shutdown(self) -> None:
         self.shutting_down = True

@@ -93,14 +93,25 @@ class OwnedObject:
 
 @dataclass(frozen=True)
 class Held:
-    """An object under a name one of the job's replicas needs, controlled by another
-    kubeflow.org/v1 job (the runtime finds them by name in its caches)."""
+    """An object under a name one of the job's replicas needs, not the job's own: one
+    another kubeflow.org/v1 job controls (the runtime finds it by name in its caches), or
+    one the API server named when a create was refused (anyone's, e.g. a bare pod kept by
+    its finalizer)."""
 
     kind: str
     name: str
     deleting: bool
     owner_kind: str | None
     owner_name: str | None
+    look_again: float = 1.0
+    """Seconds until the runtime looks at it again: a second for what its caches hold (a
+    look costs no request); longer, doubling to a cap, for what only a request can see."""
+
+    def described(self) -> str:
+        """`Pod x-worker-0 of TFJob x`, or `Pod x-worker-0` where no controller owns it."""
+        if self.owner_kind is None:
+            return f"{self.kind} {self.name}"
+        return f"{self.kind} {self.name} of {self.owner_kind} {self.owner_name}"
 
     def going(self, job_kind: str, job_name: str) -> bool:
         """Whether it will go by itself: it is being deleted, or it was a job of this kind

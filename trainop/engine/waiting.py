@@ -19,9 +19,6 @@ NAME_IN_USE = "NameInUse"
 STARTUP_DEADLINE = "StartupDeadlineExceeded"
 SAME_CAUSE = {"ImagePullBackOff": "ErrImagePull"}
 """Reasons the kubelet alternates between for one cause: told once, `since` kept."""
-HELD_RETRY = 1.0
-"""Seconds between looks at a name another job's object holds (its deletion is no event of
-this job's)."""
 
 
 def not_ours(kind: str, name: str) -> str:
@@ -94,10 +91,11 @@ def _held(job: Job, held: tuple[Held, ...], out: Survey,
         if h.owner_kind == job.kind and h.owner_name == job.name:
             why = f"{h.kind} {h.name} of an earlier {job.kind} {job.name} is still there"
         else:
-            why = f"{h.kind} {h.name} of {h.owner_kind} {h.owner_name} is being deleted"
+            why = f"{h.described()} is being deleted"
         message = f"{why}; it is made once that is gone"
         wait(rtype, index, h.name, NAME_IN_USE, message, f"pod {h.name} is waiting: {message}")
-        out.next_look = HELD_RETRY
+        out.next_look = h.look_again if out.next_look is None else min(out.next_look,
+                                                                        h.look_again)
 
 
 def overdue_message(job: Job, pod: PodState) -> str:
