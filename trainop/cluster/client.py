@@ -8,7 +8,6 @@ import logging
 import random
 import re
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from prometheus_client import Counter
 
 from trainop.api import nesting
 from trainop.cluster.config import ClusterConfig
+from trainop.cluster.turns import Turns
 
 log = logging.getLogger("trainop.client")
 
@@ -104,36 +104,25 @@ class FairLimiter:
 
     def __init__(self, qps: float, burst: int):
         self.bucket = TokenBucket(qps, burst)
-        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}
-        self._turns: deque[str] = deque()
+        self._waiting: Turns[asyncio.Future[None]] = Turns()
         self._dispatcher: asyncio.Task[None] | None = None
 
     async def take(self, flow: str = "") -> None:
         """Wait for a token on behalf of `flow`."""
         if self.bucket.qps <= 0:
             return
-        if not self._turns and self.bucket.ready():
+        if not self._waiting and self.bucket.ready():
             self.bucket.reserve()
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        queue = self._waiting.get(flow)
-        if queue is None:
-            queue = self._waiting[flow] = deque()
-            self._turns.append(flow)
-        queue.append(waiter)
+        self._waiting.push(flow, waiter)
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.ensure_future(self._dispatch())
         await waiter  # (a waiter cancelled meanwhile is skipped, and takes no token)
 
     async def _dispatch(self) -> None:
-        while self._turns:
-            flow = self._turns.popleft()
-            queue = self._waiting[flow]
-            waiter = queue.popleft()
-            if queue:
-                self._turns.append(flow)  # its next request after every other flow's
-            else:
-                del self._waiting[flow]
+        while self._waiting:
+            waiter = self._waiting.pop()
             if waiter.done():
                 continue
             wait = self.bucket.reserve()

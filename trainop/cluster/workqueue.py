@@ -14,11 +14,11 @@ import heapq
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 
 from trainop.cluster import metrics
 from trainop.cluster.client import REQUEST_ERRORS, TokenBucket
+from trainop.cluster.turns import Turns
 
 log = logging.getLogger("trainop.controller")
 
@@ -44,11 +44,8 @@ class WorkQueue:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._bucket = TokenBucket(qps, burst)
-        self._queues: dict[str, deque[str]] = {}
-        """Namespace -> its keys waiting, oldest first."""
-        self._turns: deque[str] = deque()
-        """The namespaces with keys waiting, in the order of their turns."""
-        self._length = 0
+        self._queue: Turns[str] = Turns()
+        """The keys waiting, by namespace, handed out in turn."""
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
@@ -59,30 +56,12 @@ class WorkQueue:
         self.shutting_down = False
 
     def __len__(self) -> int:
-        return self._length
+        return len(self._queue)
 
     def _enqueue(self, key: str) -> None:
-        namespace = key.split("/", 1)[0]
-        waiting = self._queues.get(namespace)
-        if waiting is None:
-            waiting = self._queues[namespace] = deque()
-            self._turns.append(namespace)
-        waiting.append(key)
-        self._length += 1
+        self._queue.push(key.split("/", 1)[0], key)
         self._depth_changed()
         self._ready.set()
-
-    def _dequeue(self) -> str:
-        namespace = self._turns.popleft()
-        waiting = self._queues[namespace]
-        key = waiting.popleft()
-        if waiting:
-            self._turns.append(namespace)  # its next key after every other namespace's
-        else:
-            del self._queues[namespace]
-        self._length -= 1
-        self._depth_changed()
-        return key
 
     def add(self, key: str) -> None:
         if self.shutting_down or key in self._dirty:
@@ -97,7 +76,7 @@ class WorkQueue:
 
     def _depth_changed(self) -> None:
         for gauge in self._depths:
-            gauge.set(self._length)
+            gauge.set(len(self._queue))
 
     def add_after(self, key: str, delay: float) -> None:
         if delay <= 0:
@@ -138,10 +117,11 @@ class WorkQueue:
 
     async def get(self) -> str:
         """The next key to work on (waits); call done(key) when finished."""
-        while not self._length:
+        while not self._queue:
             self._ready.clear()
             await self._ready.wait()
-        key = self._dequeue()
+        key = self._queue.pop()
+        self._depth_changed()
         now = time.monotonic()
         self._queue_seconds.observe(now - self._added_at.pop(key, now))
         self._started_at[key] = now
