@@ -28,6 +28,7 @@
 #   TRAINOP_UPSTREAM_VERSION    upstream's training-operator release (default below)
 #   TRAINOP_CONTROLLER_TOOLS_VERSION  the controller-gen release (default below)
 #   TRAINOP_KUEUE_VERSION       the Kueue release (default below)
+#   TRAINOP_MPI_OPERATOR_VERSION  mpi-operator's release (default below)
 #   TRAINOP_REAL_NODE=0         no real-node binaries (the real-node tests will skip)
 set -euo pipefail
 
@@ -37,6 +38,8 @@ containerd_version=${TRAINOP_CONTAINERD_VERSION:-v2.4.2}
 upstream_version=${TRAINOP_UPSTREAM_VERSION:-v1.9.4}
 controller_tools_version=${TRAINOP_CONTROLLER_TOOLS_VERSION:-v0.23.0}
 kueue_version=${TRAINOP_KUEUE_VERSION:-v0.17.0}
+# mpi-operator's release: the CRD suite reads its v2beta1 MPIJob CRD from its module
+mpi_operator_version=${TRAINOP_MPI_OPERATOR_VERSION:-v0.8.2}
 real_node=${TRAINOP_REAL_NODE:-1}
 
 log() { echo "test-assets: $*" >&2; }

@@ -39,13 +39,19 @@ def version() -> str:
 
 
 @cache
-def module_dir() -> Path:
-    """The source of upstream's module at `version()`, from the Go module cache."""
+def go_module(module: str, version: str) -> Path:
+    """The source of a Go module at `version`, from the Go module cache (downloaded from
+    the module proxy on first use)."""
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
-    out = subprocess.run(["go", "mod", "download", "-json", f"{MODULE}@{version()}"],
+    out = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
                          check=True, capture_output=True, text=True, env=env,
                          cwd=Path.home())
     return Path(json.loads(out.stdout)["Dir"])
+
+
+def module_dir() -> Path:
+    """The source of upstream's module at `version()`."""
+    return go_module(MODULE, version())
 
 
 def crds() -> dict[str, dict[str, Any]]:
@@ -76,17 +82,30 @@ def schema_paths(schema: dict[str, Any], path: str = "") -> dict[str, dict[str, 
 
 
 def crd_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
-    """Where CRD `ours` does not say what upstream's `theirs` says: a schema path of theirs
-    missing from ours or different in SCHEMA_KEYS (paths only ours has are additions), and
-    names, scope, printer columns and subresources."""
+    """Where CRD `ours` does not say what upstream's `theirs` says, version by version of
+    theirs: a schema path of theirs missing from ours or different in SCHEMA_KEYS (paths
+    only ours has are additions), and names, scope, printer columns and subresources
+    (versions only ours has are additions too)."""
     problems = []
     for key in ("group", "names", "scope"):
         if ours["spec"].get(key) != theirs["spec"].get(key):
             problems.append(f"spec.{key}: {ours['spec'].get(key)} != {theirs['spec'].get(key)}")
-    (mine,), (upstream,) = ours["spec"]["versions"], theirs["spec"]["versions"]
-    for key in ("name", "served", "storage", "additionalPrinterColumns", "subresources"):
+    for upstream in theirs["spec"]["versions"]:
+        name = upstream["name"]
+        mine = next((v for v in ours["spec"]["versions"] if v["name"] == name), None)
+        if mine is None:
+            problems.append(f"versions[{name}]: missing")
+            continue
+        problems.extend(_version_differences(name, mine, upstream))
+    return problems
+
+
+def _version_differences(name: str, mine: dict[str, Any], upstream: dict[str, Any]
+                         ) -> list[str]:
+    problems = []
+    for key in ("served", "storage", "additionalPrinterColumns", "subresources"):
         if mine.get(key) != upstream.get(key):
-            problems.append(f"versions[0].{key}: {mine.get(key)} != {upstream.get(key)}")
+            problems.append(f"versions[{name}].{key}: {mine.get(key)} != {upstream.get(key)}")
     my_paths = schema_paths(mine["schema"]["openAPIV3Schema"])
     for path, want in schema_paths(upstream["schema"]["openAPIV3Schema"]).items():
         have = my_paths.get(path)

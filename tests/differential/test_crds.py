@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from testbed import kubeschema, upstream
+from testbed import kubeschema, mpioperator, upstream
 from testbed.apiserver import release
 from trainop.api import KINDS
 from trainop.api.crd import all_crds
@@ -54,3 +54,19 @@ def test_the_stored_kubernetes_schemas_are_the_suites_release() -> None:
     stored = json.loads(SCHEMAS_FILE.read_text())
     assert stored["release"] == release()
     assert kubeschema.generate(release()) == stored, "run: make crds"
+
+
+def test_the_mpijob_crd_serves_what_mpi_operator_serves() -> None:
+    # v2beta1 path by path as mpi-operator's CRD, but for two differences: v1 is the version
+    # stored (a cluster's v1 jobs stay as they are; a v2beta1 one is converted), and the pod
+    # template is the suites' Kubernetes release's (1.37), whose PodSpec has no
+    # workloadRef, the alpha field of k8s.io/api v0.35 that mpi-operator builds on (1.37's
+    # has schedulingGroup in its place)
+    theirs = mpioperator.crd()
+    paths = upstream.schema_paths(theirs["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    assert len(paths) > 1300, "mpi-operator's CRD carries the whole pod template"
+    workload_ref = ".spec.mpiReplicaSpecs{}.template.spec.workloadRef"
+    assert upstream.crd_differences(OURS["MPIJob"], theirs) == [
+        "versions[v2beta1].storage: False != True",
+        *(f"{workload_ref}{leaf}: missing"
+          for leaf in ("", ".name", ".podGroup", ".podGroupReplicaKey"))]

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.jobs import TYPICAL, job
+from tests.jobs import TYPICAL, job, manifest
 from tests.sim import T0, Cluster
-from trainop.api import KINDS
+from trainop.api import KINDS, InvalidJob, load_job
 from trainop.engine import ClusterAddressing, Counts, Observed, reconcile
 from trainop.frameworks import framework_for
 
@@ -370,6 +370,49 @@ def test_mpi_pods_secret_and_service() -> None:
     assert init["name"] == "wait-for-dns" and init["command"] == wait_command(
         "job-worker-0.job.ns.svc", "job-worker-1.job.ns.svc")
     assert "initContainers" not in worker["spec"]
+
+
+@pytest.mark.parametrize(("impl", "launcher_line"), [
+    ("OpenMPI", "job-launcher.job.ns.svc slots=2\n"), ("MPICH", "job-launcher.job.ns.svc:2\n")])
+def test_a_launcher_that_runs_as_a_worker_comes_first_in_the_hostfile(
+        impl: str, launcher_line: str) -> None:
+    # mpi-operator's runLauncherAsWorker (newConfigMap, updateDiscoverHostsInConfigMap)
+    c = started("MPIJob", {"Launcher": 1, "Worker": 1},
+                spec={**SSH, "slotsPerWorker": 2, "mpiImplementation": impl,
+                      "runLauncherAsWorker": True})
+    cm = c.created["ConfigMap/job-config"]
+    assert cm["data"]["hostfile"].startswith(launcher_line)
+    assert cm["data"]["hostfile"].count("\n") == 2
+    assert cm["data"]["discover_hosts.sh"] == (
+        "#!/bin/sh\necho job-launcher.job.ns.svc\necho job-worker-0.job.ns.svc\n")
+
+
+def test_the_ssh_key_is_mounted_where_the_job_says() -> None:
+    c = started("MPIJob", {"Launcher": 1, "Worker": 1},
+                spec={**SSH, "sshAuthMountPath": "/home/mpiuser/.ssh"})
+    worker = c.pod("job-worker-0")["spec"]
+    assert worker["containers"][0]["volumeMounts"] == [
+        {"name": "ssh-auth", "mountPath": "/home/mpiuser/.ssh"}]
+    # root's keys are made private (0600); a user's keep the volume's default mode, as
+    # mpi-operator's setupSSHOnPod
+    (volume,) = [v for v in worker["volumes"] if v["name"] == "ssh-auth"]
+    assert "defaultMode" not in volume["secret"]
+    root = started("MPIJob", {"Launcher": 1, "Worker": 1}, spec=SSH).pod("job-worker-0")
+    (volume,) = [v for v in root["spec"]["volumes"] if v["name"] == "ssh-auth"]
+    assert volume["secret"]["defaultMode"] == 0o600
+
+
+@pytest.mark.parametrize(("spec", "problem"), [
+    ({"runLauncherAsWorker": True}, "spec.runLauncherAsWorker: needs transport: SSH"),
+    ({"sshAuthMountPath": "/home/u/.ssh"}, "spec.sshAuthMountPath: needs transport: SSH"),
+    ({**SSH, "sshAuthMountPath": "home/.ssh"},
+     "spec.sshAuthMountPath: must be an absolute path, got 'home/.ssh'"),
+])
+def test_the_ssh_fields_are_refused_where_they_cannot_hold(spec: dict[str, Any],
+                                                           problem: str) -> None:
+    with pytest.raises(InvalidJob) as err:
+        load_job(manifest("MPIJob", {"Launcher": 1, "Worker": 1}, spec=spec))
+    assert any(str(p).startswith(problem) for p in err.value.problems), err.value.problems
 
 
 def test_mpi_hostfile_follows_worker_scaling() -> None:

@@ -217,6 +217,7 @@ def test_the_manager_writes_only_to_mounted_folders() -> None:
 def test_reviews_are_judged_off_the_event_loop() -> None:
     import asyncio
     import threading
+    from functools import partial
 
     from trainop.cluster.options import WebhookOptions
     from trainop.cluster.webhook import WebhookServer
@@ -233,7 +234,8 @@ def test_reviews_are_judged_off_the_event_loop() -> None:
             return body
 
     async def scenario() -> tuple[int, int]:
-        handle = WebhookServer(None, WebhookOptions())._handler(judge)  # type: ignore[arg-type]
+        handle = WebhookServer(None, WebhookOptions())._handler(  # type: ignore[arg-type]
+            partial(answer, fn=judge))
         response = await handle(Request())
         return response.status, threading.get_ident()
 

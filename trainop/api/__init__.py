@@ -1,5 +1,6 @@
 """The kubeflow.org/v1 job API: types, defaulting, validation and CRD generation."""
 
+from trainop.api import v2beta1  # noqa: F401  (declares MPIJob's v2beta1)
 from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import (
     API_VERSION,

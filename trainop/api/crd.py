@@ -9,10 +9,16 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from trainop.api.kinds import GROUP, JOB_MODELS, VERSION
+from trainop.api.kinds import GROUP, JOB_MODELS, OTHER_VERSIONS, VERSION
 from trainop.api.kubeschema import kube_schema, quantity_pattern
 from trainop.api.model import SchemaHint
 from trainop.api.types import Job
+
+CONVERSION_PATH = "/convert"
+CONVERSION_SERVICE = {"name": "trainop-webhook", "namespace": "trainop-system",
+                      "path": CONVERSION_PATH, "port": 443}
+"""Where the API server asks for a conversion: the admission webhook's Service
+(config/webhook/service.yaml; kustomize's namespace setting rewrites the namespace)."""
 
 
 def _hints(metadata: list[Any]) -> SchemaHint | None:
@@ -36,20 +42,26 @@ def _schema_of(tp: Any, metadata: list[Any] | None = None) -> dict[str, Any]:
         raise TypeError(f"no structural schema for union {tp}")
     if hint and hint.kube:
         return kube_schema(hint.kube)
-    if origin is Literal:
-        # No enum, as upstream's CRDs: the API server stores any string and trainop's
-        # validation (webhook, or the job's Failed condition) says which values it takes.
-        return {"type": "string"}
     if origin is dict:
         _, value = typing.get_args(tp)
         return {"type": "object", "additionalProperties": _schema_of(value)}
     if origin is list:
         (item,) = typing.get_args(tp)
-        return {"type": "array", "items": _schema_of(item)}
+        listed: dict[str, Any] = {"type": "array", "items": _schema_of(item)}
+        if hint and hint.list_map_keys:
+            listed["x-kubernetes-list-map-keys"] = list(hint.list_map_keys)
+            listed["x-kubernetes-list-type"] = "map"
+        return listed
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return _model_schema(tp)
     leaf: dict[str, Any]
-    if tp is bool:
+    if origin is Literal:
+        # No enum unless asked, as upstream's v1 CRDs: the API server stores any string and
+        # trainop's validation (webhook, or the job's Failed condition) says which it takes.
+        leaf = {"type": "string"}
+        if hint and hint.enum:
+            leaf["enum"] = list(typing.get_args(tp))
+    elif tp is bool:
         leaf = {"type": "boolean"}
     elif tp is int:
         leaf = {"type": "integer", "format": "int32"}
@@ -112,37 +124,62 @@ def crd_for(model: type[Job]) -> dict[str, Any]:
             "statusReplicasPath": f".status.replicaStatuses.{rt}.active",
             "labelSelectorPath": f".status.replicaStatuses.{rt}.selector",
         }
+    versions = [{
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "additionalPrinterColumns": columns[::-1] if info.age_column_first else columns,
+        "schema": {"openAPIV3Schema": _object_schema(
+            f"{info.kind} is a {info.framework} training job.", spec_schema, status_schema)},
+        "subresources": subresources,
+    }]
+    for version, other in OTHER_VERSIONS.get(info.kind, {}).items():
+        versions.append({
+            "name": version,
+            "served": True,
+            "storage": False,
+            "schema": {"openAPIV3Schema": _object_schema(
+                (other.__doc__ or "").strip(),
+                _schema_of(other.model_fields["spec"].annotation),
+                _schema_of(other.model_fields["status"].annotation))},
+            "subresources": {"status": {}},
+        })
+    spec: dict[str, Any] = {
+        "group": GROUP,
+        "names": {
+            "kind": info.kind,
+            "listKind": info.list_kind,
+            "plural": info.plural,
+            "singular": info.singular,
+        },
+        "scope": "Namespaced",
+        "versions": versions,
+    }
+    if len(versions) > 1:
+        # the manager serves the conversion beside its admission webhook, and puts its CA
+        # into clientConfig.caBundle as it does into the webhook configurations
+        spec["conversion"] = {"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"service": dict(CONVERSION_SERVICE)}}}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{info.plural}.{GROUP}"},
-        "spec": {
-            "group": GROUP,
-            "names": {
-                "kind": info.kind,
-                "listKind": info.list_kind,
-                "plural": info.plural,
-                "singular": info.singular,
-            },
-            "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION,
-                "served": True,
-                "storage": True,
-                "additionalPrinterColumns": columns[::-1] if info.age_column_first else columns,
-                "schema": {"openAPIV3Schema": {
-                    "description": f"{info.kind} is a {info.framework} training job.",
-                    "type": "object",
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "spec": spec_schema,
-                        "status": status_schema,
-                    },
-                }},
-                "subresources": subresources,
-            }],
+        "spec": spec,
+    }
+
+
+def _object_schema(description: str, spec: dict[str, Any], status: dict[str, Any]
+                   ) -> dict[str, Any]:
+    return {
+        "description": description,
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
         },
     }
 

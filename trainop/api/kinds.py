@@ -8,10 +8,12 @@ plugins read them from there rather than repeating them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    from trainop.api.model import Model
     from trainop.api.types import Job
 
 GROUP = "kubeflow.org"
@@ -78,7 +80,12 @@ KINDS: dict[str, KindInfo] = {}
 JOB_MODELS: dict[str, type[Job]] = {}
 """Every declared kind's model (filled by declare_kind only)."""
 
+OTHER_VERSIONS: dict[str, dict[str, type[Model]]] = {}
+"""Kinds served at more versions than v1 (stored): kind -> version -> that version's model
+(filled by declare_version only). MPIJob: mpi-operator's v2beta1."""
+
 M = TypeVar("M", bound="type[Job]")
+V = TypeVar("V", bound="type[Model]")
 
 
 def declare_kind(model: M) -> M:
@@ -97,3 +104,12 @@ def withdraw_kind(kind: str) -> None:
     """Forget a declared kind (a kind declared for a while, as a test's)."""
     KINDS.pop(kind, None)
     JOB_MODELS.pop(kind, None)
+
+
+def declare_version(kind: str, version: str) -> Callable[[V], V]:
+    """Declare that a kind is served at `version` too, by that version's model (a class
+    decorator): its CRD serves the version beside v1, and conversion translates it."""
+    def declare(model: V) -> V:
+        OTHER_VERSIONS.setdefault(kind, {})[version] = model
+        return model
+    return declare

@@ -21,6 +21,11 @@ class SchemaHint:
     """The OpenAPI format of a string or integer (`date-time`, `int64`)."""
     default: bool | int | str | None = None
     """The value the API server stores where the field is left out."""
+    enum: bool = False
+    """A Literal's values are an `enum` the API server checks (by default they are not, as
+    upstream's v1 CRDs: trainop's validation says which values it takes)."""
+    list_map_keys: tuple[str, ...] = ()
+    """A list keyed by these fields of its items (`x-kubernetes-list-type: map`)."""
     kube: str | None = None
     """A Kubernetes type (its OpenAPI name): the schema is that type's, from the API server
     (trainop.api.kubeschema), while the model keeps the object as a dict."""

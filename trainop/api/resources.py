@@ -50,6 +50,10 @@ VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "P
 PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 
 
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+               "CustomResourceDefinition", namespaced=False)
+
+
 def job_resource(kind: str) -> Resource:
     """The API resource of a declared job kind."""
     return Resource(GROUP, VERSION, KINDS[kind].plural, kind)

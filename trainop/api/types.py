@@ -293,6 +293,10 @@ class PyTorchJobSpec(JobSpec):
         return []
 
 
+SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+"""Where an MPIJob's SSH key is mounted unless it says (mpi-operator's default)."""
+
+
 class MPIJobSpec(JobSpec):
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict, alias="mpiReplicaSpecs")
     checks_managed_by: ClassVar[bool] = False  # pkg/apis/kubeflow.org/v1/mpi_validation.go
@@ -313,6 +317,14 @@ class MPIJobSpec(JobSpec):
     launcher_creation_policy: Literal["AtStartup", "WaitForWorkersReady"] | None = Field(
         None, description="trainop: create the launcher at once or when all workers are ready."
     )
+    run_launcher_as_worker: bool | None = Field(
+        None, description="trainop, with transport SSH: the launcher hosts ranks too, first "
+        "in the hostfile (mpi-operator v2beta1's field)."
+    )
+    ssh_auth_mount_path: str | None = Field(
+        None, description="trainop, with transport SSH: where the SSH key is mounted "
+        "(default /root/.ssh; mpi-operator v2beta1's field)."
+    )
 
     def main_container_name(self) -> str | None:
         return self.main_container
@@ -329,6 +341,10 @@ class MPIJobSpec(JobSpec):
             self.mpi_implementation = "OpenMPI"
         if self.launcher_creation_policy is None:
             self.launcher_creation_policy = "AtStartup"
+        if self.run_launcher_as_worker is None:
+            self.run_launcher_as_worker = False
+        if self.ssh_auth_mount_path is None:
+            self.ssh_auth_mount_path = SSH_AUTH_MOUNT_PATH
 
     def update_problems(self, before: JobSpec) -> list[Problem]:
         # the pods and objects of one transport cannot become the other's
@@ -346,6 +362,16 @@ class MPIJobSpec(JobSpec):
                 "spec.mpiImplementation", f"{self.mpi_implementation} needs transport: SSH "
                 "(the KubectlExec transport writes Open MPI's hostfile, as training-operator "
                 "v1 does)"))
+        if self.transport != "SSH" and self.run_launcher_as_worker:
+            problems.append(Problem("spec.runLauncherAsWorker", "needs transport: SSH"))
+        if self.transport != "SSH" and self.ssh_auth_mount_path not in (
+                None, SSH_AUTH_MOUNT_PATH):
+            problems.append(Problem("spec.sshAuthMountPath", "needs transport: SSH (the "
+                                    "KubectlExec transport mounts no SSH key)"))
+        if self.ssh_auth_mount_path is not None and \
+                not self.ssh_auth_mount_path.startswith("/"):
+            problems.append(Problem("spec.sshAuthMountPath", "must be an absolute path, got "
+                                    f"{self.ssh_auth_mount_path!r}"))
         return problems
 
 

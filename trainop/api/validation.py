@@ -10,8 +10,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainop.api.conversion import ConversionError, convert, strays
 from trainop.api.defaults import OUR_MANAGER, default_job
-from trainop.api.kinds import API_VERSION, JOB_MODELS, KINDS
+from trainop.api.kinds import API_VERSION, GROUP, JOB_MODELS, KINDS, OTHER_VERSIONS
 from trainop.api.nesting import MAX_DEPTH, deepest
 from trainop.api.problems import Problem
 from trainop.api.resolved import resolve
@@ -58,8 +59,23 @@ def parse_job(obj: Any) -> Job:
         raise InvalidJob([Problem("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")])
     _refuse_too_deep(obj)
     problems = []
-    if api_version != API_VERSION:
-        problems.append(Problem("apiVersion", f"must be {API_VERSION}, got {api_version!r}"))
+    other = OTHER_VERSIONS.get(kind, {}).get(str(api_version).rpartition("/")[2])
+    if other is not None and str(api_version).startswith(f"{GROUP}/"):
+        # another version the kind is served at: checked as the API server checks it
+        # (strict fields), then read as v1, as the conversion webhook gives it to trainop
+        strays_found = strays({k: v for k, v in obj.items() if k in ("spec", "status")},
+                              other)
+        if strays_found:
+            raise InvalidJob([Problem(path, f"unknown field in {api_version} {kind}")
+                              for path in strays_found])
+        try:
+            obj = convert(dict(obj), API_VERSION)
+        except ConversionError as err:
+            raise InvalidJob([Problem("metadata.annotations", str(err))]) from None
+    elif api_version != API_VERSION:
+        served = [API_VERSION, *(f"{GROUP}/{v}" for v in OTHER_VERSIONS.get(kind, {}))]
+        problems.append(Problem("apiVersion", f"must be {' or '.join(served)}, got "
+                                              f"{api_version!r}"))
     try:
         job = JOB_MODELS[kind].model_validate(dict(obj))
     except ValidationError as err:

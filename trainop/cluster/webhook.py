@@ -17,6 +17,7 @@ import json
 import logging
 import ssl
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,10 @@ from trainop.api import (
     parse_job,
     validate_update,
 )
-from trainop.api.resources import SECRETS
+from trainop.api.conversion import ConversionError, convert
+from trainop.api.crd import CONVERSION_PATH
+from trainop.api.kinds import GROUP, OTHER_VERSIONS
+from trainop.api.resources import CRDS, SECRETS
 from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
@@ -115,6 +119,34 @@ def answer(body: bytes, fn: Callable[[dict[str, Any]], dict[str, Any]]
         return 200, fn(review)
     except RecursionError:
         return 200, _response(review, False, "the job is nested too deeply")
+
+
+def convert_answer(body: bytes) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and body for one ConversionReview (the CRDs' conversion webhook):
+    every object at the desired version, or a Failure saying why (the API server then
+    refuses the request, and no stored object changes); 400 for anything that is not a
+    ConversionReview."""
+    try:
+        review = nesting.loads(body)
+    except ValueError:
+        return 400, {"message": "not a ConversionReview: the body is not JSON"}
+    request = review.get("request") if isinstance(review, dict) else None
+    if not isinstance(request, dict) or not isinstance(request.get("objects"), list) or \
+            not isinstance(request.get("desiredAPIVersion"), str):
+        return 400, {"message": "not a ConversionReview: no request with objects and a "
+                                "desiredAPIVersion"}
+    response: dict[str, Any] = {"uid": request.get("uid", "")}
+    try:
+        response["convertedObjects"] = [
+            convert(obj if isinstance(obj, dict) else {}, request["desiredAPIVersion"])
+            for obj in request["objects"]]
+        response["result"] = {"status": "Success"}
+    except ConversionError as err:
+        response["result"] = {"status": "Failure", "message": f"trainop: {err}"}
+    except RecursionError:
+        response["result"] = {"status": "Failure", "message": "the job is nested too deeply"}
+    return 200, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                 "response": response}
 
 
 def _pems_of(secret: dict[str, Any] | None) -> dict[str, bytes] | None:
@@ -204,6 +236,30 @@ class WebhookServer:
             if patch:
                 await self.client.patch(path, patch, "application/json-patch+json")
                 log.info("CA bundle patched into %s/%s", plural, self.options.config_name)
+        for kind in OTHER_VERSIONS:
+            await self._patch_conversion_ca(f"{KINDS[kind].plural}.{GROUP}", bundle)
+
+    async def _patch_conversion_ca(self, name: str, bundle: str) -> None:
+        """The CA bundle into a CRD's conversion webhook, where the CRD converts by one."""
+        path = CRDS.path(name=name)
+        try:
+            crd = await self.client.get(path)
+            conversion = crd.get("spec", {}).get("conversion") or {}
+            if conversion.get("strategy") != "Webhook":
+                log.info("CRD %s converts no versions (strategy %s): no CA bundle for it",
+                         name, conversion.get("strategy", "None"))
+                return
+            await self.client.patch(path, [{
+                "op": "add", "path": "/spec/conversion/webhook/clientConfig/caBundle",
+                "value": bundle}], "application/json-patch+json")
+        except APIError as err:
+            if err.not_found or err.status == 403:
+                # the jobs' own version still works; the others fail until the CA is there
+                log.warning("CRD %s: cannot give its conversion webhook the CA (%s): its "
+                            "versions but v1 cannot be read or written", name, err.message)
+                return
+            raise
+        log.info("CA bundle patched into the conversion webhook of CRD %s", name)
 
     async def _shared_pems(self) -> dict[str, bytes]:
         """The certificates every replica serves, kept in one Secret: read, or made there
@@ -286,19 +342,22 @@ class WebhookServer:
         limits = listener.ConnectionLimits()
         app = web.Application(client_max_size=limits.max_body)
         for kind in KINDS:
-            app.router.add_post(path_for("validate", kind), self._handler(validate_review))
-            app.router.add_post(path_for("mutate", kind), self._handler(default_review))
+            app.router.add_post(path_for("validate", kind),
+                                self._handler(partial(answer, fn=validate_review)))
+            app.router.add_post(path_for("mutate", kind),
+                                self._handler(partial(answer, fn=default_review)))
+        app.router.add_post(CONVERSION_PATH, self._handler(convert_answer))
         self._listener = await listener.serve("webhook", app, self.options.host,
                                               self.options.port, self.ctx, limits)
         log.info("webhook serving on :%d", self.options.port)
 
-    def _handler(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    def _handler(self, respond: Callable[[bytes], tuple[int, dict[str, Any]]]) -> Any:
         async def handle(request: web.Request) -> web.Response:
             raw = await request.read()
             # Decoding and judging a review of megabytes takes seconds of CPU: in worker
             # threads, a few at once, so that the loop goes on serving probes and leases.
             async with self._judging:
-                status, body = await asyncio.to_thread(answer, raw, fn)
+                status, body = await asyncio.to_thread(respond, raw)
             return web.json_response(body, status=status)
         return handle
 

@@ -12,10 +12,11 @@ import base64
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
 from trainop.api.templates import containers
-from trainop.api.types import MPIJobSpec
+from trainop.api.types import SSH_AUTH_MOUNT_PATH, MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import job_labels, object_meta
@@ -25,7 +26,6 @@ from trainop.frameworks.common import host_slots
 from trainop.frameworks.mpi_exec import config_map_name
 
 CONFIG_MOUNT = mpi_exec.CONFIG_MOUNT
-SSH_MOUNT = "/root/.ssh"
 HOSTFILE = f"{CONFIG_MOUNT}/hostfile"
 SSH_ARGS = "-o ConnectionAttempts=10"
 
@@ -43,9 +43,17 @@ def worker_hosts(job: Job, addr: Addressing) -> list[str]:
     return [addr.host(job, "Worker", i) for i in range(resolve(job).replicas_of("Worker"))]
 
 
+def rank_hosts(job: Job, addr: Addressing) -> list[str]:
+    """The hosts ranks run on, in the hostfile's order: with runLauncherAsWorker the
+    launcher first, then every worker (mpi-operator's newConfigMap)."""
+    launcher = [addr.host(job, "Launcher", 0)] if settled(
+        _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker") else []
+    return launcher + worker_hosts(job, addr)
+
+
 def hostfile(job: Job, addr: Addressing) -> str:
     spec = _spec(job)
-    hosts = host_slots(worker_hosts(job, addr), mpi_exec.slots(job))
+    hosts = host_slots(rank_hosts(job, addr), mpi_exec.slots(job))
     if spec.mpi_implementation in ("Intel", "MPICH"):
         lines = [f"{h}:{n}" for h, n in hosts.items()]
     else:
@@ -91,13 +99,20 @@ class SSH:
         spec["hostname"] = pod["metadata"]["name"]
         spec["subdomain"] = job.name
         volumes = spec.setdefault("volumes", [])
-        volumes.append({"name": "ssh-auth", "secret": {
-            "secretName": secret_name(job), "defaultMode": 0o600,
+        mount_path = settled(_spec(job).ssh_auth_mount_path, "spec.sshAuthMountPath")
+        secret: dict[str, Any] = {
+            "secretName": secret_name(job),
             "items": [{"key": "ssh-privatekey", "path": "id_rsa"},
                       {"key": "ssh-publickey", "path": "id_rsa.pub"},
                       {"key": "ssh-publickey", "path": "authorized_keys"}],
-        }})
-        mounts = [{"name": "ssh-auth", "mountPath": SSH_MOUNT}]
+        }
+        if mount_path == SSH_AUTH_MOUNT_PATH:
+            # root's sshd wants its keys private; elsewhere the files keep the Secret
+            # volume's default mode, for a user that is not root to read them (as
+            # mpi-operator's setupSSHOnPod)
+            secret["defaultMode"] = 0o600
+        volumes.append({"name": "ssh-auth", "secret": secret})
+        mounts = [{"name": "ssh-auth", "mountPath": mount_path}]
         if rtype == "Launcher":
             volumes.append({"name": mpi_exec.CONFIG_VOLUME, "configMap": {
                 "name": config_map_name(job),
@@ -117,7 +132,7 @@ class SSH:
 
     def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
-        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in worker_hosts(job, addr))
+        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in rank_hosts(job, addr))
         objects: list[dict[str, Any]] = [
             CONFIGMAPS.new(object_meta(job, config_map_name(job), job_labels(job)),
                            data={"hostfile": hostfile(job, addr), "discover_hosts.sh": discover}),

@@ -1,0 +1,158 @@
+"""One MPIJob CRD serving v1 (stored) and mpi-operator's v2beta1, converted by the
+manager's webhook, on a real kube-apiserver: a job written at either version reads at both,
+what one version lacks survives the other, a v2beta1 job runs, and the shipped RBAC lets
+the manager give the CRD its CA."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from testbed.apiserver import TestAPIServer, free_port
+from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
+from tests.integration.kube import Kube, Manager, install_rbac, wait_for
+from trainop.api.conversion import WRITTEN_IN, fields_annotation
+
+pytestmark = pytest.mark.integration
+CRD = "mpijobs.kubeflow.org"
+V1, V2 = "mpijobs.v1.kubeflow.org", "mpijobs.v2beta1.kubeflow.org"
+TEMPLATE = {"spec": {"containers": [{"name": "mpi", "image": "mpi:1"}]}}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
+    """An API server of its own (its MPIJob CRD converts through this module's manager),
+    with the install's CRDs and RBAC; the manager runs as the install's ServiceAccount."""
+    tmp = tmp_path_factory.mktemp("versions")
+    with TestAPIServer(users={SA_TOKEN: (SA_USER, SA_GROUPS)}) as api:
+        api.kubectl("apply", "--server-side", "-k", str(CRDS))
+        api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        install_rbac(api)
+        port = free_port()
+        # where the Service would lead in a cluster: this process's manager
+        api.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps([{
+            "op": "replace", "path": "/spec/conversion/webhook/clientConfig",
+            "value": {"url": f"https://127.0.0.1:{port}/convert"}}]))
+        sa = api.kubeconfig_for(SA_TOKEN, tmp / "sa.kubeconfig")
+        manager = Manager(api, "--kubeconfig", str(sa), "--webhook-port", str(port),
+                          "--webhook-cert-dir", str(tmp / "certs"),
+                          "--webhook-service-name", "trainop-webhook",
+                          "--webhook-secret-name", "trainop-webhook-cert", log_dir=tmp)
+        try:
+            manager.wait_ready()
+            wait_for("the CA bundle in the CRD", lambda: _ca_bundle(api))
+            api.manager_log = manager.log  # type: ignore[attr-defined]
+            yield api
+        finally:
+            manager.stop()
+
+
+def _ca_bundle(api: TestAPIServer) -> str | None:
+    crd = json.loads(api.kubectl("get", "crd", CRD, "-o", "json").stdout)
+    return crd["spec"]["conversion"]["webhook"]["clientConfig"].get("caBundle") or None
+
+
+def apply(kube: Kube, doc: dict[str, Any]) -> None:
+    doc = json.loads(json.dumps(doc))
+    doc["metadata"]["namespace"] = kube.ns
+    kube.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc))
+
+
+def read(kube: Kube, version: str, name: str) -> dict[str, Any]:
+    return dict(json.loads(kube.kubectl("get", version, name, "-o", "json")))
+
+
+def test_a_v2beta1_job_reads_at_v1_as_written_in_v2beta1(cluster: TestAPIServer) -> None:
+    kube = Kube(cluster)
+    apply(kube, {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                 "metadata": {"name": "pi"},
+                 "spec": {"slotsPerWorker": 2, "mpiImplementation": "Intel",
+                          "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": TEMPLATE},
+                                              "Worker": {"replicas": 2, "template": TEMPLATE}}}})
+    at_v1 = read(kube, V1, "pi")
+    assert at_v1["apiVersion"] == "kubeflow.org/v1"
+    assert at_v1["metadata"]["annotations"] == {WRITTEN_IN: "v2beta1"}
+    # mpi-operator's CRD defaults, then what the v1 form says the v2beta1 API leaves unsaid
+    assert {k: v for k, v in at_v1["spec"].items() if k != "mpiReplicaSpecs"} == {
+        "slotsPerWorker": 2, "mpiImplementation": "Intel", "launcherCreationPolicy":
+        "AtStartup", "runLauncherAsWorker": False, "sshAuthMountPath": "/root/.ssh",
+        "transport": "SSH"}
+    at_v2 = read(kube, V2, "pi")
+    assert "annotations" not in at_v2["metadata"]
+    assert at_v2["spec"]["mpiImplementation"] == "Intel"
+    # and trainop runs it, as the SSH design it was written in: a key, no kubectl
+    wait_for("the job's pods", lambda: len(kube.names("pods")) == 3 or None)
+    assert kube.get("secret", "pi-ssh") is not None
+    hostfile = kube.get("configmap", "pi-config")["data"]["hostfile"]
+    assert hostfile == (f"pi-worker-0.pi.{kube.ns}.svc:2\npi-worker-1.pi.{kube.ns}.svc:2\n")
+    assert read(kube, V2, "pi")["status"]["conditions"][0]["type"] == "Created"
+
+
+def test_v1_fields_survive_a_v2beta1_client(cluster: TestAPIServer) -> None:
+    kube = Kube(cluster)
+    apply(kube, {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob",
+                 "metadata": {"name": "old"},
+                 "spec": {"mainContainer": "mpi", "runPolicy": {"suspend": True,
+                                                                "restartScope": "Job"},
+                          "mpiReplicaSpecs": {
+                              "Launcher": {"replicas": 1, "template": TEMPLATE},
+                              "Worker": {"replicas": 1, "restartLimit": 2,
+                                         "template": TEMPLATE}}}})
+    at_v2 = read(kube, V2, "old")
+    annotations = at_v2["metadata"]["annotations"]
+    assert annotations[WRITTEN_IN] == "v1"
+    assert json.loads(annotations[fields_annotation("v1")]) == {"spec": {
+        "mainContainer": "mpi", "runPolicy": {"restartScope": "Job"},
+        "mpiReplicaSpecs": {"Worker": {"restartLimit": 2}}}}
+    assert "mainContainer" not in at_v2["spec"]
+    # a v2beta1 client (Kueue's MPIJob integration) resumes it: a write at v2beta1
+    at_v2["spec"]["runPolicy"]["suspend"] = False
+    kube.kubectl("replace", "-f", "-", input=json.dumps(at_v2))
+    at_v1 = read(kube, V1, "old")
+    assert at_v1["spec"]["runPolicy"] == {"suspend": False, "restartScope": "Job"}
+    assert at_v1["spec"]["mainContainer"] == "mpi"
+    assert at_v1["spec"]["mpiReplicaSpecs"]["Worker"]["restartLimit"] == 2
+    assert "annotations" not in at_v1["metadata"]
+
+
+def test_a_field_of_the_other_version_is_refused_by_the_api_server(
+        cluster: TestAPIServer) -> None:
+    kube = Kube(cluster)
+    doc = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "mixed", "namespace": kube.ns},
+           "spec": {"mainContainer": "mpi", "mpiReplicaSpecs": {
+               "Launcher": {"replicas": 1, "template": TEMPLATE}}}}
+    created = cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(doc), check=False)
+    assert created.returncode != 0
+    assert 'unknown field "spec.mainContainer"' in created.stderr, created.stderr
+    applied = cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc),
+                              check=False)
+    assert applied.returncode != 0
+    assert ".spec.mainContainer: field not declared in schema" in applied.stderr
+    assert kube.get(V1, "mixed") is None
+
+
+def test_a_conversion_that_cannot_be_done_is_refused_and_nothing_is_stored(
+        cluster: TestAPIServer) -> None:
+    kube = Kube(cluster)
+    doc = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "bad", "namespace": kube.ns,
+                        "annotations": {fields_annotation("v1"): "{not json"}},
+           "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": TEMPLATE}}}}
+    out = cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(doc), check=False)
+    assert out.returncode != 0
+    assert "trainop.kubeflow.org/v1-fields is not JSON" in out.stderr, out.stderr
+    assert kube.get(V1, "bad") is None
+
+
+def test_the_manager_gave_the_crd_its_ca_as_the_installs_service_account(
+        cluster: TestAPIServer, tmp_path: Path) -> None:
+    # the fixture's manager runs with the install's RBAC and no more
+    assert _ca_bundle(cluster)
+    assert "CA bundle patched into the conversion webhook of CRD mpijobs.kubeflow.org" in \
+        cluster.manager_log()  # type: ignore[attr-defined]
