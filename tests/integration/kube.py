@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from testbed.apiserver import Cluster, TestAPIServer
+from testbed.apiserver import Cluster, TestAPIServer, free_port
 from testbed.manager import ManagerProcess
+from tests.conftest import SA_TOKEN
 from trainop.api import nesting
 
 T = TypeVar("T")
@@ -140,3 +141,31 @@ def install_rbac(api: TestAPIServer) -> None:
         "RoleBinding")]
     api.kubectl("apply", "--server-side", "-f", "-",
                 input="---\n".join(yaml.safe_dump(d) for d in docs))
+
+
+def converting_manager(api: TestAPIServer, folder: Path, *args: str) -> Manager:
+    """A manager whose webhook converts the MPIJob CRD's versions: the CRD's clientConfig
+    leads to it (where its Service would in a cluster), and it has put its CA there. It runs
+    as the install's ServiceAccount where install_rbac was called, else as admin."""
+    port = free_port()
+    api.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps([{
+        "op": "replace", "path": "/spec/conversion/webhook/clientConfig",
+        "value": {"url": f"https://127.0.0.1:{port}/convert"}}]))
+    installed = api.kubectl("get", "serviceaccount", "-n", "trainop-system", "trainop-manager",
+                            check=False).returncode == 0
+    kubeconfig = ("--kubeconfig", str(api.kubeconfig_for(SA_TOKEN, folder / "sa.kubeconfig"))
+                  ) if installed else ()
+    manager = Manager(api, *kubeconfig, "--webhook-port", str(port),
+                      "--webhook-cert-dir", str(folder / "certs"),
+                      "--webhook-service-name", "trainop-webhook",
+                      "--webhook-service-namespace", "trainop-system",
+                      "--webhook-secret-name", "trainop-webhook-cert", *args, log_dir=folder)
+    try:
+        manager.wait_ready()
+        wait_for("the CA bundle in the MPIJob CRD", lambda: json.loads(api.kubectl(
+            "get", "crd", "mpijobs.kubeflow.org", "-o", "json").stdout)["spec"]["conversion"][
+            "webhook"]["clientConfig"].get("caBundle"))
+    except BaseException:
+        manager.stop()
+        raise
+    return manager

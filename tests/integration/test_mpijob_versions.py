@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.apiserver import TestAPIServer, free_port
+from testbed.apiserver import TestAPIServer
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
-from tests.integration.kube import Kube, Manager, install_rbac, wait_for
+from tests.integration.kube import Kube, converting_manager, install_rbac, wait_for
 from trainop.api.conversion import WRITTEN_IN, fields_annotation
 
 pytestmark = pytest.mark.integration
@@ -33,28 +33,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]
         api.kubectl("apply", "--server-side", "-k", str(CRDS))
         api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         install_rbac(api)
-        port = free_port()
-        # where the Service would lead in a cluster: this process's manager
-        api.kubectl("patch", "crd", CRD, "--type=json", "-p", json.dumps([{
-            "op": "replace", "path": "/spec/conversion/webhook/clientConfig",
-            "value": {"url": f"https://127.0.0.1:{port}/convert"}}]))
-        sa = api.kubeconfig_for(SA_TOKEN, tmp / "sa.kubeconfig")
-        manager = Manager(api, "--kubeconfig", str(sa), "--webhook-port", str(port),
-                          "--webhook-cert-dir", str(tmp / "certs"),
-                          "--webhook-service-name", "trainop-webhook",
-                          "--webhook-secret-name", "trainop-webhook-cert", log_dir=tmp)
+        manager = converting_manager(api, tmp)
         try:
-            manager.wait_ready()
-            wait_for("the CA bundle in the CRD", lambda: _ca_bundle(api))
             api.manager_log = manager.log  # type: ignore[attr-defined]
             yield api
         finally:
             manager.stop()
-
-
-def _ca_bundle(api: TestAPIServer) -> str | None:
-    crd = json.loads(api.kubectl("get", "crd", CRD, "-o", "json").stdout)
-    return crd["spec"]["conversion"]["webhook"]["clientConfig"].get("caBundle") or None
 
 
 def apply(kube: Kube, doc: dict[str, Any]) -> None:
@@ -153,6 +137,7 @@ def test_a_conversion_that_cannot_be_done_is_refused_and_nothing_is_stored(
 def test_the_manager_gave_the_crd_its_ca_as_the_installs_service_account(
         cluster: TestAPIServer, tmp_path: Path) -> None:
     # the fixture's manager runs with the install's RBAC and no more
-    assert _ca_bundle(cluster)
+    crd = json.loads(cluster.kubectl("get", "crd", CRD, "-o", "json").stdout)
+    assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
     assert "CA bundle patched into the conversion webhook of CRD mpijobs.kubeflow.org" in \
         cluster.manager_log()  # type: ignore[attr-defined]

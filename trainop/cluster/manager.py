@@ -36,12 +36,17 @@ from trainop.cluster.webhook import WebhookServer
 log = logging.getLogger("trainop.manager")
 
 
+LIST_TRIES = 10
+"""Times the manager tries to list a kind's jobs at start (a second apart) before it gives
+up on anything but a missing CRD."""
+
+
 class StartupError(RuntimeError):
     """The manager cannot start; the message is the one line the user sees."""
 
 
-async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]:
-    """Check the cluster has what the options need; the extra informers they call for."""
+async def _reach(client: Client) -> None:
+    """Check the API server answers."""
     try:
         await client.get("/version")
     except (aiohttp.ClientError, OSError, TimeoutError) as err:
@@ -50,17 +55,31 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
     except APIError as err:
         raise StartupError(f"the API server at {client.config.server} refused us: {err}") \
             from None
+
+
+async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]:
+    """Check the cluster has what the options need; the extra informers they call for.
+    (After the webhook serves: listing jobs stored at another version than v1 goes
+    through its conversion.)"""
     for kind in opts.kinds:
         path = job_resource(kind).path(opts.namespace)
-        try:
-            await client.get(path, {"limit": "1"})
-        except APIError as err:
-            if err.not_found:
-                raise StartupError(
-                    f"the CRD {KINDS[kind].plural}.kubeflow.org is not installed: install the "
-                    f"CRDs (trainop crds | kubectl apply --server-side -f -) or leave {kind} "
-                    f"out of --enable-scheme") from None
-            raise StartupError(f"cannot list {KINDS[kind].plural}: {err}") from None
+        for attempt in range(LIST_TRIES):
+            try:
+                await client.get(path, {"limit": "1"})
+                break
+            except APIError as err:
+                if err.not_found:
+                    raise StartupError(
+                        f"the CRD {KINDS[kind].plural}.kubeflow.org is not installed: install "
+                        f"the CRDs (trainop crds | kubectl apply --server-side -f -) or leave "
+                        f"{kind} out of --enable-scheme") from None
+                if attempt == LIST_TRIES - 1:
+                    raise StartupError(f"cannot list {KINDS[kind].plural}: {err}") from None
+                # a CRD that has just been given our CA calls our conversion webhook once
+                # the API server has read it again: a moment
+                log.info("cannot list %s yet (%s); trying again", KINDS[kind].plural,
+                         err.message)
+                await asyncio.sleep(1)
     extra: dict[str, Resource] = {}
     gang_scheduler = opts.engine.gang_scheduler
     if gang_scheduler:
@@ -147,8 +166,7 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
     components.started("API client", client.close)
     recorder = EventRecorder(client)
     components.started("event recorder", recorder.drain)
-    extra = await _discover(client, opts)
-    caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
+    await _reach(client)
     webhook = WebhookServer(client, opts.webhook) if opts.webhook is not None else None
     probes = Probes(webhook)
     await _serve_metrics(opts, cfg, components)
@@ -160,6 +178,8 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
         await webhook.start()
         components.started("webhook", webhook.stop)
         components.task("webhook certificate rotation", webhook.rotate_forever())
+    extra = await _discover(client, opts)
+    caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
     for informer in caches.all():
         probes.informers[informer.resource.plural] = components.task(
             f"{informer.resource.plural} informer", informer.run())
