@@ -17,7 +17,9 @@
 #     and a test make the pod template's schema with it from the Kubernetes API types);
 #   from sigs.k8s.io/kueue: Kueue's manager, as kueue-VERSION, and beside it
 #     kueue-VERSION-config, the CRDs and webhook configuration of that release's config/
-#     (the Kueue suite installs them on its API server).
+#     (the Kueue suite installs them on its API server);
+#   from github.com/kubeflow/mpi-operator: mpi-operator, as mpi-operator-VERSION (it runs
+#     v2beta1 MPIJobs beside trainop's, on trainop's CRD; its CRD is read from its module).
 # k8s.io/kubernetes is not meant to be required by another module: a small go.mod made here
 # requires it and replaces each k8s.io/* staging module with its v0.X.Y release (the way
 # projects that embed Kubernetes build it). A cold build of everything (empty Go build and
@@ -38,7 +40,6 @@ containerd_version=${TRAINOP_CONTAINERD_VERSION:-v2.4.2}
 upstream_version=${TRAINOP_UPSTREAM_VERSION:-v1.9.4}
 controller_tools_version=${TRAINOP_CONTROLLER_TOOLS_VERSION:-v0.23.0}
 kueue_version=${TRAINOP_KUEUE_VERSION:-v0.17.0}
-# mpi-operator's release: the CRD suite reads its v2beta1 MPIJob CRD from its module
 mpi_operator_version=${TRAINOP_MPI_OPERATOR_VERSION:-v0.8.2}
 real_node=${TRAINOP_REAL_NODE:-1}
 
@@ -47,6 +48,7 @@ log() { echo "test-assets: $*" >&2; }
 kube=(kube-apiserver kubectl)
 upstream=("training-operator-$upstream_version" "controller-gen-$controller_tools_version")
 kueue=("kueue-$kueue_version" "kueue-$kueue_version-config")
+mpi_operator=("mpi-operator-$mpi_operator_version")
 containerd=()
 if [[ $real_node != 0 ]]; then
   kube+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
@@ -62,8 +64,8 @@ missing() {
   done
 }
 
-if [[ -n "${KUBEBUILDER_ASSETS:-}" && \
-      -z "$(missing "$KUBEBUILDER_ASSETS" etcd "${kube[@]}" "${upstream[@]}" "${kueue[@]}" "${containerd[@]}")" ]]; then
+all=(etcd "${kube[@]}" "${upstream[@]}" "${kueue[@]}" "${mpi_operator[@]}" "${containerd[@]}")
+if [[ -n "${KUBEBUILDER_ASSETS:-}" && -z "$(missing "$KUBEBUILDER_ASSETS" "${all[@]}")" ]]; then
   echo "$KUBEBUILDER_ASSETS"
   exit 0
 fi
@@ -72,7 +74,7 @@ cache="${TRAINOP_CACHE:-$HOME/.cache/trainop}"
 assets="$cache/assets/kubernetes-$kube_version-etcd-$etcd_version"
 [[ $real_node == 0 ]] || assets+="-containerd-$containerd_version"
 mkdir -p "$assets"
-if [[ -z "$(missing "$assets" etcd "${kube[@]}" "${upstream[@]}" "${kueue[@]}" "${containerd[@]}")" ]]; then
+if [[ -z "$(missing "$assets" "${all[@]}")" ]]; then
   echo "$assets"
   exit 0
 fi
@@ -158,6 +160,12 @@ if [[ -n "$(missing "$assets" "${kueue[@]}")" ]]; then
     mv "$config.tmp" "$config"
   fi
   ln -sfn "$config" "$assets/${kueue[1]}"
+fi
+
+if [[ -n "$(missing "$assets" "${mpi_operator[@]}")" ]]; then
+  # its own go.mod pins every dependency (and asks for Go 1.26); it replaces nothing
+  build_module github.com/kubeflow/mpi-operator "$mpi_operator_version" "-s -w" "" \
+    "github.com/kubeflow/mpi-operator/cmd/mpi-operator=${mpi_operator[0]}" </dev/null
 fi
 
 if [[ -n "$(missing "$assets" "${containerd[@]}")" ]]; then
