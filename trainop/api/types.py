@@ -66,16 +66,24 @@ class ReplicaSpec(Model):
     )
 
 
-class SchedulingPolicy(Model):
-    """Gang scheduling settings, used when the manager runs with --gang-scheduler-name."""
+class SharedSchedulingPolicy(Model):
+    """Gang scheduling settings, as every version of these kinds has them.
+
+    (v1's, and mpi-operator's v2beta1 MPIJob's, which lacks v1's CEL rule.)"""
 
     min_available: int | None = None
-    # upstream's CRD rule: the API server itself refuses a change of queue
-    queue: Annotated[str | None, SchemaHint(validations=(
-        ("self == oldSelf", "spec.runPolicy.schedulingPolicy.queue is immutable"),))] = None
+    queue: str | None = None
     min_resources: dict[str, Quantity] | None = None
     priority_class: str | None = None
     schedule_timeout_seconds: int | None = None
+
+
+class SchedulingPolicy(SharedSchedulingPolicy):
+    """Gang scheduling settings, used when the manager runs with --gang-scheduler-name."""
+
+    # upstream's CRD rule: the API server itself refuses a change of queue
+    queue: Annotated[str | None, SchemaHint(validations=(
+        ("self == oldSelf", "spec.runPolicy.schedulingPolicy.queue is immutable"),))] = None
 
 
 class PodFailurePolicyOnExitCodes(Model):
@@ -111,16 +119,24 @@ class PodFailurePolicy(Model):
     rules: list[PodFailurePolicyRule]
 
 
-class RunPolicy(Model):
-    """The job logic every kind shares: cleanup, TTL, deadline, backoff, gang, suspend."""
+class SharedRunPolicy(Model):
+    """Cleanup, TTL, deadline, backoff, gang and suspend, as every version has them.
+
+    (v1's without trainop's fields: mpi-operator's v2beta1 MPIJob's.)"""
 
     clean_pod_policy: CleanPodPolicy | None = None
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: Int64 | None = None
     backoff_limit: int | None = None
-    scheduling_policy: SchedulingPolicy | None = None
+    scheduling_policy: SharedSchedulingPolicy | None = None
     suspend: Annotated[bool | None, SchemaHint(default=False)] = None
     managed_by: str | None = None
+
+
+class RunPolicy(SharedRunPolicy):
+    """The job logic every kind shares: cleanup, TTL, deadline, backoff, gang, suspend."""
+
+    scheduling_policy: SchedulingPolicy | None = None
     restart_scope: RestartScope | None = Field(
         None,
         description="trainop: Replica (default) restarts only the failed pod; Job restarts "

@@ -12,17 +12,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from trainop.api import types
 from trainop.api.kinds import GROUP, declare_version
-from trainop.api.model import Int64, Model, PodTemplate, Quantity, SchemaHint, Time
-from trainop.api.types import (
-    CleanPodPolicy,
-    ConditionStatus,
-    FailureInfo,
-    ObjectMeta,
-    ReplicaStatus,
-    RestartPolicy,
-    WaitingReplica,
-)
+from trainop.api.model import Model, PodTemplate, SchemaHint
+from trainop.api.types import ConditionStatus, ObjectMeta, RestartPolicy, SharedRunPolicy
 
 VERSION = "v2beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -34,28 +27,10 @@ class ReplicaSpec(Model):
     restart_policy: RestartPolicy | None = None
 
 
-class SchedulingPolicy(Model):
-    min_available: int | None = None
-    queue: str | None = None
-    min_resources: dict[str, Quantity] | None = None
-    priority_class: str | None = None
-    schedule_timeout_seconds: int | None = None
-
-
-class RunPolicy(Model):
-    clean_pod_policy: CleanPodPolicy | None = None
-    ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: Int64 | None = None
-    backoff_limit: int | None = None
-    scheduling_policy: SchedulingPolicy | None = None
-    suspend: Annotated[bool | None, SchemaHint(default=False)] = None
-    managed_by: str | None = None
-
-
 class MPIJobSpec(Model):
     slots_per_worker: Annotated[int | None, SchemaHint(default=1)] = None
     run_launcher_as_worker: Annotated[bool | None, SchemaHint(default=False)] = None
-    run_policy: RunPolicy | None = None
+    run_policy: SharedRunPolicy | None = None
     replica_specs: dict[str, ReplicaSpec] = Field(alias="mpiReplicaSpecs")
     ssh_auth_mount_path: Annotated[str | None, SchemaHint(default="/root/.ssh")] = None
     # no enum: mpi-operator's marker for it is malformed (`Enum:AtStartup;...`), so its
@@ -68,24 +43,17 @@ class MPIJobSpec(Model):
         SchemaHint(default="OpenMPI", enum=True)] = None
 
 
-class JobCondition(Model):
-    type: str
+class JobCondition(types.JobCondition):
     status: Annotated[ConditionStatus, SchemaHint(enum=True)]
-    reason: str | None = None
-    message: str | None = None
-    last_update_time: Time | None = None
-    last_transition_time: Time | None = None
 
 
-class JobStatus(Model):
-    conditions: Annotated[list[JobCondition] | None, SchemaHint(list_map_keys=("type",))] = None
-    replica_statuses: dict[str, ReplicaStatus] | None = None
-    start_time: Time | None = None
-    completion_time: Time | None = None
-    last_reconcile_time: Time | None = None
-    last_failure: FailureInfo | None = None
-    waiting_replicas: list[WaitingReplica] | None = Field(
-        None, description="trainop: the replicas whose pods have not started, and why.")
+class JobStatus(types.JobStatus):
+    """v1's status, with mpi-operator's conditions: a list keyed by type."""
+
+    # the same conditions, schema'd as mpi-operator's (list is invariant, hence the ignore)
+    conditions: Annotated[
+        list[JobCondition] | None,
+        SchemaHint(list_map_keys=("type",))] = None  # type: ignore[assignment]
 
 
 @declare_version("MPIJob", VERSION)
