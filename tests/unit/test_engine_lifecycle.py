@@ -10,6 +10,7 @@ import pytest
 from tests.jobs import TYPICAL, job
 from tests.sim import T0, Cluster
 from trainop.api import KINDS, JobStatus
+from trainop.api.conversion import WRITTEN_IN
 from trainop.engine import EngineConfig, Plan, create_refused
 from trainop.engine.objects import PLAN_BYTES, PLAN_OBJECTS
 
@@ -656,6 +657,22 @@ def test_a_job_managed_by_the_training_operator_name_is_ours() -> None:
     c = Cluster(job("PyTorchJob", spec={"runPolicy": {
         "managedBy": "kubeflow.org/training-operator"}}))
     assert len(names(c.step(), "Pod")) == 3
+
+
+@pytest.mark.parametrize(("written_in", "managed_by", "ours"), [
+    ("v2beta1", "kubeflow.org/mpi-operator", True),
+    ("v2beta1", "kubeflow.org/training-operator", False),
+    (None, "kubeflow.org/mpi-operator", False),
+])
+def test_a_job_answers_to_the_name_its_api_gives_the_operator(
+        written_in: str | None, managed_by: str, ours: bool) -> None:
+    # mpi-operator runs v2beta1 MPIJobs managed by its own name; training-operator v1 jobs
+    # managed by its name: trainop is both, by the API the job was written in
+    j = job("MPIJob", spec={"transport": "SSH", "runPolicy": {"managedBy": managed_by}})
+    if written_in:
+        j.metadata.annotations = {WRITTEN_IN: written_in}
+    c = Cluster(j)
+    assert bool(names(c.step(), "Pod")) is ours
 
 
 # -- scaling ------------------------------------------------------------------------------

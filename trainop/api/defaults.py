@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop.api.kinds import KindInfo
+from trainop.api.conversion import WRITTEN_IN
+from trainop.api.kinds import VERSION, KindInfo
 from trainop.api.templates import containers
 from trainop.api.types import Job, ReplicaSpec, RunPolicy
 
 OUR_MANAGER = "kubeflow.org/training-operator"
 """The runPolicy.managedBy value of jobs trainop (as the training operator) runs."""
+MANAGER_NAMES = {VERSION: OUR_MANAGER, "v2beta1": "kubeflow.org/mpi-operator"}
+"""The runPolicy.managedBy value that names trainop, by the API a job was written in:
+mpi-operator's own name for a v2beta1 MPIJob (its KubeflowJobController, v2beta1/types.go);
+it leaves every other value, as trainop does."""
+
+
+def our_manager(job: Job) -> str:
+    """The runPolicy.managedBy value by which `job` is trainop's to run."""
+    written = (job.metadata.annotations or {}).get(WRITTEN_IN, VERSION)
+    return MANAGER_NAMES.get(written, OUR_MANAGER)
 
 
 def default_job(job: Job) -> Job:

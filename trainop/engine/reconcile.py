@@ -6,7 +6,8 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from trainop.api import OUR_MANAGER, FailureInfo, Job, JobStatus, ReplicaStatus
+from trainop.api import FailureInfo, Job, JobStatus, ReplicaStatus
+from trainop.api.defaults import our_manager
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS, Resource
@@ -95,7 +96,7 @@ class _Run:
     def run(self) -> Plan:
         job = self.job
         managed_by = job.spec.run_policy.managed_by
-        if managed_by and managed_by != OUR_MANAGER:
+        if managed_by and managed_by != our_manager(job):
             return self.plan  # another controller's job: observe, never act
         if job.metadata.deletion_timestamp:
             return self.plan  # being deleted: the garbage collector removes what it owns
