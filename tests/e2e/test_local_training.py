@@ -71,10 +71,11 @@ def test_paddle_collective_runs(tmp_path: Path) -> None:
     assert "[worker-1] Distributed training completed" in out.stdout
 
 
-@pytest.mark.parametrize("example", ["mpi.yaml", "mpi-ssh.yaml"])
+@pytest.mark.parametrize("example", ["mpi.yaml", "mpi-ssh.yaml", "mpi-v2beta1.yaml"])
 def test_mpi_allreduce_under_mpirun(tmp_path: Path, example: str) -> None:
-    # both transports: mpirun starts the ranks on this machine (the kubectl-exec agent is
-    # in place, executable, and never needed for 127.0.0.1)
+    # both transports, and mpi-operator's v2beta1 API: mpirun starts the ranks on this
+    # machine (the kubectl-exec agent is in place, executable, and never needed for
+    # 127.0.0.1)
     out = trainop_run(str(EXAMPLES / example), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     assert ranks_joined(out.stdout) == {(0, 2), (1, 2)}

@@ -17,7 +17,12 @@ from trainop.api.crd import all_crds
 
 pytestmark = pytest.mark.integration
 GENERATED = all_crds()
-EXAMPLES = sorted(Path(__file__).resolve().parents[2].joinpath("trainop/examples").glob("*.yaml"))
+EXAMPLES = sorted(
+    path for path in Path(__file__).resolve().parents[2].joinpath("trainop/examples").glob(
+        "*.yaml")
+    # v1 only: a v2beta1 job is stored through the manager's conversion, which this shared
+    # API server has not (test_mpijob_versions.py applies that one)
+    if all(d["apiVersion"] == "kubeflow.org/v1" for d in read_documents(str(path))))
 
 
 def _with_defaults(value: Any, schema: dict[str, Any]) -> Any:

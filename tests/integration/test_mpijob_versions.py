@@ -15,7 +15,7 @@ import yaml
 
 from testbed.apiserver import TestAPIServer
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
-from tests.integration.kube import Kube, converting_manager, install_rbac, wait_for
+from tests.integration.kube import REPO, Kube, converting_manager, install_rbac, wait_for
 from trainop.api.conversion import WRITTEN_IN, fields_annotation
 
 pytestmark = pytest.mark.integration
@@ -141,3 +141,16 @@ def test_the_manager_gave_the_crd_its_ca_as_the_installs_service_account(
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"]
     assert "CA bundle patched into the conversion webhook of CRD mpijobs.kubeflow.org" in \
         cluster.manager_log()  # type: ignore[attr-defined]
+
+
+def test_the_v2beta1_example_applies_and_reads_back(cluster: TestAPIServer) -> None:
+    kube = Kube(cluster)
+    path = REPO / "trainop" / "examples" / "mpi-v2beta1.yaml"
+    kube.kubectl("apply", "--server-side", "-f", str(path))
+    written = yaml.safe_load(path.read_text())
+    got = read(kube, V2, written["metadata"]["name"])
+    # nothing pruned, nothing changed; added only what mpi-operator's schema defaults
+    assert got["spec"] == {**written["spec"], "launcherCreationPolicy": "AtStartup",
+                           "mpiImplementation": "OpenMPI", "runLauncherAsWorker": False,
+                           "sshAuthMountPath": "/root/.ssh",
+                           "runPolicy": {**written["spec"]["runPolicy"], "suspend": False}}

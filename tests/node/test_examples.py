@@ -78,7 +78,7 @@ def run_to_the_end(ns: Namespace, kind: str, job: str, timeout: float = 300
 @pytest.mark.parametrize(("example", "world"), [
     ("pytorch-ddp.yaml", 3), ("pytorch-elastic.yaml", 2), ("tensorflow.yaml", 2),
     ("xgboost.yaml", 3), ("jax.yaml", 2), ("mpi.yaml", 2), ("mpi-ssh.yaml", 2),
-    ("mxnet.yaml", 0), ("paddle.yaml", 0)])
+    ("mpi-v2beta1.yaml", 2), ("mxnet.yaml", 0), ("paddle.yaml", 0)])
 def test_example_trains_in_real_pods(cluster: TestCluster, manager: None, example: str,
                                      world: int) -> None:
     if example == "paddle.yaml" and importlib.util.find_spec("paddle") is None:
