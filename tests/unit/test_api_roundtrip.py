@@ -8,14 +8,16 @@ import pytest
 
 from tests.jobs import TYPICAL, manifest
 from trainop.api import KINDS, parse_job, read_documents
+from trainop.api.conversion import convert
 
 EXAMPLES = sorted(Path(__file__).resolve().parents[2].joinpath("trainop/examples").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_round_trip_unchanged(path: Path) -> None:
+    # (a v2beta1 job is read as its v1 form: back at v2beta1, it is what was written)
     for doc in read_documents(str(path)):
-        assert parse_job(doc).to_dict() == doc
+        assert convert(parse_job(doc).to_dict(), doc["apiVersion"]) == doc
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -91,10 +91,9 @@ def convert(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
     return out
 
 
-def written_in(obj: dict[str, Any]) -> str:
-    """The version a job (read at any version) was written in."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(WRITTEN_IN) or str(obj.get("apiVersion", "")).split("/")[-1])
+def written_in(annotations: dict[str, str] | None, api_version: str) -> str:
+    """The version a job read at `api_version`, with these annotations, was written in."""
+    return (annotations or {}).get(WRITTEN_IN) or api_version.rpartition("/")[2]
 
 
 def _version_of(api_version: Any, served: dict[str, Any], what: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop.api.conversion import WRITTEN_IN
+from trainop.api.conversion import written_in
 from trainop.api.kinds import VERSION, KindInfo
 from trainop.api.templates import containers
 from trainop.api.types import Job, ReplicaSpec, RunPolicy
@@ -19,8 +19,8 @@ it leaves every other value, as trainop does."""
 
 def our_manager(job: Job) -> str:
     """The runPolicy.managedBy value by which `job` is trainop's to run."""
-    written = (job.metadata.annotations or {}).get(WRITTEN_IN, VERSION)
-    return MANAGER_NAMES.get(written, OUR_MANAGER)
+    return MANAGER_NAMES.get(written_in(job.metadata.annotations, job.api_version),
+                             OUR_MANAGER)
 
 
 def default_job(job: Job) -> Job:
