@@ -52,10 +52,6 @@ def submit(kube: Kube, doc: dict[str, Any]) -> None:
     kube.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc))
 
 
-def names(kube: Kube, resource: str) -> list[str]:
-    return kube.names(resource)
-
-
 def test_one_v2beta1_job_each(beside: tuple[Kube, Kube]) -> None:
     theirs, ours = beside
     job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "pi"},
@@ -66,11 +62,11 @@ def test_one_v2beta1_job_each(beside: tuple[Kube, Kube]) -> None:
         submit(side, job)
     for side in beside:
         wait_for(f"{side.ns}'s workers", lambda s=side: {"pi-worker-0", "pi-worker-1"} <= set(
-            names(s, "pods")) or None, 60)
+            s.names("pods")) or None, 60)
         wait_for(f"{side.ns}'s config", lambda s=side: s.get("configmap", "pi-config"), 30)
     # the same: the workers, the headless Service, the SSH key, the hostfile's entries
     for resource in ("services", "secrets"):
-        assert names(theirs, resource) == names(ours, resource), resource
+        assert theirs.names(resource) == ours.names(resource), resource
     hosts = {side.ns: side.get("configmap", "pi-config")["data"]["hostfile"].replace(
         side.ns, "NS") for side in beside}
     assert hosts[theirs.ns] == hosts[ours.ns] == (

@@ -59,8 +59,9 @@ def parse_job(obj: Any) -> Job:
         raise InvalidJob([Problem("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")])
     _refuse_too_deep(obj)
     problems = []
-    other = OTHER_VERSIONS.get(kind, {}).get(str(api_version).rpartition("/")[2])
-    if other is not None and str(api_version).startswith(f"{GROUP}/"):
+    group, _, version = str(api_version).rpartition("/")
+    other = OTHER_VERSIONS.get(kind, {}).get(version) if group == GROUP else None
+    if other is not None:
         # another version the kind is served at: checked as the API server checks it
         # (strict fields), then read as v1, as the conversion webhook gives it to trainop
         strays_found = strays({k: v for k, v in obj.items() if k in ("spec", "status")},

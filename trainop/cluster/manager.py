@@ -36,11 +36,6 @@ from trainop.cluster.webhook import WebhookServer
 log = logging.getLogger("trainop.manager")
 
 
-LIST_TRIES = 10
-"""Times the manager tries to list a kind's jobs at start (a second apart) before it gives
-up on anything but a missing CRD."""
-
-
 class StartupError(RuntimeError):
     """The manager cannot start; the message is the one line the user sees."""
 
@@ -63,23 +58,15 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
     through its conversion.)"""
     for kind in opts.kinds:
         path = job_resource(kind).path(opts.namespace)
-        for attempt in range(LIST_TRIES):
-            try:
-                await client.get(path, {"limit": "1"})
-                break
-            except APIError as err:
-                if err.not_found:
-                    raise StartupError(
-                        f"the CRD {KINDS[kind].plural}.kubeflow.org is not installed: install "
-                        f"the CRDs (trainop crds | kubectl apply --server-side -f -) or leave "
-                        f"{kind} out of --enable-scheme") from None
-                if attempt == LIST_TRIES - 1:
-                    raise StartupError(f"cannot list {KINDS[kind].plural}: {err}") from None
-                # a CRD that has just been given our CA calls our conversion webhook once
-                # the API server has read it again: a moment
-                log.info("cannot list %s yet (%s); trying again", KINDS[kind].plural,
-                         err.message)
-                await asyncio.sleep(1)
+        try:
+            await client.get(path, {"limit": "1"})
+        except APIError as err:
+            if err.not_found:
+                raise StartupError(
+                    f"the CRD {KINDS[kind].plural}.kubeflow.org is not installed: install the "
+                    f"CRDs (trainop crds | kubectl apply --server-side -f -) or leave {kind} "
+                    f"out of --enable-scheme") from None
+            raise StartupError(f"cannot list {KINDS[kind].plural}: {err}") from None
     extra: dict[str, Resource] = {}
     gang_scheduler = opts.engine.gang_scheduler
     if gang_scheduler:
