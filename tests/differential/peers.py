@@ -260,19 +260,21 @@ class Sides:
                 break
         return last
 
-    def compare(self, kind: str, step: str, tries: int = 3) -> list[str]:
-        """What differs once every side settled. A difference the README does not document is
-        looked at again after the sides settle once more (`tries` in all): on a loaded
-        machine one operator may only be slower to write what the other wrote."""
+    def compare(self, kind: str, step: str, patience: float = 60) -> list[str]:
+        """What differs once every side settled. While a difference the README does not
+        document remains, the sides are looked at again once they settle once more, for up
+        to `patience` seconds: on a loaded machine one operator may only be slower to write
+        what the other wrote (upstream's requeues back off exponentially: a few failed
+        reconciles behind a lagging cache cost it tens of seconds)."""
         if REPORT:
             return self._differences(kind, step)
         known = patterns()
-        for _ in range(tries - 1):
-            found = self._differences(kind, step)
-            if not undocumented(found, known):
-                return found
+        deadline = time.monotonic() + patience
+        found = self._differences(kind, step)
+        while undocumented(found, known) and time.monotonic() < deadline:
             time.sleep(2)
-        return self._differences(kind, step)
+            found = self._differences(kind, step)
+        return found
 
     def _differences(self, kind: str, step: str) -> list[str]:
         theirs, *ours_by_variant = self.settle(kind)
