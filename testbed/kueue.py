@@ -22,9 +22,9 @@ from testbed.manager import terminate, wait_ready
 from trainop.cluster.certs import issue, new_ca
 
 FRAMEWORKS = ("kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
-              "kubeflow.org/paddlejob", "kubeflow.org/jaxjob")
-"""Kueue's integrations for the kubeflow.org/v1 kinds (MPIJob v1 has none: Kueue's
-kubeflow.org/mpijob is mpi-operator's v2beta1)."""
+              "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob")
+"""Kueue's integrations for the kinds trainop serves: the kubeflow.org/v1 ones, and
+kubeflow.org/mpijob, which is mpi-operator's v2beta1 MPIJob (trainop serves it beside v1)."""
 NAMESPACE = "kueue-system"
 """Kueue's own namespace (MultiKueue reads the worker clusters' kubeconfigs there)."""
 METRICS_CERTS = Path("/etc/kueue/metrics/certs")
@@ -138,9 +138,14 @@ class Kueue:
         """Kueue's mutating and validating configurations, with only the webhooks of its own
         kinds and of FRAMEWORKS (those of integrations left off would fail closed on every
         pod, Job or Deployment), each called at this process's loopback port."""
-        paths = {"-kueue-x-k8s-io-"} | {
-            f"-{group.replace('.', '-')}-v1-{kind}" for group, kind in
-            (f.split("/") for f in FRAMEWORKS)}
+        kinds = [(f"-{group.replace('.', '-')}-", f"-{kind}") for group, kind in
+                 (f.split("/") for f in FRAMEWORKS)]
+
+        def wanted(path: str) -> bool:
+            # /mutate-kubeflow-org-v1-pytorchjob, /validate-kubeflow-org-v2beta1-mpijob...
+            return "-kueue-x-k8s-io-" in path or any(
+                group in path and path.endswith(kind) for group, kind in kinds)
+
         docs = []
         text = (manifests() / "webhooks.yaml").read_text()
         for doc in yaml.safe_load_all(text):
@@ -150,7 +155,7 @@ class Kueue:
             hooks = []
             for hook in doc["webhooks"]:
                 path = hook["clientConfig"]["service"]["path"]
-                if not any(p in path for p in paths):
+                if not wanted(path):
                     continue
                 hook["clientConfig"] = {
                     "url": f"https://127.0.0.1:{self.webhook_port}{path}",

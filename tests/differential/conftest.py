@@ -16,7 +16,7 @@ import yaml
 from testbed import upstream
 from testbed.apiserver import TestAPIServer, free_port
 from tests.differential.peers import VARIANTS, Side, Sides, scenario_of
-from tests.integration.kube import REPO, Kube, Manager
+from tests.integration.kube import REPO, Kube, Manager, convert_at, wait_converting
 from tests.require import cannot_run
 
 CRDS = REPO / "config" / "crd"
@@ -42,7 +42,7 @@ def start_upstream(logs: Path, *args: str
 
 def start_trainop(logs: Path, *args: str) -> Iterator[tuple[TestAPIServer, Manager]]:
     """An API server with trainop's CRDs (and the PodGroup kinds), its webhook registered
-    as shipped, the manager on it."""
+    as shipped and its MPIJob conversion called, the manager on it."""
     logs.mkdir(parents=True, exist_ok=True)
     api = TestAPIServer().start()
     try:
@@ -50,6 +50,7 @@ def start_trainop(logs: Path, *args: str) -> Iterator[tuple[TestAPIServer, Manag
         api.kubectl("apply", "--server-side", "-f", str(PODGROUPS))
         api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         port = free_port()
+        convert_at(api, port)
         config = _webhook_configuration(port)
         api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(config))
         api.kubectl("create", "namespace", "trainop-system")
@@ -58,7 +59,9 @@ def start_trainop(logs: Path, *args: str) -> Iterator[tuple[TestAPIServer, Manag
                           str(config["metadata"]["name"]),  # type: ignore[index]
                           "--webhook-service-namespace", "trainop-system", *args, log_dir=logs)
         try:
-            yield api, manager.wait_ready()
+            manager.wait_ready()
+            wait_converting(api)
+            yield api, manager
         finally:
             manager.stop()
     finally:

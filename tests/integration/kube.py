@@ -148,9 +148,7 @@ def converting_manager(api: TestAPIServer, folder: Path, *args: str) -> Manager:
     leads to it (where its Service would in a cluster), and it has put its CA there. It runs
     as the install's ServiceAccount where install_rbac was called, else as admin."""
     port = free_port()
-    api.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps([{
-        "op": "replace", "path": "/spec/conversion/webhook/clientConfig",
-        "value": {"url": f"https://127.0.0.1:{port}/convert"}}]))
+    convert_at(api, port)
     installed = api.kubectl("get", "serviceaccount", "-n", "trainop-system", "trainop-manager",
                             check=False).returncode == 0
     kubeconfig = ("--kubeconfig", str(api.kubeconfig_for(SA_TOKEN, folder / "sa.kubeconfig"))
@@ -162,10 +160,23 @@ def converting_manager(api: TestAPIServer, folder: Path, *args: str) -> Manager:
                       "--webhook-secret-name", "trainop-webhook-cert", *args, log_dir=folder)
     try:
         manager.wait_ready()
-        wait_for("the CA bundle in the MPIJob CRD", lambda: json.loads(api.kubectl(
-            "get", "crd", "mpijobs.kubeflow.org", "-o", "json").stdout)["spec"]["conversion"][
-            "webhook"]["clientConfig"].get("caBundle"))
+        wait_converting(api)
     except BaseException:
         manager.stop()
         raise
     return manager
+
+
+def convert_at(api: TestAPIServer, port: int) -> None:
+    """The MPIJob CRD's conversion webhook called at a manager's loopback `port` (where its
+    Service would lead in a cluster)."""
+    api.kubectl("patch", "crd", "mpijobs.kubeflow.org", "--type=json", "-p", json.dumps([{
+        "op": "replace", "path": "/spec/conversion/webhook/clientConfig",
+        "value": {"url": f"https://127.0.0.1:{port}/convert"}}]))
+
+
+def wait_converting(api: TestAPIServer) -> None:
+    """Wait for the manager to have put its CA in the MPIJob CRD (it then converts)."""
+    wait_for("the CA bundle in the MPIJob CRD", lambda: json.loads(api.kubectl(
+        "get", "crd", "mpijobs.kubeflow.org", "-o", "json").stdout)["spec"]["conversion"][
+        "webhook"]["clientConfig"].get("caBundle"))

@@ -9,9 +9,10 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
 from testbed.kueue import QUEUE_LABEL
-from tests.integration.kube import Kube, condition_of, wait_for
+from tests.integration.kube import REPO, Kube, condition_of, wait_for
 from tests.jobs import TYPICAL, manifest
 from tests.kueue.conftest import PODS_READY_TIMEOUT
 from tests.kueue.queues import QUEUE, Queues
@@ -195,12 +196,94 @@ def test_a_job_not_ready_in_time_is_evicted_and_stopped(kube: Kube, queues: Queu
     assert all(rs.get("active", 0) == 0 for rs in status["replicaStatuses"].values())
 
 
-def test_an_mpijob_v1_is_not_queued(kube: Kube, queues: Queues) -> None:
-    # Kueue's kubeflow.org/mpijob is mpi-operator's v2beta1: nothing of it sees MPIJob v1
-    queues.create(cpu="1")  # too little, were it queued
-    doc = manifest("MPIJob", TYPICAL["MPIJob"], name="mpi")
-    doc["metadata"]["labels"] = {QUEUE_LABEL: QUEUE}
-    kube.apply(doc)
-    wait_for("the launcher and workers", lambda: len(pods_of(kube, "mpi")) == 3)
-    assert "suspend" not in kube.job("MPIJob", "mpi")["spec"].get("runPolicy", {})
-    assert kube.items("workloads.kueue.x-k8s.io") == []
+V2BETA1 = "mpijobs.v2beta1.kubeflow.org"
+
+
+def mpijob_v2beta1(name: str = "mpi", cpu: str = "1",
+                   run_policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The v2beta1 example's MPIJob (a launcher, two workers) for the LocalQueue QUEUE, each
+    pod asking for `cpu` CPUs."""
+    doc = yaml.safe_load((REPO / "examples" / "mpi-v2beta1.yaml").read_text())
+    doc["metadata"] = {"name": name, "labels": {QUEUE_LABEL: QUEUE}}
+    doc["spec"]["runPolicy"].update(run_policy or {})
+    for rs in doc["spec"]["mpiReplicaSpecs"].values():
+        rs["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": cpu, "memory": "1Gi"}}
+    return dict(doc)
+
+
+def test_a_v2beta1_mpijob_is_queued_admitted_run_and_finished(
+        kube: Kube, queues: Queues) -> None:
+    queues.create(cpu="2")  # too little for its three pods: it stays queued
+    kube.apply(mpijob_v2beta1())
+    workload = queues.wait_workload("MPIJob", "mpi")
+    # Kueue reads it at v2beta1 (through trainop's conversion): its PodSets
+    assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [
+        ("launcher", 1), ("worker", 2)]
+    assert kube.get(V2BETA1, "mpi")["spec"]["runPolicy"]["suspend"] is True
+    assert kube.wait_condition("MPIJob", "mpi", "Suspended")["reason"] == "MPIJobSuspended"
+    pending = wait_for("the Workload pending", lambda: condition_of(
+        queues.workload("MPIJob", "mpi"), "QuotaReserved", "False"))
+    assert pending["reason"] == "Pending"
+    assert pods_of(kube, "mpi") == []
+
+    queues.create(cpu="3")  # now it fits
+    pods = wait_pods_of(kube, "mpi", 3)
+    assert queues.wait_condition("MPIJob", "mpi", "Admitted")["reason"] == "Admitted"
+    assert kube.get(V2BETA1, "mpi")["spec"]["runPolicy"]["suspend"] is False
+    assert sorted(p["metadata"]["labels"]["kueue.x-k8s.io/podset"] for p in pods) == [
+        "launcher", "worker", "worker"]
+    run(kube, "MPIJob", "mpi")
+    assert queues.wait_condition("MPIJob", "mpi", "PodsReady")["reason"] == "Started"
+    succeeded = succeed(kube, "MPIJob", "mpi")
+    finished = queues.wait_condition("MPIJob", "mpi", "Finished")
+    assert (finished["reason"], finished["message"]) == ("Succeeded", succeeded["message"])
+
+
+def test_a_preempted_v2beta1_mpijob_stops_and_runs_again(kube: Kube, queues: Queues) -> None:
+    low, high = f"{kube.ns}-low", f"{kube.ns}-high"
+    priority_class(kube, low, 100)
+    priority_class(kube, high, 1000)
+    queues.create(cpu="3", preemption={"withinClusterQueue": "LowerPriority"})
+    kube.apply(mpijob_v2beta1("low", run_policy={"schedulingPolicy": {"priorityClass": low}}))
+    wait_pods_of(kube, "low", 3)
+    assert queues.wait_workload("MPIJob", "low")["spec"]["priority"] == 100
+    run(kube, "MPIJob", "low")
+
+    kube.apply(queued("PyTorchJob", "high", template={"priorityClassName": high}))
+    assert queues.wait_condition("MPIJob", "low", "Evicted")["reason"] == "Preempted"
+    # Kueue suspends it at v2beta1; trainop deletes its pods and counts none active, which
+    # is what Kueue waits for (IsActive reads replicaStatuses) to release the quota
+    wait_for("the low job's pods gone", lambda: pods_of(kube, "low") == [])
+    job = kube.get(V2BETA1, "low")
+    assert job["spec"]["runPolicy"]["suspend"] is True
+    assert {t: rs.get("active", 0) for t, rs in job["status"]["replicaStatuses"].items()
+            } == {"Launcher": 0, "Worker": 0}
+    wait_pods_of(kube, "high", 3)
+    run(kube, "PyTorchJob", "high")
+    succeed(kube, "PyTorchJob", "high")
+
+    pods = wait_pods_of(kube, "low", 3, timeout=60)  # admitted again
+    assert sorted(p["metadata"]["labels"]["kueue.x-k8s.io/podset"] for p in pods) == [
+        "launcher", "worker", "worker"]
+    run(kube, "MPIJob", "low")
+    succeed(kube, "MPIJob", "low")
+    assert queues.wait_condition("MPIJob", "low", "Finished")["reason"] == "Succeeded"
+
+
+def test_a_v1_mpijob_is_queued_as_well(kube: Kube, queues: Queues) -> None:
+    # Kueue's MPIJob integration reads and writes v2beta1, and the API server converts a
+    # v1 job for it (its webhooks' matchPolicy is Equivalent): a v1 MPIJob labelled for a
+    # queue is queued too
+    queues.create(cpu="2")  # too little for its three pods
+    kube.apply(queued("MPIJob", "mpi"))
+    workload = queues.wait_workload("MPIJob", "mpi")
+    assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [
+        ("launcher", 1), ("worker", 2)]
+    assert kube.job("MPIJob", "mpi")["spec"]["runPolicy"]["suspend"] is True
+    wait_for("the Workload pending", lambda: condition_of(
+        queues.workload("MPIJob", "mpi"), "QuotaReserved", "False"))
+    assert pods_of(kube, "mpi") == []
+    queues.create(cpu="3")
+    wait_pods_of(kube, "mpi", 3)
+    assert kube.job("MPIJob", "mpi")["spec"]["runPolicy"]["suspend"] is False

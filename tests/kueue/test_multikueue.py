@@ -16,7 +16,15 @@ from testbed.apiserver import TestAPIServer
 from tests.differential.conftest import start_trainop
 from tests.integration.kube import Kube, wait_for
 from tests.kueue.queues import API, Queues
-from tests.kueue.test_kueue import pods_of, queued, run, wait_pods_of
+from tests.kueue.test_kueue import (
+    V2BETA1,
+    mpijob_v2beta1,
+    pods_of,
+    queued,
+    run,
+    succeed,
+    wait_pods_of,
+)
 
 pytestmark = pytest.mark.kueue
 
@@ -117,4 +125,29 @@ def test_a_job_dispatched_by_multikueue_runs_on_the_worker_only(
     assert pods_of(local, "job") == [] and local.names("services") == []
     told = [e["reason"] for e in local.items("events")
             if e["source"].get("component") == "pytorchjob-controller"]
+    assert told == []
+
+
+def test_a_v2beta1_mpijob_dispatched_by_multikueue_runs_on_the_worker_only(
+        manager_cluster: TestAPIServer, kube: Kube, queues: Queues) -> None:
+    # kubernetes-sigs/kueue#13035: a worker cluster must serve MPIJob at v2beta1
+    local = Kube(manager_cluster, kube.ns)
+    queues.create(cpu="3")
+    Queues(local).create(cpu="3", admission_checks=["workers"])
+    local.apply(mpijob_v2beta1())
+    job = local.get(V2BETA1, "mpi")
+    assert job["spec"]["runPolicy"]["managedBy"] == MULTIKUEUE  # Kueue's webhook set it
+    wait_pods_of(kube, "mpi", 3, timeout=60)
+    assert "managedBy" not in kube.get(V2BETA1, "mpi")["spec"]["runPolicy"]
+    run(kube, "MPIJob", "mpi")
+    succeeded = succeed(kube, "MPIJob", "mpi")
+
+    copied = local.wait_condition("MPIJob", "mpi", "Succeeded", timeout=60)
+    assert copied["message"] == succeeded["message"]
+    Queues(local).wait_condition("MPIJob", "mpi", "Finished", timeout=60)
+    wait_for("the worker's copy deleted", lambda: kube.get(V2BETA1, "mpi") is None,
+             timeout=60)
+    assert pods_of(local, "mpi") == [] and local.names("configmaps") == []
+    told = [e["reason"] for e in local.items("events")
+            if e["source"].get("component") == "mpijob-controller"]
     assert told == []
