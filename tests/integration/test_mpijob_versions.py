@@ -154,3 +154,28 @@ def test_the_v2beta1_example_applies_and_reads_back(cluster: TestAPIServer) -> N
                            "mpiImplementation": "OpenMPI", "runLauncherAsWorker": False,
                            "sshAuthMountPath": "/root/.ssh",
                            "runPolicy": {**written["spec"]["runPolicy"], "suspend": False}}
+
+
+def test_the_manager_runs_over_an_mpijob_crd_that_converts_nothing(tmp_path: Path) -> None:
+    # a cluster whose MPIJob CRD serves v1 only (an install before v2beta1, or
+    # training-operator's CRD kept): the manager has no CA to give it, says so, and runs
+    with TestAPIServer() as api:
+        api.kubectl("apply", "--server-side", "-k", str(CRDS))
+        crd = yaml.safe_load((CRDS / f"kubeflow.org_{CRD.split('.')[0]}.yaml").read_text())
+        crd["spec"]["versions"] = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+        crd["spec"]["conversion"] = {"strategy": "None"}
+        api.kubectl("replace", "-f", "-", input=yaml.safe_dump(crd))
+        api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        manager = converting_manager(api, tmp_path, crd_converts=False)
+        try:
+            kube = Kube(api)
+            apply(kube, {"apiVersion": "kubeflow.org/v1", "kind": "MPIJob",
+                         "metadata": {"name": "pi"}, "spec": {"mpiReplicaSpecs": {
+                             "Launcher": {"replicas": 1, "template": TEMPLATE},
+                             "Worker": {"replicas": 1, "template": TEMPLATE}}}})
+            wait_for("its launcher and worker", lambda: kube.names("pods") == [
+                "pi-launcher", "pi-worker-0"])
+            assert "CRD mpijobs.kubeflow.org converts no versions (strategy None)" in \
+                manager.log_path.read_text()
+        finally:
+            manager.stop()
