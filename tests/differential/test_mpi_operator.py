@@ -1,7 +1,9 @@
 """mpi-operator v0.8.2 beside trainop on trainop's one MPIJob CRD: the same v2beta1 manifest
 in two namespaces, one each. mpi-operator reads and writes its jobs at v2beta1 through
-trainop's conversion. What the two make is compared: the SSH design's objects are the same;
-the launcher is mpi-operator's batch/v1 Job and trainop's pod (the README says so)."""
+trainop's conversion; kube-controller-manager's Job controllers run its launcher Jobs. What
+the two make and say is compared: the SSH design's objects are the same, and so is how a job
+succeeds and is suspended and resumed; the launcher is mpi-operator's batch/v1 Job and
+trainop's pod, and the conditions' words differ (the README says so)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import yaml
 
 from testbed import mpioperator
 from testbed.apiserver import TestAPIServer
+from testbed.jobcontrollers import JobControllers
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
 from tests.integration.kube import Kube, converting_manager, install_rbac, wait_for
 from tests.require import cannot_run
@@ -37,13 +40,16 @@ def beside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, Kub
         tag = uuid.uuid4().hex[:6]
         theirs, ours = Kube(api, f"mpi-operator-{tag}"), Kube(api, f"trainop-{tag}")
         manager = converting_manager(api, tmp, "--namespace", ours.ns)
+        jobs = JobControllers(api, tmp / "job-controllers.log")
         operator = mpioperator.MPIOperator(api, "--namespace", theirs.ns,
                                            log_path=tmp / "mpi-operator.log")
         try:
+            jobs.wait_ready()
             operator.wait_ready()
             yield theirs, ours
         finally:
             operator.stop()
+            jobs.stop()
             manager.stop()
 
 
@@ -91,3 +97,87 @@ def test_mpi_operator_meets_no_error_on_the_shared_crd(beside: tuple[Kube, Kube]
     theirs, _ = beside
     events = json.loads(theirs.kubectl("get", "events", "-o", "json"))["items"]
     assert events and not [e for e in events if e["type"] == "Warning"], events
+
+
+def v2beta1_job(name: str) -> dict[str, Any]:
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name},
+            "spec": {"mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": TEMPLATE},
+                "Worker": {"replicas": 2, "template": TEMPLATE}}}}
+
+
+def launcher_pod(kube: Kube, job: str) -> str | None:
+    """The launcher's pod: trainop's `<job>-launcher`, or the one mpi-operator's Job made
+    (`<job>-launcher-<random>`)."""
+    names = [n for n in kube.names("pods") if n == f"{job}-launcher"
+             or n.startswith(f"{job}-launcher-")]
+    return names[0] if len(names) == 1 else None
+
+
+def running(kube: Kube, job: str) -> None:
+    """Every pod of `job` Running (its two workers and its launcher), as a kubelet says."""
+    wait_for(f"{kube.ns}'s workers", lambda: {f"{job}-worker-0", f"{job}-worker-1"} <= set(
+        kube.names("pods")) or None, 60)
+    launcher = wait_for(f"{kube.ns}'s launcher pod", lambda: launcher_pod(kube, job), 60)
+    for name in (f"{job}-worker-0", f"{job}-worker-1", launcher):
+        kube.set_pod(name, "Running")
+
+
+def conditions(kube: Kube, job: str) -> list[dict[str, str]]:
+    status = json.loads(kube.kubectl("get", V2, job, "-o", "json")).get("status", {})
+    return [{k: c[k] for k in ("type", "status", "reason", "message")}
+            for c in status.get("conditions", [])]
+
+
+def wait_condition(kube: Kube, job: str, ctype: str, status: str = "True"
+                   ) -> list[dict[str, str]]:
+    return wait_for(f"{kube.ns}'s {job} {ctype}={status}", lambda: (lambda cs: cs if any(
+        c["type"] == ctype and c["status"] == status for c in cs) else None)(
+        conditions(kube, job)), 60)
+
+
+def test_a_v2beta1_job_that_succeeds_each(beside: tuple[Kube, Kube]) -> None:
+    theirs, ours = beside
+    for side in beside:
+        submit(side, v2beta1_job("ok"))
+    for side in beside:
+        running(side, "ok")
+        wait_condition(side, "ok", "Running")
+        side.set_pod(launcher_pod(side, "ok") or "", "Succeeded", exit_code=0)
+    done = {side.ns: wait_condition(side, "ok", "Succeeded") for side in beside}
+    # the same conditions, in the same order and state...
+    assert [(c["type"], c["status"]) for c in done[theirs.ns]] == [
+        (c["type"], c["status"]) for c in done[ours.ns]] == [
+        ("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
+    # ... in each operator's words (the README's v2beta1 table: conditions)
+    assert done[theirs.ns][-1]["message"] == f"MPIJob {theirs.ns}/ok successfully completed."
+    assert done[ours.ns][-1]["message"] == "MPIJob ok is successfully completed."
+    assert done[theirs.ns][-1]["reason"] == done[ours.ns][-1]["reason"] == "MPIJobSucceeded"
+
+
+def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> None:
+    theirs, _ = beside
+    for side in beside:
+        submit(side, v2beta1_job("pause"))
+        running(side, "pause")
+        wait_condition(side, "pause", "Running")
+    paused = v2beta1_job("pause")
+    paused["spec"]["runPolicy"] = {"suspend": True}
+    for side in beside:
+        submit(side, paused)
+    for side in beside:  # every pod gone: the workers, the launcher's (its Job suspended)
+        wait_for(f"{side.ns}'s pods gone", lambda s=side: not [
+            n for n in s.names("pods") if n.startswith("pause-")], 60)
+    suspended = {side.ns: wait_condition(side, "pause", "Suspended") for side in beside}
+    for side in beside:
+        running_now = next(c for c in suspended[side.ns] if c["type"] == "Running")
+        assert (running_now["status"], running_now["reason"]) == ("False", "MPIJobSuspended")
+    launcher = theirs.get("jobs.batch", "pause-launcher")
+    assert launcher["spec"]["suspend"] is True
+    for side in beside:
+        submit(side, v2beta1_job("pause"))
+    for side in beside:  # made again
+        running(side, "pause")
+        resumed = wait_condition(side, "pause", "Suspended", "False")
+        assert next(c for c in resumed if c["type"] == "Suspended")["reason"] == (
+            "MPIJobResumed")
