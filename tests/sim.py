@@ -69,7 +69,7 @@ class Cluster:
             meta = obj["metadata"]
             self.created[f"{obj['kind']}/{meta['name']}"] = obj
             if obj["kind"] == "Pod":
-                replica = replica_of(meta["labels"])
+                replica = replica_of(meta["labels"], meta["name"])
                 rtype = replica_type_of(self.job, replica[0]) if replica else None
                 assert replica is not None and rtype is not None
                 self.pods[meta["name"]] = PodState(meta["name"], rtype, replica[1],

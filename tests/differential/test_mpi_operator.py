@@ -1,9 +1,10 @@
 """mpi-operator v0.8.2 beside trainop on trainop's one MPIJob CRD: the same v2beta1 manifest
 in two namespaces, one each. mpi-operator reads and writes its jobs at v2beta1 through
 trainop's conversion; kube-controller-manager's Job controllers run its launcher Jobs. What
-the two make and say is compared: the SSH design's objects are the same, and so is how a job
-succeeds and is suspended and resumed; the launcher is mpi-operator's batch/v1 Job and
-trainop's pod, and the conditions' words differ (the README says so)."""
+the two make and say is compared: the SSH design's objects and the pods' labels are the
+same, and so is how a job succeeds and is suspended and resumed; the launcher is
+mpi-operator's batch/v1 Job and trainop's pod, and the conditions' words differ (the README
+says so)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,17 @@ def test_one_v2beta1_job_each(beside: tuple[Kube, Kube]) -> None:
         "pi-worker-0.pi.NS.svc slots=2\npi-worker-1.pi.NS.svc slots=2\n")
     secret = theirs.get("secret", "pi-ssh")
     assert secret["type"] == ours.get("secret", "pi-ssh")["type"] == "kubernetes.io/ssh-auth"
+    # the same labels (mpi-operator's) on the workers, and on the launcher's pod (which the
+    # Job controller labels too)
+    for name in ("pi-worker-0", "pi-worker-1"):
+        assert theirs.get("pod", name)["metadata"]["labels"] == ours.get("pod", name)[
+            "metadata"]["labels"], name
+    launchers = [side.get("pod", wait_for(f"{side.ns}'s launcher pod", lambda s=side:
+                                          launcher_pod(s, "pi"), 60)) for side in beside]
+    assert [{k: v for k, v in pod["metadata"]["labels"].items()
+             if k.startswith("training.kubeflow.org/")} for pod in launchers] == [{
+        "training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "launcher",
+        "training.kubeflow.org/operator-name": "mpi-operator"}] * 2
     # the difference the README names: mpi-operator's launcher is a batch/v1 Job
     launcher = wait_for("mpi-operator's launcher Job",
                         lambda: theirs.get("jobs.batch", "pi-launcher"), 30)

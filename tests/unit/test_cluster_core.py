@@ -340,12 +340,31 @@ def test_every_kind_shares_one_budget_of_parsed_jobs() -> None:
 
 
 def test_a_pods_replica_is_read_from_its_labels_in_one_place() -> None:
-    from trainop.engine.labels import REPLICA_INDEX, REPLICA_TYPE, replica_of
+    from trainop.engine.labels import (
+        JOB_ROLE,
+        OPERATOR_NAME,
+        REPLICA_INDEX,
+        REPLICA_TYPE,
+        replica_of,
+    )
 
-    assert replica_of({REPLICA_TYPE: "worker", REPLICA_INDEX: "3"}) == ("worker", 3)
-    assert replica_of({REPLICA_TYPE: "launcher"}) == ("launcher", 0)  # MPI's only launcher
-    assert replica_of({REPLICA_TYPE: "worker", REPLICA_INDEX: "x"}) is None
-    assert replica_of({REPLICA_INDEX: "1"}) is None and replica_of({}) is None
+    assert replica_of({REPLICA_TYPE: "worker", REPLICA_INDEX: "3"}, "j-worker-3") == (
+        "worker", 3)
+    # MPI's only launcher (v1's is also job-role master)
+    assert replica_of({REPLICA_TYPE: "launcher", JOB_ROLE: "master"}, "j-launcher") == (
+        "launcher", 0)
+    assert replica_of({REPLICA_TYPE: "worker", REPLICA_INDEX: "x"}, "j-worker-x") is None
+    assert replica_of({REPLICA_INDEX: "1"}, "j-worker-1") is None
+    assert replica_of({}, "j-worker-1") is None
+    # mpi-operator's labels: the type in job-role, a worker's index from its name (its
+    # label is one more where the launcher is rank 0)
+    mpi = {OPERATOR_NAME: "mpi-operator"}
+    assert replica_of({**mpi, JOB_ROLE: "worker", REPLICA_INDEX: "3"}, "j-worker-2") == (
+        "worker", 2)
+    assert replica_of({**mpi, JOB_ROLE: "launcher", REPLICA_INDEX: "0"}, "j-launcher") == (
+        "launcher", 0)
+    assert replica_of({**mpi, JOB_ROLE: "master"}, "j-launcher") is None
+    assert replica_of({JOB_ROLE: "worker"}, "j-worker-2") is None  # not mpi-operator's
 
 
 def test_a_failed_pod_keeps_what_the_pod_failure_policy_reads() -> None:

@@ -675,6 +675,59 @@ def test_a_job_answers_to_the_name_its_api_gives_the_operator(
     assert bool(names(c.step(), "Pod")) is ours
 
 
+def v2beta1_pods(extra: dict[str, Any] | None = None) -> tuple[Cluster, dict[str, Any]]:
+    """The objects a v2beta1 MPIJob (its v1 form, as the conversion gives it) gets first."""
+    j = job("MPIJob", {"Launcher": 1, "Worker": 2}, spec={"transport": "SSH", **(extra or {})})
+    j.metadata.annotations = {WRITTEN_IN: "v2beta1"}
+    c = Cluster(j)
+    return c, {f"{o['kind']}/{o['metadata']['name']}": o for o in c.step().to_create}
+
+
+def test_a_v2beta1_jobs_pods_carry_mpi_operators_labels() -> None:
+    # mpi-operator's defaultLabels (mpi_job_controller.go): its name, the role, no
+    # replica-type; what Kueue's MPIJob integration and kueuectl select on
+    c, made = v2beta1_pods()
+    mine = {"training.kubeflow.org/job-name": "job",
+            "training.kubeflow.org/operator-name": "mpi-operator"}
+    assert made["Pod/job-launcher"]["metadata"]["labels"] == {
+        **mine, "training.kubeflow.org/job-role": "launcher"}
+    for i in (0, 1):
+        assert made[f"Pod/job-worker-{i}"]["metadata"]["labels"] == {
+            **mine, "training.kubeflow.org/job-role": "worker",
+            "training.kubeflow.org/replica-index": str(i)}
+    assert made["Service/job"]["spec"]["selector"] == mine  # launcher and workers
+    # and the engine counts them as its own
+    c.all("Running")
+    c.step()
+    assert c.condition("Running").status == "True"
+    assert {t: rs.active for t, rs in (c.job.status.replica_statuses or {}).items()} == {
+        "Launcher": 1, "Worker": 2}
+
+
+def test_a_v2beta1_launcher_as_worker_is_rank_0_in_the_replica_index() -> None:
+    c, made = v2beta1_pods({"runLauncherAsWorker": True})
+    index = "training.kubeflow.org/replica-index"
+    assert made["Pod/job-launcher"]["metadata"]["labels"][index] == "0"
+    assert [made[f"Pod/job-worker-{i}"]["metadata"]["labels"][index] for i in (0, 1)] == [
+        "1", "2"]
+    c.all("Running")
+    c.step()
+    assert {t: rs.active for t, rs in (c.job.status.replica_statuses or {}).items()} == {
+        "Launcher": 1, "Worker": 2}
+
+
+def test_a_v1_mpijobs_pods_keep_training_operators_labels() -> None:
+    made = {o["metadata"]["name"]: o["metadata"]["labels"] for o in Cluster(job(
+        "MPIJob", {"Launcher": 1, "Worker": 1}, spec={"transport": "SSH"})).step().to_create
+        if o["kind"] == "Pod"}
+    assert made["job-launcher"] == {
+        "training.kubeflow.org/job-name": "job",
+        "training.kubeflow.org/operator-name": "mpijob-controller",
+        "training.kubeflow.org/replica-type": "launcher",
+        "training.kubeflow.org/job-role": "master"}
+    assert made["job-worker-0"]["training.kubeflow.org/replica-type"] == "worker"
+
+
 # -- scaling ------------------------------------------------------------------------------
 
 def test_scale_down_deletes_the_highest_indexes_first_then_scale_up() -> None:

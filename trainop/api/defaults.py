@@ -17,6 +17,17 @@ mpi-operator's own name for a v2beta1 MPIJob (its KubeflowJobController, v2beta1
 it leaves every other value, as trainop does."""
 
 
+OPERATORS = {"v2beta1": "mpi-operator"}
+"""The operator whose API a job was written in, where that is not training-operator's v1:
+mpi-operator for a v2beta1 MPIJob. The objects of such a job carry that operator's labels
+(engine/labels.py)."""
+
+
+def written_for(job: Job) -> str | None:
+    """The operator whose API `job` was written in (OPERATORS); None for v1."""
+    return OPERATORS.get(written_in(job.metadata.annotations, job.api_version))
+
+
 def our_manager(job: Job) -> str:
     """The runPolicy.managedBy value by which `job` is trainop's to run."""
     return MANAGER_NAMES.get(written_in(job.metadata.annotations, job.api_version),

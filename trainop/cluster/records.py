@@ -104,7 +104,7 @@ class PodRecord:
 def pod_record(obj: dict[str, Any]) -> PodRecord | None:
     """None for a pod without trainop's replica labels (not one of ours to count)."""
     meta = meta_of(obj)
-    replica = replica_of((obj.get("metadata") or {}).get("labels") or {})
+    replica = replica_of((obj.get("metadata") or {}).get("labels") or {}, meta.name)
     if replica is None:
         return None
     rtype, index = replica

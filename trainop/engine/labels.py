@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.defaults import written_for
 
 PREFIX = "training.kubeflow.org"
 JOB_NAME = f"{PREFIX}/job-name"
@@ -13,6 +14,10 @@ OPERATOR_NAME = f"{PREFIX}/operator-name"
 REPLICA_TYPE = f"{PREFIX}/replica-type"
 REPLICA_INDEX = f"{PREFIX}/replica-index"
 JOB_ROLE = f"{PREFIX}/job-role"
+MPI_OPERATOR = "mpi-operator"
+ROLES = ("launcher", "worker")
+"""The job-role label's values that name a replica type: mpi-operator's (its pods carry no
+replica-type label)."""
 
 
 def controller_name(kind: str) -> str:
@@ -36,22 +41,35 @@ def replica_type_of(job: Job, label: str) -> str | None:
     return next((rt for rt in job.spec.replica_specs if rt.lower() == label.lower()), None)
 
 
-def replica_of(labels: Mapping[str, Any]) -> tuple[str, int] | None:
-    """The replica type (as the label writes it, lower case) and index that a pod's labels
-    name; a type's only pod carries no index (MPI's launcher) and is index 0. None for a
-    pod without trainop's replica labels."""
-    rtype, index = labels.get(REPLICA_TYPE), labels.get(REPLICA_INDEX, "0")
-    if not rtype or not str(index).isdigit():
+def replica_of(labels: Mapping[str, Any], name: str) -> tuple[str, int] | None:
+    """The replica type (as the label writes it, lower case) and index of pod `name`, by its
+    labels; a type's only pod carries no index (MPI's launcher) and is index 0. A pod of
+    mpi-operator's labels has its type in job-role, and a worker's index in its name (its
+    replica-index label is shifted by one where the launcher is rank 0). None for a pod
+    without trainop's replica labels."""
+    rtype, index = labels.get(REPLICA_TYPE), str(labels.get(REPLICA_INDEX, "0"))
+    if not rtype and labels.get(OPERATOR_NAME) == MPI_OPERATOR and (
+            role := labels.get(JOB_ROLE)) in ROLES:
+        rtype, index = role, "0" if role == "launcher" else name.rpartition("-")[2]
+    if not rtype or not index.isdigit():
         return None
     return str(rtype), int(index)
 
 
 def job_labels(job: Job) -> dict[str, str]:
-    return {JOB_NAME: job.name, OPERATOR_NAME: controller_name(job.kind)}
+    """What every object of `job` carries: its name, and its operator's (the controller's
+    name; a job written in mpi-operator's API says `mpi-operator`, which Kueue's MPIJob
+    integration and kueuectl select on)."""
+    return {JOB_NAME: job.name, OPERATOR_NAME: written_for(job) or controller_name(job.kind)}
 
 
 def replica_labels(job: Job, rtype: str, index: int | None = None) -> dict[str, str]:
-    labels = {**job_labels(job), REPLICA_TYPE: rtype.lower()}
+    """A replica's pod's labels: the replica type and index (mpi-operator's: the type as
+    job-role, and no replica-type)."""
+    if written_for(job) == MPI_OPERATOR:
+        labels = {**job_labels(job), JOB_ROLE: rtype.lower()}
+    else:
+        labels = {**job_labels(job), REPLICA_TYPE: rtype.lower()}
     if index is not None and rtype not in job.info.unindexed_types:
         labels[REPLICA_INDEX] = str(index)
     return labels

@@ -40,7 +40,7 @@ def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], add
     labels = {**(tmeta.get("labels") or {}), **replica_labels(job, rtype, index)}
     resolved = resolve(job)
     if resolved.is_master(rtype, index):
-        labels[JOB_ROLE] = "master"
+        labels.setdefault(JOB_ROLE, "master")  # mpi-operator's launcher says `launcher`
     meta = object_meta(job, replica_name(job, rtype, index), labels)
     if tmeta.get("annotations"):
         meta["annotations"] = dict(tmeta["annotations"])

@@ -12,6 +12,7 @@ import base64
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.defaults import written_for
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
@@ -19,7 +20,7 @@ from trainop.api.templates import containers
 from trainop.api.types import SSH_AUTH_MOUNT_PATH, MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
 from trainop.engine.framework import spec_of
-from trainop.engine.labels import job_labels, object_meta
+from trainop.engine.labels import MPI_OPERATOR, REPLICA_INDEX, job_labels, object_meta
 from trainop.engine.pods import wait_for_dns_container
 from trainop.frameworks import mpi_exec
 from trainop.frameworks.common import host_slots
@@ -95,6 +96,12 @@ class SSH:
 
     def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
+        if written_for(job) == MPI_OPERATOR and settled(
+                _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker"):
+            # mpi-operator's replica-index counts the hosts from the launcher, rank 0
+            # (mpi_job_controller.go: newLauncherPodTemplate, newWorker)
+            pod["metadata"]["labels"][REPLICA_INDEX] = str(
+                0 if rtype == "Launcher" else index + 1)
         spec = pod["spec"]
         spec["hostname"] = pod["metadata"]["name"]
         spec["subdomain"] = job.name

@@ -19,7 +19,7 @@ from trainop.api import InvalidJob, Job, load_job
 from trainop.api.templates import containers, main_container
 from trainop.engine import EngineConfig, Observed, reconcile
 from trainop.engine.framework import started_by_launcher
-from trainop.engine.labels import REPLICA_TYPE, replica_type_of
+from trainop.engine.labels import replica_of, replica_type_of
 from trainop.frameworks import framework_for
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import NotRunnable, command_of
@@ -138,7 +138,8 @@ def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Consol
         if obj["kind"] != "Pod":
             continue
         name = obj["metadata"]["name"]
-        rtype = replica_type_of(job, obj["metadata"]["labels"][REPLICA_TYPE])
+        replica = replica_of(obj["metadata"]["labels"], name)
+        rtype = replica_type_of(job, replica[0]) if replica else None
         assert rtype is not None  # the engine labels its own pods
         entry: dict[str, Any] = {"replica": name, "restartPolicy": obj["spec"]["restartPolicy"]}
         if started_by_launcher(fw, rtype):

@@ -176,7 +176,7 @@ class LocalRun:
     def _create_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         name = meta["name"]
-        replica = replica_of(meta["labels"])
+        replica = replica_of(meta["labels"], name)
         rtype = replica_type_of(self.job, replica[0]) if replica else None
         assert replica is not None and rtype is not None  # the engine labels its own pods
         index = replica[1]
