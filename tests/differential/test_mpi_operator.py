@@ -157,18 +157,32 @@ def test_a_v2beta1_job_that_succeeds_each(beside: tuple[Kube, Kube]) -> None:
         wait_condition(side, "ok", "Running")
         side.set_pod(launcher_pod(side, "ok") or "", "Succeeded", exit_code=0)
     done = {side.ns: wait_condition(side, "ok", "Succeeded") for side in beside}
-    # the same conditions, in the same order and state...
-    assert [(c["type"], c["status"]) for c in done[theirs.ns]] == [
-        (c["type"], c["status"]) for c in done[ours.ns]] == [
+    # the same conditions, in the same order, state and words
+    assert in_any_namespace(done[theirs.ns], theirs) == in_any_namespace(done[ours.ns], ours)
+    assert [(c["type"], c["status"]) for c in done[ours.ns]] == [
         ("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
-    # ... in each operator's words (the README's v2beta1 table: conditions)
-    assert done[theirs.ns][-1]["message"] == f"MPIJob {theirs.ns}/ok successfully completed."
-    assert done[ours.ns][-1]["message"] == "MPIJob ok is successfully completed."
-    assert done[theirs.ns][-1]["reason"] == done[ours.ns][-1]["reason"] == "MPIJobSucceeded"
+    assert done[ours.ns][-1]["message"] == f"MPIJob {ours.ns}/ok successfully completed."
+    # and the same events of the job's own (mpi-operator tells Running on every reconcile)
+    assert told(theirs, "ok") == told(ours, "ok") == {
+        ("MPIJobCreated", "MPIJob NS/ok is created."), ("MPIJobRunning", "MPIJob NS/ok is running"),
+        ("MPIJobSucceeded", "MPIJob NS/ok successfully completed.")}
+
+
+def in_any_namespace(conds: list[dict[str, str]], kube: Kube) -> list[dict[str, str]]:
+    """The conditions with the namespace in their messages written NS."""
+    return [{**c, "message": c["message"].replace(f"{kube.ns}/", "NS/")} for c in conds]
+
+
+def told(kube: Kube, job: str) -> set[tuple[str, str]]:
+    """The MPIJob's events of its conditions (reason, message; the namespace written NS)."""
+    events = json.loads(kube.kubectl("get", "events", "-o", "json"))["items"]
+    return {(e["reason"], e["message"].replace(f"{kube.ns}/", "NS/")) for e in events
+            if e["involvedObject"]["kind"] == "MPIJob" and e["involvedObject"]["name"] == job
+            and e["reason"].startswith("MPIJob")}
 
 
 def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> None:
-    theirs, _ = beside
+    theirs, ours = beside
     for side in beside:
         submit(side, v2beta1_job("pause"))
         running(side, "pause")
@@ -181,15 +195,23 @@ def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> 
         wait_for(f"{side.ns}'s pods gone", lambda s=side: not [
             n for n in s.names("pods") if n.startswith("pause-")], 60)
     suspended = {side.ns: wait_condition(side, "pause", "Suspended") for side in beside}
-    for side in beside:
-        running_now = next(c for c in suspended[side.ns] if c["type"] == "Running")
-        assert (running_now["status"], running_now["reason"]) == ("False", "MPIJobSuspended")
+    assert in_any_namespace(suspended[theirs.ns], theirs) == in_any_namespace(
+        suspended[ours.ns], ours)
+    running_now = next(c for c in suspended[ours.ns] if c["type"] == "Running")
+    assert (running_now["status"], running_now["reason"]) == ("False", "MPIJobSuspended")
     launcher = theirs.get("jobs.batch", "pause-launcher")
     assert launcher["spec"]["suspend"] is True
     for side in beside:
         submit(side, v2beta1_job("pause"))
+    resumed = {}
     for side in beside:  # made again
         running(side, "pause")
-        resumed = wait_condition(side, "pause", "Suspended", "False")
-        assert next(c for c in resumed if c["type"] == "Suspended")["reason"] == (
-            "MPIJobResumed")
+        resumed[side.ns] = wait_condition(side, "pause", "Running")
+    assert in_any_namespace(resumed[theirs.ns], theirs) == in_any_namespace(
+        resumed[ours.ns], ours)
+    assert next(c for c in resumed[ours.ns] if c["type"] == "Suspended")["reason"] == (
+        "MPIJobResumed")
+    assert told(theirs, "pause") == told(ours, "pause") == {
+        ("MPIJobCreated", "MPIJob NS/pause is created."),
+        ("MPIJobRunning", "MPIJob NS/pause is running"),
+        ("MPIJobSuspended", "MPIJob suspended"), ("MPIJobResumed", "MPIJob resumed")}

@@ -716,6 +716,59 @@ def test_a_v2beta1_launcher_as_worker_is_rank_0_in_the_replica_index() -> None:
         "Launcher": 1, "Worker": 2}
 
 
+def told(plan: Plan) -> list[tuple[str, str]]:
+    return [(e.reason, e.message) for e in plan.events]
+
+
+def test_a_v2beta1_job_is_told_in_mpi_operators_words() -> None:
+    # mpi-operator's conditions and events (mpi_job_controller.go:615-620,
+    # mpi_job_controller_status.go, docs/mpi-operator-v0.8.2.md 4.1 and 5)
+    c, _ = v2beta1_pods()
+    key = c.job.key
+    assert (c.condition("Created").reason, c.condition("Created").message) == (
+        "MPIJobCreated", f"MPIJob {key} is created.")
+    c.all("Running")
+    plan = c.step()
+    assert c.condition("Running").message == f"MPIJob {key} is running."
+    assert told(plan) == [("MPIJobRunning", f"MPIJob {key} is running")]
+    assert told(c.step()) == []  # once (mpi-operator: on every reconcile)
+    c.job.spec.run_policy.suspend = True
+    plan = c.step()
+    assert told(plan) == [("MPIJobSuspended", "MPIJob suspended")]
+    assert (c.condition("Suspended").reason, c.condition("Suspended").message) == (
+        "MPIJobSuspended", "MPIJob suspended")
+    assert (c.condition("Running").status, c.condition("Running").reason,
+            c.condition("Running").message) == (
+        "False", "MPIJobSuspended", f"MPIJob {key} is suspended.")
+    assert c.last_condition() == "Running"  # set after Suspended (v1: before it)
+    c.job.spec.run_policy.suspend = False
+    plan = c.step()
+    assert ("MPIJobResumed", "MPIJob resumed") in told(plan)
+    assert (c.condition("Suspended").status, c.condition("Suspended").message) == (
+        "False", "MPIJob resumed")
+    c.all("Running")
+    c.step()
+    c.all("Succeeded", "Launcher")
+    c.step()
+    assert c.condition("Succeeded").message == f"MPIJob {key} successfully completed."
+
+
+def test_a_v2beta1_job_suspended_from_the_start_is_not_running() -> None:
+    # mpi-operator sets Running False on every suspended job (v1: only one that ran)
+    c, made = v2beta1_pods({"runPolicy": {"suspend": True}})
+    assert made == {}
+    assert [(x.type, x.status) for x in c.job.status.conditions or []] == [
+        ("Created", "True"), ("Suspended", "True"), ("Running", "False")]
+
+
+def test_a_v2beta1_jobs_first_round_tells_it_created() -> None:
+    j = job("MPIJob", {"Launcher": 1, "Worker": 1}, spec={"transport": "SSH"})
+    j.metadata.annotations = {WRITTEN_IN: "v2beta1"}
+    assert ("MPIJobCreated", f"MPIJob {j.key} is created.") in told(Cluster(j).step())
+    v1 = Cluster(job("MPIJob", {"Launcher": 1, "Worker": 1}, spec={"transport": "SSH"}))
+    assert [r for r, _ in told(v1.step()) if r == "MPIJobCreated"] == []  # upstream v1: none
+
+
 def test_a_v1_mpijobs_pods_keep_training_operators_labels() -> None:
     made = {o["metadata"]["name"]: o["metadata"]["labels"] for o in Cluster(job(
         "MPIJob", {"Launcher": 1, "Worker": 1}, spec={"transport": "SSH"})).step().to_create

@@ -53,6 +53,12 @@ class _Run:
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.plan.events.append(Event("Warning" if warning else "Normal", reason, message))
 
+    def tell_also(self, ctype: str, reason: str) -> None:
+        """The event a condition that just turned True tells in the kind's words, where it
+        tells one (Wording.told)."""
+        if (message := self.fw.wording.told(self.job, ctype)) is not None:
+            self.event(reason, message)
+
     def removed(self, reason: str, message: str) -> None:
         """A Normal event of a deletion this plan makes (Plan.on_removed)."""
         self.plan.on_removed.append(Event("Normal", reason, message))
@@ -102,9 +108,10 @@ class _Run:
             return self.plan  # being deleted: the garbage collector removes what it owns
 
         if cond.get(self.status, cond.CREATED) is None and self.condition(
-                cond.CREATED, "True", f"{self.kind}Created",
-                f"{self.kind} {self.job.name} is created.", tell=False):
+                cond.CREATED, "True", f"{self.kind}Created", self.fw.wording.created(job),
+                tell=False):
             self.plan.add_metric("created")
+            self.tell_also(cond.CREATED, f"{self.kind}Created")
         if self.fw.tells_exit_codes:
             # pkg/controller.v1/common/pod.go:343-346 (upstream tells it again on every
             # reconcile; trainop once, when the pod is seen to end)
@@ -192,13 +199,11 @@ class _Run:
             self.plan.remove(
                 ObjectRef(HPAS.kind, hpa.name, HPAS.api_version)
             )
-        # As upstream: Running turns False, then Suspended True (the last condition, which
-        # the State column shows); startTime stays until the job resumes.
-        message = f"{self.kind} {self.job.name} is suspended."
-        if cond.is_true(self.status, cond.RUNNING):
-            self.condition(cond.RUNNING, "False", f"{self.kind}Suspended", message)
-        if not cond.is_true(self.status, cond.SUSPENDED):
-            self.condition(cond.SUSPENDED, "True", f"{self.kind}Suspended", message)
+        # The conditions as the kind's words order them; startTime stays until the job
+        # resumes.
+        for ctype, value, message in self.fw.wording.suspended(
+                self.job, cond.is_true(self.status, cond.RUNNING)):
+            self.condition(ctype, value, f"{self.kind}Suspended", message)
         # every pod is gone or going; what ended stays counted (a job suspended from the
         # start has no replica statuses, as upstream writes none for it)
         for rs in (self.status.replica_statuses or {}).values():
@@ -208,7 +213,7 @@ class _Run:
     def active(self) -> None:
         st = self.status
         if cond.is_true(st, cond.SUSPENDED):
-            message = f"{self.kind} {self.job.name} is resumed."
+            message = self.fw.wording.resumed(self.job)
             self.condition(cond.SUSPENDED, "False", f"{self.kind}Resumed", message)
             self.event(f"{self.kind}Resumed", message)
             st.start_time = self.now  # a resumed job starts again (deadlines count anew)
@@ -243,9 +248,10 @@ class _Run:
         if self.waiting():
             return
         self.create_missing()
-        if self.fw.running(self.job, counts):
-            self.condition(cond.RUNNING, "True", f"{self.kind}Running",
-                           self.fw.wording.running(self.job), tell=False)
+        if self.fw.running(self.job, counts) and self.condition(
+                cond.RUNNING, "True", f"{self.kind}Running", self.fw.wording.running(self.job),
+                tell=False):
+            self.tell_also(cond.RUNNING, f"{self.kind}Running")
 
     def scale_down(self) -> None:
         """Pods and services past the replica count, or of a type no longer in the spec."""

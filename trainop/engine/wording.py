@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from trainop.api import Job
 from trainop.api.resolved import resolve
+from trainop.engine import conditions as cond
 
 
 class Wording:
@@ -29,6 +30,27 @@ class Wording:
         if self.short_title(job):
             return f"{job.kind} {job.name} is successfully completed."
         return f"{job.kind} {job.key} successfully completed."
+
+    def created(self, job: Job) -> str:
+        return f"{job.kind} {job.name} is created."
+
+    def suspended(self, job: Job, running: bool) -> list[tuple[str, str, str]]:
+        """The conditions a suspend sets (type, status, message; the reason is
+        `<Kind>Suspended`), in order, the job `running` or not: upstream v1's Running False
+        (if it was True), then Suspended True, the last, which the State column shows
+        (pkg/controller.v1/common/job.go:146-161)."""
+        message = f"{job.kind} {job.name} is suspended."
+        return [*([(cond.RUNNING, "False", message)] if running else []),
+                (cond.SUSPENDED, "True", message)]
+
+    def resumed(self, job: Job) -> str:
+        """The message of Suspended turned False, and of its event."""
+        return f"{job.kind} {job.name} is resumed."
+
+    def told(self, job: Job, ctype: str) -> str | None:
+        """The message of the event a `ctype` condition tells as it turns True, where its
+        own message is not told: upstream v1.9 tells none for Created and Running."""
+        return None
 
     def created_pod(self, rtype: str, name: str) -> str:
         """The message of a pod's SuccessfulCreatePod event."""

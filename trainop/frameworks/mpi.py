@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from trainop.api import Job
+from trainop.api.defaults import written_for
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS
@@ -23,7 +24,9 @@ from trainop.engine import (
     Observed,
     Phase,
 )
+from trainop.engine import conditions as cond
 from trainop.engine.framework import spec_of
+from trainop.engine.labels import MPI_OPERATOR
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks import mpi_exec, mpi_ssh
 from trainop.frameworks.common import all_succeeded
@@ -58,7 +61,36 @@ def transport(job: Job) -> Transport:
 
 class MPIWording(ShortTitle):
     """MPI's own UpdateJobStatus words every condition (mpijob_controller.go:581-614): the
-    job's name alone, and no common/pod.go messages (MPI reconciles its pods itself)."""
+    job's name alone, and no common/pod.go messages (MPI reconciles its pods itself). A job
+    written in mpi-operator's API is told in mpi-operator's words (its
+    mpi_job_controller.go and mpi_job_controller_status.go): `MPIJob <ns>/<name> ...`."""
+
+    def short_title(self, job: Job) -> bool:
+        return written_for(job) != MPI_OPERATOR
+
+    def created(self, job: Job) -> str:
+        if written_for(job) == MPI_OPERATOR:
+            return f"MPIJob {job.key} is created."
+        return super().created(job)
+
+    def suspended(self, job: Job, running: bool) -> list[tuple[str, str, str]]:
+        if written_for(job) == MPI_OPERATOR:  # Running False whether it ran or not
+            return [(cond.SUSPENDED, "True", "MPIJob suspended"),
+                    (cond.RUNNING, "False", f"MPIJob {job.key} is suspended.")]
+        return super().suspended(job, running)
+
+    def resumed(self, job: Job) -> str:
+        if written_for(job) == MPI_OPERATOR:
+            return "MPIJob resumed"
+        return super().resumed(job)
+
+    def told(self, job: Job, ctype: str) -> str | None:
+        if written_for(job) != MPI_OPERATOR:
+            return None
+        if ctype == cond.CREATED:
+            return self.created(job)
+        # mpi-operator tells this on every reconcile while the job runs; trainop once
+        return f"MPIJob {job.key} is running" if ctype == cond.RUNNING else None
 
     def created_pod(self, rtype: str, name: str) -> str:
         if rtype == "Worker":
