@@ -753,6 +753,21 @@ def test_a_v2beta1_job_is_told_in_mpi_operators_words() -> None:
     assert c.condition("Succeeded").message == f"MPIJob {key} successfully completed."
 
 
+def test_a_v2beta1_jobs_pods_are_made_and_deleted_untold() -> None:
+    # mpi-operator tells no event of its pods (v1: SuccessfulCreatePod, SuccessfulDeletePod)
+    c, _ = v2beta1_pods()
+    first = c.plans[-1]
+    assert first.on_created == [] and told(first) == [
+        ("MPIJobCreated", f"MPIJob {c.job.key} is created.")]
+    c.all("Running")
+    c.step()
+    c.job.spec.run_policy.suspend = True
+    plan = c.step()
+    assert len(deleted(plan)) == 3 and plan.on_removed == [] and plan.on_deleted == []
+    v1 = Cluster(job("MPIJob", {"Launcher": 1, "Worker": 1}, spec={"transport": "SSH"}))
+    assert [e.reason for e in v1.step().on_created] == ["SuccessfulCreatePod"] * 2
+
+
 def test_a_v2beta1_job_suspended_from_the_start_is_not_running() -> None:
     # mpi-operator sets Running False on every suspended job (v1: only one that ran)
     c, made = v2beta1_pods({"runPolicy": {"suspend": True}})

@@ -19,6 +19,10 @@ from trainop.engine.labels import replica_labels, selector_string
 from trainop.engine.observed import LIVE_PHASES, Observed, OwnedObject, Phase, PodState
 from trainop.engine.plan import Event, ObjectRef, Plan
 
+OBJECT_EVENTS = frozenset({"SuccessfulCreatePod", "SuccessfulDeletePod",
+                           "SuccessfulCreateService", "SuccessfulDeleteService"})
+"""The events of a job's pods and services being made and deleted."""
+
 
 class _Run:
     """One reconcile: the state shared by its steps."""
@@ -128,6 +132,8 @@ class _Run:
             if cond.is_finished(self.status):
                 self.finished(just_now=True)
         self.finish_status()
+        if not self.fw.wording.tells_objects(job):
+            self.plan.untell(OBJECT_EVENTS)
         return self.plan
 
     def finished(self, just_now: bool = False) -> None:

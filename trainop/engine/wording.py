@@ -52,6 +52,11 @@ class Wording:
         own message is not told: upstream v1.9 tells none for Created and Running."""
         return None
 
+    def tells_objects(self, job: Job) -> bool:
+        """Whether the job's pods and services being made and deleted are told
+        (`SuccessfulCreatePod`, ...: upstream v1's pod_control.go and service_control.go)."""
+        return True
+
     def created_pod(self, rtype: str, name: str) -> str:
         """The message of a pod's SuccessfulCreatePod event."""
         return f"Created pod: {name}"

@@ -84,6 +84,9 @@ class MPIWording(ShortTitle):
             return "MPIJob resumed"
         return super().resumed(job)
 
+    def tells_objects(self, job: Job) -> bool:
+        return written_for(job) != MPI_OPERATOR  # mpi-operator tells none
+
     def told(self, job: Job, ctype: str) -> str | None:
         if written_for(job) != MPI_OPERATOR:
             return None
