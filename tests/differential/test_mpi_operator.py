@@ -9,15 +9,17 @@ says so)."""
 from __future__ import annotations
 
 import json
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed import mpioperator
-from testbed.apiserver import TestAPIServer
+from testbed.apiserver import TestAPIServer, free_port
 from testbed.jobcontrollers import JobControllers
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
 from tests.integration.kube import Kube, converting_manager, install_rbac, wait_for
@@ -25,6 +27,8 @@ from tests.require import cannot_run
 
 pytestmark = pytest.mark.differential
 V2 = "mpijobs.v2beta1.kubeflow.org"
+METRICS: dict[str, int] = {}
+"""Each side's metrics port on loopback, by its namespace."""
 TEMPLATE = {"spec": {"containers": [{"name": "mpi", "image": "mpi:1"}]}}
 
 
@@ -42,8 +46,10 @@ def beside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, Kub
         theirs, ours = Kube(api, f"mpi-operator-{tag}"), Kube(api, f"trainop-{tag}")
         manager = converting_manager(api, tmp, "--namespace", ours.ns)
         jobs = JobControllers(api, tmp / "job-controllers.log")
-        operator = mpioperator.MPIOperator(api, "--namespace", theirs.ns,
-                                           log_path=tmp / "mpi-operator.log")
+        port = free_port()
+        operator = mpioperator.MPIOperator(api, "--namespace", theirs.ns, "--monitoring-port",
+                                           str(port), log_path=tmp / "mpi-operator.log")
+        METRICS.update({theirs.ns: port, ours.ns: manager.metrics_port})
         try:
             jobs.wait_ready()
             operator.wait_ready()
@@ -214,3 +220,21 @@ def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> 
         ("MPIJobCreated", "MPIJob NS/pause is created."),
         ("MPIJobRunning", "MPIJob NS/pause is running"),
         ("MPIJobSuspended", "MPIJob suspended"), ("MPIJobResumed", "MPIJob resumed")}
+
+
+def counters(kube: Kube) -> dict[str, float]:
+    """mpi-operator's job counters as the side's operator shows them."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS[kube.ns]}/metrics",
+                                timeout=10) as r:
+        text = r.read().decode()
+    return {s.name: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name.startswith("mpi_operator_jobs_")}
+
+
+def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
+    # after the jobs above (each operator sees only its namespace): mpi-operator's counters,
+    # for the jobs written in its API
+    theirs, ours = beside
+    assert counters(theirs) == counters(ours) == {
+        "mpi_operator_jobs_created_total": 3.0, "mpi_operator_jobs_successful_total": 1.0,
+        "mpi_operator_jobs_failed_total": 0.0}

@@ -115,9 +115,11 @@ class PlanApplier:
         if not holders:
             self.holders.pop(key, None)
 
-    async def apply(self, key: str, obj: dict[str, Any], plan: Plan) -> float | None:
+    async def apply(self, key: str, obj: dict[str, Any], plan: Plan,
+                    operator: str | None = None) -> float | None:
         """Send `plan`; the seconds after which the job is to be decided again (the plan's,
-        or a second where a name it needs is still held)."""
+        or a second where a name it needs is still held). `operator`: whose API the job
+        was written in (defaults.written_for), whose counters count it."""
         try:
             await self._send(key, obj, plan)
         except NameHeld as held:
@@ -129,7 +131,7 @@ class PlanApplier:
                 held.held, held.resource, due=time.monotonic() + FIRST_LOOK)
             blocked = created_only(plan, stored_status(obj), wallclock.now())
             if blocked is not None:
-                await self.commit(key, obj, blocked)
+                await self.commit(key, obj, blocked, operator)
             return 0.0
         except Refused as refusal:
             plan = create_refused(plan, self.kind, key, str(refusal), wallclock.now())
@@ -139,9 +141,9 @@ class PlanApplier:
             blocked = created_only(plan, stored_status(obj), wallclock.now())
             if blocked is not None:
                 with contextlib.suppress(*REQUEST_ERRORS):
-                    await self.commit(key, obj, blocked)
+                    await self.commit(key, obj, blocked, operator)
             raise
-        await self.commit(key, obj, plan)
+        await self.commit(key, obj, plan, operator)
         if plan.delete_job:
             ns = obj["metadata"]["namespace"]
             try:
@@ -151,12 +153,14 @@ class PlanApplier:
                 if not err.not_found:
                     raise
                 return None  # an earlier round deleted it, and told so
-            metrics.JOBS_DELETED.labels(ns, self.framework).inc()
+            if operator is None:  # mpi-operator counts no deletion
+                metrics.JOBS_DELETED.labels(ns, self.framework).inc()
             for event in plan.on_deleted:
                 self.recorder.record(obj, event)
         return plan.requeue_after
 
-    async def commit(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
+    async def commit(self, key: str, obj: dict[str, Any], plan: Plan,
+                     operator: str | None = None) -> None:
         """What follows a plan's writes: its status, its events, its metrics. Events that
         announce a transition are told only once the status that holds it is stored: a
         conflict on the status write raises, the job is decided again from the fresh
@@ -171,10 +175,8 @@ class PlanApplier:
                 raise
         for event in plan.on_removed + plan.events + plan.on_created:
             self.recorder.record(obj, event)
-        ns, framework = obj["metadata"]["namespace"], self.framework
-        for name, n in plan.metrics.items():
-            if n:
-                metrics.JOB_COUNTERS[name].labels(ns, framework).inc(n)
+        metrics.count_jobs(plan.metrics, obj["metadata"]["namespace"], self.framework,
+                           operator)
 
     async def _send(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
         """Create the plan's prerequisites (in order), then its replicas (pods and their services in

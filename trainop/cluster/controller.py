@@ -12,6 +12,7 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
+from trainop.api.defaults import written_for
 from trainop.api.resolved import resolve
 from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
@@ -257,7 +258,7 @@ class JobController:
             observed = dataclasses.replace(observed, ssh_key=new_key_pair())
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        self.framework, self.addr, self.config.engine)
-        requeue = await self.applier.apply(key, obj, plan)
+        requeue = await self.applier.apply(key, obj, plan, written_for(job))
         told = self._exited.get(key)
         if told is not None:
             for pod, code in exited.items():

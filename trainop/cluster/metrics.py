@@ -28,6 +28,27 @@ QUEUE_RETRIES = Counter("trainop_workqueue_retries_total", "Keys retried after a
 JOB_COUNTERS = {"created": JOBS_CREATED, "successful": JOBS_SUCCESSFUL, "failed": JOBS_FAILED,
                 "restarted": JOBS_RESTARTED}
 """Plan.metrics's names -> the counters."""
+MPI_OPERATOR_COUNTERS = {
+    "created": Counter("mpi_operator_jobs_created", "Counts number of MPI jobs created"),
+    "successful": Counter("mpi_operator_jobs_successful",
+                          "Counts number of MPI jobs successful"),
+    "failed": Counter("mpi_operator_jobs_failed", "Counts number of MPI jobs failed"),
+}
+"""mpi-operator's job counters (mpi_job_controller.go:124-136: no labels, and neither
+`restarted` nor `deleted`), which count the jobs written in its API instead."""
+
+
+def count_jobs(counts: dict[str, int], namespace: str, framework: str,
+               operator: str | None) -> None:
+    """Add a plan's job counts (Plan.metrics) to the counters of the operator whose API
+    the job was written in (None: training-operator's)."""
+    for name, n in counts.items():
+        if not n:
+            continue
+        if operator is None:
+            JOB_COUNTERS[name].labels(namespace, framework).inc(n)
+        elif (counter := MPI_OPERATOR_COUNTERS.get(name)) is not None:
+            counter.inc(n)
 
 
 # The metrics of controller-runtime v0.19 (what upstream v1.9 runs on), with its names,
