@@ -6,12 +6,11 @@ test's to play (tests.integration.kube.Kube.set_pod); nothing schedules the pods
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Self
 
 from testbed.apiserver import Cluster, find_assets
-from testbed.manager import terminate
+from testbed.manager import terminate, wait_logged
 
 CONTROLLERS = "job,ttl-after-finished"
 
@@ -29,14 +28,8 @@ class JobControllers:
 
     def wait_ready(self, timeout: float = 60) -> Self:
         """Wait until both controllers have synced their caches."""
-        deadline = time.monotonic() + timeout
-        while self.log().count("Caches are synced") < 2:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"kube-controller-manager exited {self.proc.returncode}: "
-                                   f"{self.log()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the Job controllers not ready in {timeout}s: {self.log()}")
-            time.sleep(0.2)
+        wait_logged(self.proc, lambda log: log.count("Caches are synced") >= 2, timeout,
+                    "the Job controllers", self.log)
         return self
 
     def log(self) -> str:

@@ -90,6 +90,19 @@ def wait_ready(proc: subprocess.Popen[bytes], health_port: int, timeout: float, 
     raise RuntimeError(f"{name} not ready after {timeout}s: {log()}")
 
 
+def wait_logged(proc: subprocess.Popen[bytes], ready: Callable[[str], bool], timeout: float,
+                name: str, log: Callable[[], str]) -> None:
+    """Wait until the end of `proc`'s `log` shows it `ready` (a process with no readiness
+    endpoint); raises with that end if it exits or is not ready in time."""
+    deadline = time.monotonic() + timeout
+    while not ready(log()):
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited {proc.returncode}: {log()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} not ready after {timeout}s: {log()}")
+        time.sleep(0.2)
+
+
 def terminate(proc: subprocess.Popen[bytes], timeout: float = 20) -> None:
     """SIGTERM, and SIGKILL after `timeout` seconds if the process is still there."""
     if proc.poll() is None:

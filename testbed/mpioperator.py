@@ -9,14 +9,13 @@ import fcntl
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from testbed.apiserver import Cluster, find_assets, release
-from testbed.manager import terminate
+from testbed.manager import terminate, wait_logged
 from testbed.upstream import go_module
 
 MODULE = "github.com/kubeflow/mpi-operator"
@@ -64,13 +63,8 @@ class MPIOperator:
 
     def wait_ready(self, timeout: float = 60) -> MPIOperator:
         """Wait until it leads and its workers run."""
-        deadline = time.monotonic() + timeout
-        while "Started workers" not in self.log():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mpi-operator exited {self.proc.returncode}: {self.log()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"mpi-operator not started in {timeout}s: {self.log()}")
-            time.sleep(0.2)
+        wait_logged(self.proc, lambda log: "Started workers" in log, timeout, "mpi-operator",
+                    self.log)
         return self
 
     def log(self) -> str:

@@ -233,8 +233,13 @@ def counters(kube: Kube) -> dict[str, float]:
 
 def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     # after the jobs above (each operator sees only its namespace): mpi-operator's counters,
-    # for the jobs written in its API
+    # for the jobs written in its API; trainop counts each job once, mpi-operator at least
+    # once (it counts one again when its first status write conflicts, or when a later
+    # reconcile sees the launcher complete again: a loaded machine shows it)
     theirs, ours = beside
-    assert counters(theirs) == counters(ours) == {
-        "mpi_operator_jobs_created_total": 3.0, "mpi_operator_jobs_successful_total": 1.0,
-        "mpi_operator_jobs_failed_total": 0.0}
+    mine = counters(ours)
+    assert mine == {"mpi_operator_jobs_created_total": 3.0,
+                    "mpi_operator_jobs_successful_total": 1.0,
+                    "mpi_operator_jobs_failed_total": 0.0}
+    assert all(mine[name] <= n for name, n in counters(theirs).items())
+    assert counters(theirs).keys() == mine.keys()
