@@ -17,7 +17,8 @@ mpi-operator's own name for a v2beta1 MPIJob (its KubeflowJobController, v2beta1
 it leaves every other value, as trainop does."""
 
 
-OPERATORS = {"v2beta1": "mpi-operator"}
+MPI_OPERATOR = "mpi-operator"
+OPERATORS = {"v2beta1": MPI_OPERATOR}
 """The operator whose API a job was written in, where that is not training-operator's v1:
 mpi-operator for a v2beta1 MPIJob. The objects of such a job carry that operator's labels
 (engine/labels.py)."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import Job
-from trainop.api.defaults import written_for
+from trainop.api.defaults import MPI_OPERATOR, written_for
 
 PREFIX = "training.kubeflow.org"
 JOB_NAME = f"{PREFIX}/job-name"
@@ -14,7 +14,6 @@ OPERATOR_NAME = f"{PREFIX}/operator-name"
 REPLICA_TYPE = f"{PREFIX}/replica-type"
 REPLICA_INDEX = f"{PREFIX}/replica-index"
 JOB_ROLE = f"{PREFIX}/job-role"
-MPI_OPERATOR = "mpi-operator"
 ROLES = ("launcher", "worker")
 """The job-role label's values that name a replica type: mpi-operator's (its pods carry no
 replica-type label)."""

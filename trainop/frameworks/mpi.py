@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from trainop.api import Job
-from trainop.api.defaults import written_for
+from trainop.api.defaults import MPI_OPERATOR, written_for
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS
@@ -26,7 +26,6 @@ from trainop.engine import (
 )
 from trainop.engine import conditions as cond
 from trainop.engine.framework import spec_of
-from trainop.engine.labels import MPI_OPERATOR
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks import mpi_exec, mpi_ssh
 from trainop.frameworks.common import all_succeeded

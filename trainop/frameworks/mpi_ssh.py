@@ -12,7 +12,7 @@ import base64
 from typing import Any
 
 from trainop.api import Job
-from trainop.api.defaults import written_for
+from trainop.api.defaults import MPI_OPERATOR, written_for
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
@@ -20,7 +20,7 @@ from trainop.api.templates import containers
 from trainop.api.types import SSH_AUTH_MOUNT_PATH, MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
 from trainop.engine.framework import spec_of
-from trainop.engine.labels import MPI_OPERATOR, REPLICA_INDEX, job_labels, object_meta
+from trainop.engine.labels import REPLICA_INDEX, job_labels, object_meta
 from trainop.engine.pods import wait_for_dns_container
 from trainop.frameworks import mpi_exec
 from trainop.frameworks.common import host_slots
