@@ -8,6 +8,7 @@ from typing import Any
 
 from trainop.api import Job
 from trainop.engine import (
+    BatchJob,
     ClusterAddressing,
     EngineConfig,
     Held,
@@ -65,7 +66,15 @@ class Cluster:
                 self.pods.pop(ref.name, None)
             else:
                 self.objects.pop((ref.kind, ref.name), None)
-        for obj in plan.to_create + plan.update:
+        for obj in plan.update:
+            meta = obj["metadata"]
+            if obj["kind"] == "Job":  # patched: suspended or resumed
+                self.set_job(meta["name"], suspended=bool(obj["spec"]["suspend"]))
+            else:
+                self.created[f"{obj['kind']}/{meta['name']}"] = obj
+                self.objects[(obj["kind"], meta["name"])] = OwnedObject(
+                    obj["kind"], meta["name"], content=content_of(obj["kind"], obj))
+        for obj in plan.to_create:
             meta = obj["metadata"]
             self.created[f"{obj['kind']}/{meta['name']}"] = obj
             if obj["kind"] == "Pod":
@@ -77,9 +86,19 @@ class Cluster:
             else:
                 content = content_of(obj["kind"], obj)
                 self.objects[(obj["kind"], meta["name"])] = OwnedObject(
-                    obj["kind"], meta["name"], content=content)
+                    obj["kind"], meta["name"], content=content,
+                    job=BatchJob(suspended=bool(obj["spec"].get("suspend")))
+                    if obj["kind"] == "Job" else None)
         self.job = self.job.model_copy(update={"status": plan.status})
         self.deleted_job = self.deleted_job or plan.delete_job
+
+    def set_job(self, name: str, **changes: Any) -> None:
+        """Change what a batch/v1 Job of the job's says (as its controller would)."""
+        seen = self.objects[("Job", name)]
+        assert seen.job is not None
+        state = dataclasses.replace(seen.job, **changes)
+        self.objects[("Job", name)] = dataclasses.replace(
+            seen, job=state, content=content_of("Job", {"spec": {"suspend": state.suspended}}))
 
     def set(self, name: str, **changes: Any) -> None:
         self.pods[name] = dataclasses.replace(self.pods[name], **changes)
@@ -103,6 +122,11 @@ class Cluster:
         return self.job.status.conditions[-1].type
 
     def pod(self, name: str) -> dict[str, Any]:
+        """Pod `name` as made, or as the template of the Job of that name."""
+        if f"Pod/{name}" not in self.created and f"Job/{name}" in self.created:
+            template = self.created[f"Job/{name}"]["spec"]["template"]
+            return {"metadata": {**template["metadata"], "name": name},
+                    "spec": template["spec"]}
         return self.created[f"Pod/{name}"]
 
     def env(self, name: str, container: int = 0) -> dict[str, Any]:

@@ -1,10 +1,9 @@
 """mpi-operator v0.8.2 beside trainop on trainop's one MPIJob CRD: the same v2beta1 manifest
 in two namespaces, one each. mpi-operator reads and writes its jobs at v2beta1 through
-trainop's conversion; kube-controller-manager's Job controllers run its launcher Jobs. What
-the two make and say is compared: the SSH design's objects and the pods' labels are the
-same, and so is how a job succeeds and is suspended and resumed; the launcher is
-mpi-operator's batch/v1 Job and trainop's pod, and the conditions' words differ (the README
-says so)."""
+trainop's conversion; kube-controller-manager's Job controllers run both sides' launcher
+Jobs. What the two make and say is compared: the SSH design's objects, the launcher Job and
+the pods' labels are the same, and so is how a job succeeds, fails by its launcher, and is
+suspended and resumed."""
 
 from __future__ import annotations
 
@@ -97,12 +96,11 @@ def test_one_v2beta1_job_each(beside: tuple[Kube, Kube]) -> None:
              if k.startswith("training.kubeflow.org/")} for pod in launchers] == [{
         "training.kubeflow.org/job-name": "pi", "training.kubeflow.org/job-role": "launcher",
         "training.kubeflow.org/operator-name": "mpi-operator"}] * 2
-    # the difference the README names: mpi-operator's launcher is a batch/v1 Job
-    launcher = wait_for("mpi-operator's launcher Job",
-                        lambda: theirs.get("jobs.batch", "pi-launcher"), 30)
-    assert launcher["spec"]["template"]["spec"]["containers"][0]["image"] == "mpi:1"
-    assert ours.get("jobs.batch", "pi-launcher") is None
-    assert ours.get("pod", "pi-launcher") is not None
+    # the launcher: a batch/v1 Job on each side, of the same shape
+    launchers = [launcher_job(side, "pi") for side in beside]
+    assert launchers[0] == launchers[1], differing(launchers[0], launchers[1])
+    assert launchers[1]["spec"]["podReplacementPolicy"] == "Failed"
+    assert ours.get("pod", "pi-launcher") is None
     # mpi-operator writes its status at v2beta1, through trainop's conversion
     status = json.loads(theirs.kubectl("get", V2, "pi", "-o", "json"))["status"]
     assert status["conditions"][0]["type"] == "Created"
@@ -124,11 +122,39 @@ def v2beta1_job(name: str) -> dict[str, Any]:
                 "Worker": {"replicas": 2, "template": TEMPLATE}}}}
 
 
+def launcher_job(kube: Kube, job: str) -> dict[str, Any]:
+    """The side's launcher Job as a client compares it: its spec less what the API server
+    generates (the selector, the Job controller's labels), the pod's environment by name,
+    with the namespace written NS."""
+    made = wait_for(f"{kube.ns}'s launcher Job", lambda: kube.get(
+        "jobs.batch", f"{job}-launcher"), 60)
+    spec = json.loads(json.dumps(made["spec"]).replace(kube.ns, "NS"))
+    spec.pop("selector", None)
+    template = spec["template"]
+    template["metadata"]["labels"] = {k: v for k, v in template["metadata"]["labels"].items()
+                                      if "controller-uid" not in k
+                                      and k not in ("job-name", "batch.kubernetes.io/job-name")}
+    template["metadata"].pop("ownerReferences", None)  # mpi-operator's quirk (docs)
+    for c in template["spec"]["containers"]:
+        c["env"] = [f"{e['name']}={e.get('value')}" for e in c.get("env") or []]
+    return {"spec": spec, "owner": made["metadata"]["ownerReferences"][0]["kind"]}
+
+
+def differing(theirs: Any, ours: Any, path: str = "") -> list[str]:
+    """The paths where two JSON values differ, each with both sides' values."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        return [d for k in sorted(theirs.keys() | ours.keys())
+                for d in differing(theirs.get(k, "(none)"), ours.get(k, "(none)"),
+                                   f"{path}.{k}")]
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        return [d for i, (a, b) in enumerate(zip(theirs, ours, strict=True))
+                for d in differing(a, b, f"{path}[{i}]")]
+    return [] if theirs == ours else [f"{path}: {theirs!r} != {ours!r}"]
+
+
 def launcher_pod(kube: Kube, job: str) -> str | None:
-    """The launcher's pod: trainop's `<job>-launcher`, or the one mpi-operator's Job made
-    (`<job>-launcher-<random>`)."""
-    names = [n for n in kube.names("pods") if n == f"{job}-launcher"
-             or n.startswith(f"{job}-launcher-")]
+    """The launcher's pod, which its Job made (`<job>-launcher-<random>`)."""
+    names = [n for n in kube.names("pods") if n.startswith(f"{job}-launcher-")]
     return names[0] if len(names) == 1 else None
 
 
@@ -222,6 +248,31 @@ def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> 
         ("MPIJobSuspended", "MPIJob suspended"), ("MPIJobResumed", "MPIJob resumed")}
 
 
+def test_a_v2beta1_job_whose_launcher_fails_each(beside: tuple[Kube, Kube]) -> None:
+    theirs, ours = beside
+    doc = v2beta1_job("bad")
+    doc["spec"]["runPolicy"] = {"backoffLimit": 0}
+    for side in beside:
+        submit(side, doc)
+    for side in beside:
+        running(side, "bad")
+        wait_condition(side, "bad", "Running")
+        side.set_pod(launcher_pod(side, "bad") or "", "Failed", exit_code=1)
+    failed = {side.ns: wait_condition(side, "bad", "Failed") for side in beside}
+    # the Job's reason and message, with its newest failed pod's (none here)
+    assert in_any_namespace(failed[theirs.ns], theirs) == in_any_namespace(
+        failed[ours.ns], ours)
+    last = failed[ours.ns][-1]
+    assert (last["type"], last["reason"], last["message"]) == (
+        "Failed", "BackoffLimitExceeded/", "Job has reached the specified backoff limit: ")
+    assert told(theirs, "bad") == told(ours, "bad")
+    # the difference the README names: with cleanPodPolicy None, mpi-operator leaves the
+    # workers running sshd for ever; trainop stops them
+    workers = {f"bad-worker-{i}" for i in (0, 1)}
+    assert workers <= set(theirs.names("pods"))
+    wait_for("trainop's workers gone", lambda: not workers & set(ours.names("pods")), 30)
+
+
 def counters(kube: Kube) -> dict[str, float]:
     """mpi-operator's job counters as the side's operator shows them."""
     with urllib.request.urlopen(f"http://127.0.0.1:{METRICS[kube.ns]}/metrics",
@@ -238,8 +289,8 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     # reconcile sees the launcher complete again: a loaded machine shows it)
     theirs, ours = beside
     mine = counters(ours)
-    assert mine == {"mpi_operator_jobs_created_total": 3.0,
+    assert mine == {"mpi_operator_jobs_created_total": 4.0,
                     "mpi_operator_jobs_successful_total": 1.0,
-                    "mpi_operator_jobs_failed_total": 0.0}
+                    "mpi_operator_jobs_failed_total": 1.0}
     assert all(mine[name] <= n for name, n in counters(theirs).items())
     assert counters(theirs).keys() == mine.keys()

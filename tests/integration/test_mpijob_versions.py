@@ -70,7 +70,12 @@ def test_a_v2beta1_job_reads_at_v1_as_written_in_v2beta1(cluster: TestAPIServer)
     assert "annotations" not in at_v2["metadata"]
     assert at_v2["spec"]["mpiImplementation"] == "Intel"
     # and trainop runs it, as the SSH design it was written in: a key, no kubectl
-    wait_for("the job's pods", lambda: len(kube.names("pods")) == 3 or None)
+    wait_for("the job's workers", lambda: kube.names("pods") == ["pi-worker-0", "pi-worker-1"]
+             or None)
+    # its launcher is mpi-operator's batch/v1 Job (its pod is the Job controller's to make)
+    launcher = wait_for("its launcher Job", lambda: kube.get("jobs.batch", "pi-launcher"))
+    assert launcher["spec"]["template"]["metadata"]["labels"][
+        "training.kubeflow.org/job-role"] == "launcher"
     assert kube.get("secret", "pi-ssh") is not None
     hostfile = kube.get("configmap", "pi-config")["data"]["hostfile"]
     assert hostfile == (f"pi-worker-0.pi.{kube.ns}.svc:2\npi-worker-1.pi.{kube.ns}.svc:2\n")

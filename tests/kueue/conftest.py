@@ -1,7 +1,7 @@
 """Fixtures of the Kueue suite: one API server with trainop's CRDs and webhook, trainop's
-manager and a real Kueue (built by hack/test-assets.sh) on it; each test has its own
-namespace and its own flavor, ClusterQueue and LocalQueue. The kubelet is played by the test
-(tests.integration.kube.Kube.set_pod)."""
+manager, a real Kueue (built by hack/test-assets.sh) and the batch/v1 Job controllers on it;
+each test has its own namespace and its own flavor, ClusterQueue and LocalQueue. The
+kubelet is played by the test (tests.integration.kube.Kube.set_pod)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from testbed import kueue
 from testbed.apiserver import TestAPIServer
+from testbed.jobcontrollers import JobControllers
 from tests.differential.conftest import start_trainop
 from tests.integration.kube import Kube
 from tests.kueue.queues import Queues
@@ -33,10 +34,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]
         kueue.install(api)
         peer = kueue.Kueue(api, logs, config={"waitForPodsReady": {
             "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}})
+        # a v2beta1 MPIJob's launcher is a batch/v1 Job: its controller makes its pod
+        jobs = JobControllers(api, logs / "job-controllers.log")
         try:
             peer.wait_ready()
+            jobs.wait_ready()
             yield api
         finally:
+            jobs.stop()
             peer.stop()
     finally:
         trainop.close()

@@ -14,7 +14,7 @@ from trainop.cluster.client import throttle_delay, warning_texts
 from trainop.cluster.expectations import Expectations
 from trainop.cluster.records import job_record, object_record, owner_key, pod_record
 from trainop.cluster.workqueue import WorkQueue
-from trainop.engine import Ended
+from trainop.engine import BatchJob, Ended
 from trainop.engine.objects import content_of
 
 
@@ -281,6 +281,69 @@ def test_the_caches_keep_only_what_a_job_controls() -> None:
     config_map = {"metadata": {**POD["metadata"], "name": "j-config"}, "data": {"a": "b"}}
     assert caches.objects["ConfigMap"].decode(config_map) is not None
     assert caches.objects["ConfigMap"].decode({"metadata": {"name": "x"}}) is None
+
+
+def test_a_launcher_jobs_status_is_read_as_the_engine_needs_it() -> None:
+    meta = {"name": "j-launcher", "namespace": "ns"}
+    rec = object_record("Job", {"metadata": meta, "spec": {"suspend": True}, "status": {
+        "startTime": "t0", "failed": 2, "completionTime": None, "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"},
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+             "message": "Job has reached the specified backoff limit"}]}})
+    assert rec.job == BatchJob(suspended=True, started=True, finished="Failed",
+                               reason="BackoffLimitExceeded",
+                               message="Job has reached the specified backoff limit", failed=2)
+    done = object_record("Job", {"metadata": meta, "spec": {}, "status": {
+        "completionTime": "t1", "conditions": [{"type": "Complete", "status": "True"}]}})
+    assert done.job == BatchJob(finished="Complete", completion_time="t1")
+    # kept current: whether it is suspended (the API server writes `suspend: false`)
+    assert done.content == object_record("Job", {"metadata": meta, "spec": {
+        "suspend": False}}).content != rec.content
+    assert object_record("ConfigMap", {"metadata": meta}).job is None
+
+
+def test_a_launcher_jobs_pods_are_kept_under_the_job_and_count_for_its_owner() -> None:
+    from trainop.cluster.caches import build
+    from trainop.cluster.client import Client
+    from trainop.cluster.config import ClusterConfig
+    from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.engine import EngineConfig
+
+    caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["MPIJob"], None, {})
+    assert caches.pods is not None
+    launcher = {"metadata": {"name": "j-launcher", "namespace": "ns", "uid": "bj",
+                             "labels": {"training.kubeflow.org/job-name": "j"},
+                             "ownerReferences": [{"apiVersion": "kubeflow.org/v1",
+                                                  "kind": "MPIJob", "name": "j",
+                                                  "uid": "ju", "controller": True}]},
+                "spec": {}, "status": {"failed": 1}}
+    caches.objects["Job"].put_newer(launcher)
+
+    def pod(name: str, phase: str, created: str, reason: str = "") -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "uid": name,
+                             "creationTimestamp": created, "labels": {
+                                 "training.kubeflow.org/job-name": "j",
+                                 "training.kubeflow.org/operator-name": "mpi-operator",
+                                 "training.kubeflow.org/job-role": "launcher"},
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                  "name": "j-launcher", "uid": "bj",
+                                                  "controller": True}]},
+                "status": {"phase": phase, "reason": reason, "message": f"{name} ended"}}
+    for p in (pod("j-launcher-a", "Failed", "2026-01-01T00:00:01Z", "Old"),
+              pod("j-launcher-b", "Failed", "2026-01-01T00:00:02Z", "Evicted"),
+              pod("j-launcher-c", "Running", "2026-01-01T00:00:03Z")):
+        assert caches.pods.decode(p) is not None
+        caches.pods.put_newer(p)
+    controller = JobController("MPIJob", Client(ClusterConfig(server="http://127.0.0.1:1")),
+                               caches, ControllerConfig(EngineConfig()), None,  # type: ignore[arg-type]
+                               lambda: True, ParsedJobs())
+    rec = caches.objects["Job"].get("ns/j-launcher")
+    assert rec is not None
+    assert controller.batch_job(rec) == BatchJob(failed=1, running=1,
+                                                 last_failed=("Evicted", "j-launcher-b ended"))
+    # a change of its pod wakes the MPIJob
+    pod_rec = caches.pods.get("ns/j-launcher-c")
+    assert pod_rec is not None and controller._owner_key(pod_rec) == "ns/j"
 
 
 def test_a_container_restarted_in_place_keeps_its_last_run() -> None:

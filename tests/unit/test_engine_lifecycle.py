@@ -7,12 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.jobs import TYPICAL, job
+from tests.jobs import TYPICAL, job, manifest
 from tests.sim import T0, Cluster
-from trainop.api import KINDS, JobStatus
+from trainop.api import KINDS, Job, JobStatus, load_job
 from trainop.api.conversion import WRITTEN_IN
 from trainop.engine import EngineConfig, Plan, create_refused
-from trainop.engine.objects import PLAN_BYTES, PLAN_OBJECTS
+from trainop.engine.objects import PLAN_BYTES, PLAN_OBJECTS, patch_of
 
 ALL = sorted(KINDS)
 EXIT_CODE = {"Worker": {"restartPolicy": "ExitCode"}}
@@ -675,11 +675,17 @@ def test_a_job_answers_to_the_name_its_api_gives_the_operator(
     assert bool(names(c.step(), "Pod")) is ours
 
 
+def v2beta1_job(extra: dict[str, Any] | None = None, workers: int = 2) -> Job:
+    """A v2beta1 MPIJob's v1 form, as the conversion gives it, defaulted."""
+    doc = manifest("MPIJob", {"Launcher": 1, "Worker": workers},
+                   spec={"transport": "SSH", **(extra or {})})
+    doc["metadata"]["annotations"] = {WRITTEN_IN: "v2beta1"}
+    return load_job(doc)
+
+
 def v2beta1_pods(extra: dict[str, Any] | None = None) -> tuple[Cluster, dict[str, Any]]:
     """The objects a v2beta1 MPIJob (its v1 form, as the conversion gives it) gets first."""
-    j = job("MPIJob", {"Launcher": 1, "Worker": 2}, spec={"transport": "SSH", **(extra or {})})
-    j.metadata.annotations = {WRITTEN_IN: "v2beta1"}
-    c = Cluster(j)
+    c = Cluster(v2beta1_job(extra))
     return c, {f"{o['kind']}/{o['metadata']['name']}": o for o in c.step().to_create}
 
 
@@ -689,7 +695,7 @@ def test_a_v2beta1_jobs_pods_carry_mpi_operators_labels() -> None:
     c, made = v2beta1_pods()
     mine = {"training.kubeflow.org/job-name": "job",
             "training.kubeflow.org/operator-name": "mpi-operator"}
-    assert made["Pod/job-launcher"]["metadata"]["labels"] == {
+    assert made["Job/job-launcher"]["spec"]["template"]["metadata"]["labels"] == {
         **mine, "training.kubeflow.org/job-role": "launcher"}
     for i in (0, 1):
         assert made[f"Pod/job-worker-{i}"]["metadata"]["labels"] == {
@@ -697,8 +703,7 @@ def test_a_v2beta1_jobs_pods_carry_mpi_operators_labels() -> None:
             "training.kubeflow.org/replica-index": str(i)}
     assert made["Service/job"]["spec"]["selector"] == mine  # launcher and workers
     # and the engine counts them as its own
-    c.all("Running")
-    c.step()
+    running_v2beta1(c)
     assert c.condition("Running").status == "True"
     assert {t: rs.active for t, rs in (c.job.status.replica_statuses or {}).items()} == {
         "Launcher": 1, "Worker": 2}
@@ -707,17 +712,186 @@ def test_a_v2beta1_jobs_pods_carry_mpi_operators_labels() -> None:
 def test_a_v2beta1_launcher_as_worker_is_rank_0_in_the_replica_index() -> None:
     c, made = v2beta1_pods({"runLauncherAsWorker": True})
     index = "training.kubeflow.org/replica-index"
-    assert made["Pod/job-launcher"]["metadata"]["labels"][index] == "0"
+    assert c.pod("job-launcher")["metadata"]["labels"][index] == "0"
     assert [made[f"Pod/job-worker-{i}"]["metadata"]["labels"][index] for i in (0, 1)] == [
         "1", "2"]
-    c.all("Running")
-    c.step()
+    running_v2beta1(c)
     assert {t: rs.active for t, rs in (c.job.status.replica_statuses or {}).items()} == {
         "Launcher": 1, "Worker": 2}
 
 
+def running_v2beta1(c: Cluster) -> Plan:
+    """Every worker runs, and the launcher Job's pod."""
+    c.all("Running")
+    c.set_job("job-launcher", running=1, started=True)
+    return c.step()
+
+
 def told(plan: Plan) -> list[tuple[str, str]]:
     return [(e.reason, e.message) for e in plan.events]
+
+
+def test_a_v2beta1_jobs_launcher_is_a_batch_job() -> None:
+    # mpi-operator's newLauncherJob: the job's limits go to the Job, which its controller
+    # keeps; made after the workers; no pod of the engine's own
+    c, made = v2beta1_pods({"runPolicy": {"backoffLimit": 3, "activeDeadlineSeconds": 600,
+                                          "ttlSecondsAfterFinished": 60}})
+    launcher = made["Job/job-launcher"]
+    assert launcher["apiVersion"] == "batch/v1"
+    assert {k: v for k, v in launcher["spec"].items() if k != "template"} == {
+        "backoffLimit": 3, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": 60,
+        "podReplacementPolicy": "Failed"}
+    assert launcher["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
+    pod = launcher["spec"]["template"]["spec"]
+    assert pod["hostname"] == "job-launcher" and pod["subdomain"] == "job"
+    assert pod["restartPolicy"] == "OnFailure"
+    assert "Pod/job-launcher" not in made
+    assert list(made)[-1] == "Job/job-launcher"
+    assert c.step().to_create == []  # made once
+    # its pods are the Job's: the workers running is not the job running
+    c.all("Running")
+    c.step()
+    assert c.condition("Running") is None
+    running_v2beta1(c)
+    assert c.condition("Running").status == "True"
+
+
+def test_a_v2beta1_job_runs_once_every_worker_runs_too() -> None:
+    c, _ = v2beta1_pods()
+    c.set_job("job-launcher", running=1, started=True)
+    c.set("job-worker-0", phase="Running")
+    c.step()
+    assert c.condition("Running") is None  # mpi-operator: the launcher and every worker
+    c.set("job-worker-1", phase="Running")
+    c.step()
+    assert c.condition("Running").status == "True"
+
+
+def test_a_v2beta1_job_succeeds_when_its_launcher_job_completes() -> None:
+    c, _ = v2beta1_pods()
+    running_v2beta1(c)
+    c.set_job("job-launcher", finished="Complete", running=0,
+              completion_time="2026-01-01T00:00:42Z")
+    plan = c.step()
+    assert c.condition("Succeeded").status == "True"
+    assert c.job.status.completion_time == "2026-01-01T00:00:42Z"  # the Job's
+    assert c.job.status.replica_statuses["Launcher"].succeeded == 1
+    assert plan.metrics == {"successful": 1}
+
+
+def test_a_v2beta1_job_fails_with_its_launcher_jobs_reason() -> None:
+    # mpi-operator's updateMPIJobFailedStatus: the Job's reason and message, and past its
+    # backoffLimit those of its newest failed pod
+    c, _ = v2beta1_pods()
+    running_v2beta1(c)
+    c.set_job("job-launcher", finished="Failed", reason="BackoffLimitExceeded",
+              message="Job has reached the specified backoff limit", failed=2,
+              last_failed=("", ""))
+    plan = c.step()
+    failed = c.condition("Failed")
+    assert (failed.reason, failed.message) == (
+        "BackoffLimitExceeded/", "Job has reached the specified backoff limit: ")
+    assert [(e.type, e.reason, e.message) for e in plan.events] == [
+        ("Warning", "BackoffLimitExceeded/", "Job has reached the specified backoff limit: ")]
+    assert plan.metrics == {"failed": 1}
+    assert c.job.status.replica_statuses["Launcher"].failed == 2
+    d, _ = v2beta1_pods()
+    d.set_job("job-launcher", finished="Failed", reason="DeadlineExceeded",
+              message="Job was active longer than specified deadline")
+    d.step()
+    assert (d.condition("Failed").reason, d.condition("Failed").message) == (
+        "DeadlineExceeded", "Job was active longer than specified deadline")
+    e, _ = v2beta1_pods()
+    e.set_job("job-launcher", finished="Failed", last_failed=("Evicted", "x" * 2000))
+    e.step()
+    assert (e.condition("Failed").reason, e.condition("Failed").message) == (
+        "MPIJobFailed", f"MPIJob {e.job.key} has failed")
+
+
+def test_a_v2beta1_message_past_1024_bytes_is_cut() -> None:
+    c, _ = v2beta1_pods()
+    c.set_job("job-launcher", finished="Failed", reason="BackoffLimitExceeded",
+              message="m", last_failed=("Error", "x" * 2000))
+    c.step()
+    message = c.condition("Failed").message
+    assert len(message) == 1024 and message.startswith("m: xx") and message.endswith("x...")
+
+
+def test_a_v2beta1_workers_failure_decides_nothing() -> None:
+    # mpi-operator: a failed worker is counted, never made again, and the job goes on
+    c, _ = v2beta1_pods({"runPolicy": {"backoffLimit": 0}})
+    running_v2beta1(c)
+    c.set("job-worker-1", phase="Failed", exit_code=1)
+    plan = c.step()
+    assert plan.delete == [] and c.condition("Failed") is None
+    assert c.job.status.replica_statuses["Worker"].failed == 1
+
+
+def test_a_v2beta1_jobs_deadline_and_ttl_are_its_launcher_jobs() -> None:
+    c, _ = v2beta1_pods({"runPolicy": {"activeDeadlineSeconds": 10,
+                                       "ttlSecondsAfterFinished": 0}})
+    running_v2beta1(c)
+    c.advance(60)
+    c.step()
+    assert c.condition("Failed") is None  # the Job's controller ends it
+    c.set_job("job-launcher", finished="Complete", running=0)
+    c.step()
+    c.advance(60)
+    c.step()
+    assert not c.deleted_job  # the TTL deletes the Job, not the MPIJob
+
+
+def test_a_v2beta1_jobs_launcher_job_is_suspended_and_resumed() -> None:
+    c, _ = v2beta1_pods()
+    running_v2beta1(c)
+    c.job.spec.run_policy.suspend = True
+    plan = c.step()
+    assert [(o["kind"], o["metadata"]["name"], o["spec"]) for o in plan.update] == [
+        ("Job", "job-launcher", {"suspend": True})]
+    assert sorted(deleted(plan)) == ["job-worker-0", "job-worker-1"]
+    assert c.step().update == []  # once
+    c.job.spec.run_policy.suspend = False
+    plan = c.step()
+    # it ran: only resumed (Kubernetes keeps the template of a Job that ran)
+    assert [(o["kind"], o["spec"]) for o in plan.update] == [("Job", {"suspend": False})]
+    assert names(plan, "Pod") == ["job-worker-0", "job-worker-1"]
+
+
+def test_a_v2beta1_launcher_job_that_never_ran_gets_the_templates_scheduling() -> None:
+    # Kueue admits a job by writing node selectors into its templates and resuming it;
+    # mpi-operator copies them to a launcher Job that never ran
+    c, _ = v2beta1_pods()
+    c.job.spec.run_policy.suspend = True
+    c.step()
+    c.job.spec.run_policy.suspend = False
+    c.job.spec.replica_specs["Launcher"].template["spec"]["nodeSelector"] = {"flavor": "a"}
+    plan = c.step()
+    [update] = plan.update
+    assert update["spec"]["suspend"] is False
+    assert update["spec"]["template"]["spec"]["nodeSelector"] == {"flavor": "a"}
+    assert update["spec"]["template"]["metadata"]["labels"][
+        "training.kubeflow.org/job-role"] == "launcher"
+    assert patch_of(update) == {"spec": {"suspend": False, "template": {
+        "metadata": {"labels": update["spec"]["template"]["metadata"]["labels"]},
+        "spec": {"nodeSelector": {"flavor": "a"}}}}}
+
+
+@pytest.mark.parametrize("wait_for_dns", [False, True])
+def test_a_v2beta1_launcher_waits_for_dns_only_under_the_flag(wait_for_dns: bool) -> None:
+    # mpi-operator's launcher pod has no init container: trainop's wait for the workers'
+    # names is --wait-for-dns's (on in the shipped Deployment)
+    c = Cluster(v2beta1_job(), EngineConfig(wait_for_dns=wait_for_dns))
+    c.step()
+    inits = c.pod("job-launcher")["spec"].get("initContainers") or []
+    assert [i["name"] for i in inits] == (["wait-for-dns"] if wait_for_dns else [])
+    assert "initContainers" not in c.pod("job-worker-0")["spec"]
+
+
+def test_a_v2beta1_job_run_locally_keeps_its_launcher_a_pod() -> None:
+    # no Job controller on one machine: the launcher is a process under the engine's rules
+    made = Cluster(v2beta1_job(workers=1), EngineConfig(batch_jobs=False)).step().to_create
+    assert [(o["kind"], o["metadata"]["name"]) for o in made if o["kind"] in ("Pod", "Job")
+            ] == [("Pod", "job-launcher"), ("Pod", "job-worker-0")]
 
 
 def test_a_v2beta1_job_is_told_in_mpi_operators_words() -> None:
@@ -727,8 +901,7 @@ def test_a_v2beta1_job_is_told_in_mpi_operators_words() -> None:
     key = c.job.key
     assert (c.condition("Created").reason, c.condition("Created").message) == (
         "MPIJobCreated", f"MPIJob {key} is created.")
-    c.all("Running")
-    plan = c.step()
+    plan = running_v2beta1(c)
     assert c.condition("Running").message == f"MPIJob {key} is running."
     assert told(plan) == [("MPIJobRunning", f"MPIJob {key} is running")]
     assert told(c.step()) == []  # once (mpi-operator: on every reconcile)
@@ -746,9 +919,8 @@ def test_a_v2beta1_job_is_told_in_mpi_operators_words() -> None:
     assert ("MPIJobResumed", "MPIJob resumed") in told(plan)
     assert (c.condition("Suspended").status, c.condition("Suspended").message) == (
         "False", "MPIJob resumed")
-    c.all("Running")
-    c.step()
-    c.all("Succeeded", "Launcher")
+    running_v2beta1(c)
+    c.set_job("job-launcher", finished="Complete")
     c.step()
     assert c.condition("Succeeded").message == f"MPIJob {key} successfully completed."
 
@@ -759,11 +931,10 @@ def test_a_v2beta1_jobs_pods_are_made_and_deleted_untold() -> None:
     first = c.plans[-1]
     assert first.on_created == [] and told(first) == [
         ("MPIJobCreated", f"MPIJob {c.job.key} is created.")]
-    c.all("Running")
-    c.step()
+    running_v2beta1(c)
     c.job.spec.run_policy.suspend = True
     plan = c.step()
-    assert len(deleted(plan)) == 3 and plan.on_removed == [] and plan.on_deleted == []
+    assert len(deleted(plan)) == 2 and plan.on_removed == [] and plan.on_deleted == []
     v1 = Cluster(job("MPIJob", {"Launcher": 1, "Worker": 1}, spec={"transport": "SSH"}))
     assert [e.reason for e in v1.step().on_created] == ["SuccessfulCreatePod"] * 2
 

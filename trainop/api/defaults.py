@@ -24,6 +24,11 @@ mpi-operator for a v2beta1 MPIJob. The objects of such a job carry that operator
 (engine/labels.py)."""
 
 
+RESTART_POLICIES = {"v2beta1": {"Launcher": "OnFailure"}}
+"""Replica types whose restartPolicy defaults otherwise in the API a job was written in
+than in its kind's v1: mpi-operator's launcher restarts in place (v2beta1/default.go)."""
+
+
 def written_for(job: Job) -> str | None:
     """The operator whose API `job` was written in (OPERATORS); None for v1."""
     return OPERATORS.get(written_in(job.metadata.annotations, job.api_version))
@@ -41,12 +46,14 @@ def default_job(job: Job) -> Job:
     info = job.info
     spec = job.spec
     spec.replica_specs = _normalised_replica_types(info, spec.replica_specs)
+    restart = RESTART_POLICIES.get(written_in(job.metadata.annotations, job.api_version), {})
 
     for rtype, rspec in spec.replica_specs.items():
         if rspec.replicas is None:
             rspec.replicas = 0 if rtype in info.unset_replicas_zero else 1
         if rspec.restart_policy is None:
-            rspec.restart_policy = info.default_restart_policy  # type: ignore[assignment]
+            rspec.restart_policy = restart.get(  # type: ignore[assignment]
+                rtype, info.default_restart_policy)
         if info.default_ports and rspec.template is not None:
             _add_default_port(info, rspec.template)
 

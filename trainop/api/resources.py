@@ -59,11 +59,13 @@ def job_resource(kind: str) -> Resource:
     return Resource(GROUP, VERSION, KINDS[kind].plural, kind)
 
 
+JOBS = Resource("batch", "v1", "jobs", "Job")
+"""A replica made by a Job (mpi-operator's launcher: engine/batchjob.py)."""
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 """As upstream v1.9.4; served from Kubernetes 1.23 (v2beta2, removed in 1.26, is not used)."""
 OWNED = {(r.api_version, r.kind): r for r in (
     PODS, SERVICES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS,
-    VOLCANO_PODGROUPS, PLUGINS_PODGROUPS, HPAS)}
+    VOLCANO_PODGROUPS, PLUGINS_PODGROUPS, HPAS, JOBS)}
 """(apiVersion, kind) -> resource, for every object a job owns: the one table the
 runtime looks them up in."""
 

@@ -23,7 +23,7 @@ from trainop.cluster.expectations import Expectations, expected
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
 from trainop.engine import Event, Held, ObjectRef, Plan, create_refused, created_only
-from trainop.engine.objects import KEPT_CURRENT
+from trainop.engine.objects import patch_of
 from trainop.engine.waiting import not_ours
 
 log = logging.getLogger("trainop.applier")
@@ -219,9 +219,8 @@ class PlanApplier:
                 await create(o)
             await self._batches(plan.create, create)
             for o in plan.update:
-                field = KEPT_CURRENT[o["kind"]]
                 await self.client.patch(resource_for(o["kind"], o["apiVersion"]).path(
-                    ns, o["metadata"]["name"]), {field: o[field]})
+                    ns, o["metadata"]["name"]), patch_of(o))
             await self._batches(plan.delete, delete)
         finally:
             # No plan creates a pod it also deletes (an engine property test checks it),

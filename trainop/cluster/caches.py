@@ -84,8 +84,9 @@ def build(client: Client, kinds: list[str], namespace: str | None,
 
 def _controlled(decode: Callable[[dict[str, Any]], R | None]
                 ) -> Callable[[dict[str, Any]], R | None]:
-    """Only objects a kubeflow.org/v1 job controls are cached: labels alone are anyone's to
-    set, so pods someone else made with trainop's labels cost no memory."""
+    """Only objects a kubeflow.org/v1 job controls (or a launcher Job of one: records.OWNERS)
+    are cached: labels alone are anyone's to set, so pods someone else made with trainop's
+    labels cost no memory."""
     def keep(obj: dict[str, Any]) -> R | None:
         rec = decode(obj)
         return rec if rec is not None and rec.meta.owner_key is not None else None

@@ -14,16 +14,18 @@ from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
 from trainop.api.defaults import written_for
 from trainop.api.resolved import resolve
+from trainop.api.resources import JOBS
 from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected
 from trainop.cluster.informer import Change, Informer
-from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
+from trainop.cluster.records import OWNERS, JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.engine import (
+    BatchJob,
     ClusterAddressing,
     Ended,
     EngineConfig,
@@ -136,6 +138,11 @@ class JobController:
         self.queue.add(key)
 
     def _owner_key(self, rec: PodRecord | ObjectRecord) -> str | None:
+        if (rec.meta.owner_api_version, rec.meta.owner_kind) in OWNERS:
+            # a launcher Job's pod: the job that owns the Job
+            jobs = self.caches.objects.get(JOBS.kind)
+            owner = jobs.get(f"{rec.meta.namespace}/{rec.meta.owner_name}") if jobs else None
+            return self._owner_key(owner) if owner is not None else None
         if rec.meta.owner_kind != self.kind or not rec.meta.owner_name:
             return None
         return f"{rec.meta.namespace}/{rec.meta.owner_name}"
@@ -194,13 +201,25 @@ class JobController:
                      conditions=p.failure.conditions if p.failure else (),
                      ended=_main_first(p.failure.ended, main) if p.failure else None)
             for p in self.caches.pods.owned_by(owner))
-        objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content)
+        objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content,
+                                    self.batch_job(o) if o.job else None)
                         for o in self.caches.owned_objects(owner))
         cached = self.held(job, pods, objects)
         seen = {(h.kind, h.name) for h in cached}
         # and those only the API server showed (anyone's), until they are gone
         named = tuple(h for h in self.applier.held(job.key) if (h.kind, h.name) not in seen)
         return Observed(pods=pods, objects=objects, exited=exited, held=cached + named)
+
+    def batch_job(self, rec: ObjectRecord) -> BatchJob:
+        """A Job's status with what its pods say: how many run, and how its newest failed
+        pod failed (mpi-operator reads them from the Job's pods)."""
+        assert self.caches.pods is not None and rec.job is not None
+        pods = self.caches.pods.owned_by(owner_key(rec.meta.namespace, JOBS.kind, rec.meta.uid))
+        failed = [p.failure for p in pods if p.failure is not None]
+        last = max(failed, key=lambda f: f.created, default=None)
+        return dataclasses.replace(
+            rec.job, running=sum(1 for p in pods if p.phase == "Running" and not p.terminating),
+            last_failed=(last.pod_reason, last.pod_message) if last else None)
 
     def held(self, job: Job, pods: tuple[PodState, ...], objects: tuple[OwnedObject, ...]
              ) -> tuple[Held, ...]:

@@ -21,8 +21,8 @@ class _Pending:
 
 def expected(kind: str, name: str) -> str | None:
     """What an expectation calls an object: a pod by its name, a service (which shares its
-    pod's name) as `Service/name`; None for kinds nobody waits for."""
-    return name if kind == "Pod" else f"Service/{name}" if kind == "Service" else None
+    pod's name) or a replica's Job as `Kind/name`; None for kinds nobody waits for."""
+    return name if kind == "Pod" else f"{kind}/{name}" if kind in ("Service", "Job") else None
 
 
 class Expectations:

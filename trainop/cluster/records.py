@@ -8,9 +8,10 @@ from typing import Any
 
 import orjson
 
+from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
-from trainop.engine.observed import Ended, Waiting
+from trainop.engine.observed import BatchJob, Ended, Waiting
 
 
 @dataclass(slots=True)
@@ -33,12 +34,18 @@ class Meta:
         """The controller owner as `namespace/kind/uid`: what the owned-object indexes key by.
         An owner reference names an object of the same namespace, so a pod of namespace B
         that names the UID of a job of namespace A is owned by nothing of ours."""
-        if not self.owner_uid or self.owner_api_version != OWNER_API_VERSION:
+        if not self.owner_uid:
+            return None
+        if self.owner_api_version != OWNER_API_VERSION and \
+                (self.owner_api_version, self.owner_kind) not in OWNERS:
             return None
         return owner_key(self.namespace, str(self.owner_kind), self.owner_uid)
 
 
 OWNER_API_VERSION = "kubeflow.org/v1"
+OWNERS = {("batch/v1", "Job")}
+"""Owners besides the jobs themselves: a pod a job's launcher Job made (batchjob.py) is
+kept under that Job, which the job owns."""
 
 
 def owner_key(namespace: str, kind: str, uid: str) -> str:
@@ -64,6 +71,11 @@ class FailureFacts:
     """The pod's conditions as (type, status)."""
     ended: tuple[Ended, ...]
     """The containers that ended with a code other than 0, as they ended."""
+    pod_reason: str = ""
+    pod_message: str = ""
+    """The pod's own status.reason and status.message (an eviction's, say)."""
+    created: str = ""
+    """Its creationTimestamp: which of a Job's failed pods is the newest."""
 
 
 @dataclass(slots=True)
@@ -141,12 +153,13 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         # (for runPolicy.startupDeadlineSeconds; a pod that started never needs it again)
         created=(obj.get("metadata") or {}).get("creationTimestamp")
         if phase == "Pending" else None,
-        failure=_failure(status, codes) if phase == "Failed" else None,
+        failure=_failure(obj, codes) if phase == "Failed" else None,
         node=sys.intern(node) if (node := (obj.get("spec") or {}).get("nodeName")) else None,
     )
 
 
-def _failure(status: dict[str, Any], codes: dict[str, int]) -> FailureFacts:
+def _failure(obj: dict[str, Any], codes: dict[str, int]) -> FailureFacts:
+    status = obj.get("status") or {}
     ended = []
     init = []
     for key in ("containerStatuses", "initContainerStatuses"):
@@ -161,7 +174,9 @@ def _failure(status: dict[str, Any], codes: dict[str, int]) -> FailureFacts:
                 ended.append(Ended(name, term.get("finishedAt"), term.get("message")))
     conditions = tuple((str(c.get("type")), str(c.get("status")))
                        for c in status.get("conditions") or [] if c.get("type"))
-    return FailureFacts((*codes.items(), *init), conditions, tuple(ended))
+    return FailureFacts((*codes.items(), *init), conditions, tuple(ended),
+                        str(status.get("reason") or ""), str(status.get("message") or ""),
+                        str((obj.get("metadata") or {}).get("creationTimestamp") or ""))
 
 
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
@@ -196,11 +211,29 @@ class ObjectRecord:
     kind: str
     phase: str | None = None
     content: str | None = None
+    job: BatchJob | None = None
+    """A Job's status (its pods' part is read from the pods' cache)."""
 
 
 def object_record(kind: str, obj: dict[str, Any]) -> ObjectRecord:
     phase = (obj.get("status") or {}).get("phase") if kind == "PodGroup" else None
-    return ObjectRecord(meta_of(obj), kind, phase, content_of(kind, obj))
+    job = batch_job(obj) if kind == "Job" else None
+    return ObjectRecord(meta_of(obj), kind, phase, content_of(kind, obj), job)
+
+
+def batch_job(obj: dict[str, Any]) -> BatchJob:
+    """What the engine reads of a batch/v1 Job's spec and status."""
+    status = obj.get("status") or {}
+    ended = next((c for c in status.get("conditions") or []
+                  if c.get("type") in (COMPLETE, FAILED) and c.get("status") == "True"), None)
+    return BatchJob(
+        suspended=bool((obj.get("spec") or {}).get("suspend")),
+        started=bool(status.get("startTime")),
+        finished=ended["type"] if ended else None,
+        reason=ended.get("reason") if ended and ended["type"] == FAILED else None,
+        message=ended.get("message") if ended and ended["type"] == FAILED else None,
+        completion_time=status.get("completionTime"),
+        failed=int(status.get("failed") or 0))
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from trainop.engine.framework import (
     Launcher,
 )
 from trainop.engine.observed import (
+    BatchJob,
     Ended,
     Held,
     Observed,
@@ -32,8 +33,8 @@ from trainop.engine.reconcile import reconcile
 from trainop.engine.wording import Wording
 
 __all__ = [
-    "POD_IP", "Addressing", "ClusterAddressing", "Counts", "Ended", "EngineConfig", "Env", "Event",
-    "FieldRef", "Framework", "Held", "Launcher", "ObjectRef", "Observed", "OwnedObject",
-    "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict", "Waiting", "Wording", "classify",
-    "create_refused", "created_only", "reconcile", "rejected",
+    "POD_IP", "Addressing", "BatchJob", "ClusterAddressing", "Counts", "Ended", "EngineConfig",
+    "Env", "Event", "FieldRef", "Framework", "Held", "Launcher", "ObjectRef", "Observed",
+    "OwnedObject", "Phase", "Plan", "PodState", "SSHKeyPair", "Verdict", "Waiting", "Wording",
+    "classify", "create_refused", "created_only", "reconcile", "rejected",
 ]

@@ -36,6 +36,11 @@ class EngineConfig:
     SuccessfulCreateService or SuccessfulDeletePod event per job and round, naming the
     objects, instead of one per object."""
 
+    batch_jobs: bool = True
+    """A replica the kind makes by a batch/v1 Job (Launcher.batch_job) is made so; False:
+    as a pod of the engine's own under its rules (the local runtime, which has no Job
+    controller)."""
+
     @property
     def volcano(self) -> bool:
         return self.gang_scheduler == "volcano"

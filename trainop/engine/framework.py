@@ -117,6 +117,12 @@ class Launcher(ABC):
         """Whether the runtime should offer a fresh key pair in `Observed.ssh_key`."""
         return False
 
+    def batch_job(self, job: Job) -> str | None:
+        """The replica type whose one replica a batch/v1 Job makes for `job`, under the
+        job's backoffLimit, deadline and TTL (engine/batchjob.py), or None: every replica
+        is a pod of the engine's own."""
+        return None
+
     def stops_on_finish(self, job: Job) -> tuple[str, ...]:
         """Replica types whose running pods are deleted when the job ends, whatever the
         cleanPodPolicy (workers that would otherwise run sshd forever)."""

@@ -5,7 +5,7 @@ into its plan."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,8 +13,9 @@ import orjson
 
 from trainop.api import Job
 from trainop.api.resolved import resolve
+from trainop.api.resources import JOBS
 from trainop.api.templates import containers
-from trainop.engine import elastic, gang
+from trainop.engine import batchjob, elastic, gang
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework
 from trainop.engine.labels import replica_name
@@ -72,8 +73,10 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         elif seen.content is not None and content_of(obj["kind"], obj) != seen.content:
             out.update.append(obj)
 
+    batch = fw.launcher.batch_job(job) if fw.launcher and config.batch_jobs else None
     services = {o.name for o in observed.objects if o.kind == "Service"}
     slots = {(p.replica_type, p.index) for p in observed.pods}
+    jobs = []
     # a name an object that is going still holds: neither the pod nor its service is made
     # until it is free (the reconcile says why). One that stays is tried all the same: the
     # API server refuses it, and the applier reads the holder afresh before failing the job
@@ -85,6 +88,9 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         for i in range(n):
             name = replica_name(job, rtype, i)
             if name in taken:
+                continue
+            if rtype == batch:
+                jobs.extend(_batch_job(job, rtype, i, observed, fw, addr, config, out, may))
                 continue
             wants_service = fw.pod_services and name not in services and not out.held
             wants_pod = may and (rtype, i) not in slots
@@ -104,7 +110,28 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))
                 spent += OBJECT_BYTES + _env_bytes(pod)
+    out.replicas.extend(jobs)  # after the pods, as mpi-operator makes its launcher Job
     return out
+
+
+def _batch_job(job: Job, rtype: str, index: int, observed: Observed, fw: Framework[Any],
+               addr: Addressing, config: EngineConfig, out: Missing, may: bool
+               ) -> list[dict[str, Any]]:
+    """The Job that makes replica (rtype, index) where it is missing and may be made;
+    resumed where it is suspended."""
+    name = replica_name(job, rtype, index)
+    seen = observed.object(JOBS.kind, name)
+    if seen is not None and (seen.job is None or not seen.job.suspended):
+        return []
+    if seen is None and not may:
+        return []
+    wanted = batchjob.desired(job, desired_pod(job, rtype, index, fw, addr, config), False)
+    if seen is None:
+        return [wanted]
+    assert seen.job is not None
+    out.update.append(batchjob.update(job, name, False, None if seen.job.started
+                                      else wanted["spec"]["template"]))
+    return []
 
 
 def surplus(job: Job, observed: Observed, fw: Framework[Any]
@@ -121,9 +148,25 @@ def surplus(job: Job, observed: Observed, fw: Framework[Any]
     return pods, services
 
 
-KEPT_CURRENT = {"ConfigMap": "data", "Role": "rules"}
-"""Kind -> the field the engine keeps current in an object a job owns (MPI's hostfile and
-discover_hosts.sh, its launcher Role's worker names); other objects are made once."""
+def _suspend(obj: Mapping[str, Any]) -> bool:
+    # the API server stores a Job made without `suspend` as `suspend: false`
+    return bool((obj.get("spec") or {}).get("suspend"))
+
+
+KEPT_CURRENT: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "ConfigMap": lambda obj: obj.get("data"),
+    "Role": lambda obj: obj.get("rules"),
+    "Job": _suspend,
+}
+"""Kind -> what of an object a job owns the engine keeps current (MPI's hostfile and
+discover_hosts.sh, its launcher Role's worker names, whether its launcher Job is
+suspended); other objects are made once."""
+
+SCHEDULING = ("nodeSelector", "tolerations", "schedulingGates")
+"""What of a suspended Job's pod template may change before it first runs (Kubernetes'
+mutable scheduling directives), with the template's labels and annotations: a Job resumed
+gets them from the job's template (mpi-operator's syncLauncherSchedulingDirectives: what
+Kueue wrote there on admission)."""
 
 
 def content_of(kind: str, obj: Mapping[str, Any]) -> str | None:
@@ -131,7 +174,29 @@ def content_of(kind: str, obj: Mapping[str, Any]) -> str | None:
     None for a kind it never updates (a Secret's keys are never kept). A digest, not the
     data: a ConfigMap a user's own job controls may hold a megabyte, and the cache keeps
     32 bytes of it."""
-    field = KEPT_CURRENT.get(kind)
-    if not field:
+    kept = KEPT_CURRENT.get(kind)
+    if kept is None:
         return None
-    return hashlib.sha256(orjson.dumps(obj.get(field), option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return hashlib.sha256(orjson.dumps(kept(obj), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def patch_of(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that brings an object up to date with desired `obj`: what
+    KEPT_CURRENT names, and with a Job resumed, its template's labels, annotations and
+    SCHEDULING where `obj` has a template (batchjob.update leaves it out for a Job that
+    ran: Kubernetes refuses to change them then)."""
+    kind = obj["kind"]
+    if kind == "ConfigMap":
+        return {"data": obj.get("data")}
+    if kind == "Role":
+        return {"rules": obj.get("rules")}
+    if kind != "Job":
+        raise ValueError(f"the engine keeps nothing of a {kind} current")
+    spec: dict[str, Any] = {"suspend": _suspend(obj)}
+    template = obj["spec"].get("template")
+    if template is not None and not spec["suspend"]:
+        meta = {k: template["metadata"][k] for k in ("labels", "annotations")
+                if template["metadata"].get(k)}
+        pod = {k: template["spec"][k] for k in SCHEDULING if k in template["spec"]}
+        spec["template"] = {"metadata": meta, "spec": pod}
+    return {"spec": spec}

@@ -79,8 +79,30 @@ class Ended:
 
 
 @dataclass(frozen=True)
+class BatchJob:
+    """What a batch/v1 Job that makes one of the job's replicas says (mpi-operator's
+    launcher Job): its status, and its pods' that the engine reads."""
+
+    suspended: bool = False
+    started: bool = False
+    """status.startTime is set: it ran since it was made or last resumed."""
+    finished: str | None = None
+    """"Complete" or "Failed", once that condition is True."""
+    reason: str | None = None
+    message: str | None = None
+    """The Failed condition's."""
+    completion_time: str | None = None
+    failed: int = 0
+    """status.failed: its pods that failed."""
+    running: int = 0
+    """Its pods that run (phase Running, not being deleted)."""
+    last_failed: tuple[str, str] | None = None
+    """Its newest failed pod's status.reason and status.message (either may be empty)."""
+
+
+@dataclass(frozen=True)
 class OwnedObject:
-    """Any other object the job owns: Service, ConfigMap, Secret, PodGroup, HPA."""
+    """Any other object the job owns: Service, ConfigMap, Secret, PodGroup, HPA, Job."""
 
     kind: str
     name: str
@@ -88,7 +110,9 @@ class OwnedObject:
     """A PodGroup's status.phase."""
     content: str | None = None
     """A digest of what the engine compares to decide on an update (objects.content_of: a
-    ConfigMap's data, a Role's rules); None: never updated."""
+    ConfigMap's data, a Role's rules, whether a Job is suspended); None: never updated."""
+    job: BatchJob | None = None
+    """A Job's status (kind Job only)."""
 
 
 @dataclass(frozen=True)

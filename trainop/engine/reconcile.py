@@ -10,13 +10,20 @@ from trainop.api import FailureInfo, Job, JobStatus, ReplicaStatus
 from trainop.api.defaults import our_manager
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
-from trainop.api.resources import HPAS, Resource
-from trainop.engine import clock, failures, gang, objects, podfailure, waiting
+from trainop.api.resources import HPAS, JOBS, Resource
+from trainop.engine import batchjob, clock, failures, gang, objects, podfailure, waiting
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Counts, Framework, PlanAddressing
-from trainop.engine.labels import replica_labels, selector_string
-from trainop.engine.observed import LIVE_PHASES, Observed, OwnedObject, Phase, PodState
+from trainop.engine.labels import replica_labels, replica_name, selector_string
+from trainop.engine.observed import (
+    LIVE_PHASES,
+    BatchJob,
+    Observed,
+    OwnedObject,
+    Phase,
+    PodState,
+)
 from trainop.engine.plan import Event, ObjectRef, Plan
 
 OBJECT_EVENTS = frozenset({"SuccessfulCreatePod", "SuccessfulDeletePod",
@@ -41,6 +48,10 @@ class _Run:
         self.kind = job.kind
         self.past_deadline = False
         """The job failed by its activeDeadlineSeconds in this round."""
+        launcher = framework.launcher
+        self.batch = launcher.batch_job(job) if launcher and config.batch_jobs else None
+        """The replica type a batch/v1 Job makes (engine/batchjob.py): the Job, not the
+        engine, holds the job's backoffLimit, deadline and TTL, and its end is the job's."""
 
     # -- helpers ----------------------------------------------------------------------
     @property
@@ -99,6 +110,16 @@ class _Run:
             if obj.kind == resource.kind:
                 self.plan.remove(ObjectRef(resource.kind, obj.name, resource.api_version))
 
+    def batch_object(self) -> OwnedObject | None:
+        """The batch/v1 Job of the replica `self.batch`, as observed."""
+        if self.batch is None:
+            return None
+        return self.observed.object(JOBS.kind, replica_name(self.job, self.batch, 0))
+
+    def batch_state(self) -> BatchJob | None:
+        seen = self.batch_object()
+        return seen.job if seen is not None else None
+
     def live_pods(self) -> list[PodState]:
         return [p for p in self.observed.pods if not p.terminating]
 
@@ -152,7 +173,7 @@ class _Run:
             self.active_count_as_succeeded()
         ttl = self.job.spec.run_policy.ttl_seconds_after_finished
         done = self.status.completion_time
-        if ttl is not None and done:
+        if ttl is not None and done and self.batch is None:  # else the Job's own TTL
             # seconds, not datetimes: a TTL of any int64 must not overflow the calendar
             left = ttl - (self.now_dt - clock.parse(done)).total_seconds()
             if left <= 0 and not just_now:
@@ -200,6 +221,10 @@ class _Run:
         self.delete_services(self.services(), "job suspended")
         if self.config.gang_scheduler:
             self.delete_kind(gang.podgroups(self.config))
+        seen = self.batch_object()
+        if seen is not None and seen.job is not None and not seen.job.suspended:
+            # its Job stops its pod (mpi-operator's syncHandler)
+            self.plan.update.append(batchjob.update(self.job, seen.name, True, None))
         hpa = self.observed.object("HorizontalPodAutoscaler", self.job.name)
         if hpa is not None:
             self.plan.remove(
@@ -231,9 +256,11 @@ class _Run:
 
         # The replica statuses describe the pods observed, whatever this round decides.
         counts = self.counts_by_type(self.observed.pods)
+        if self.batch is not None:
+            counts[self.batch] = batchjob.counts(self.batch_state(), counts[self.batch].replicas)
         self.replica_statuses(counts)
         ads = self.job.spec.run_policy.active_deadline_seconds
-        if ads is not None:
+        if ads is not None and self.batch is None:  # else the Job's own deadline
             left = ads - (self.now_dt - clock.parse(st.start_time)).total_seconds()
             if left <= 0:
                 # upstream's words (job.go:214) in a Normal event (job.go:226); cleanup as
@@ -281,7 +308,17 @@ class _Run:
 
     def handle_failures(self) -> bool:
         """Restart or fail as the failure rules judge (failures.py); True when the job
-        stopped or restarts (nothing more to create in this round)."""
+        stopped or restarts (nothing more to create in this round). A job whose replica
+        a Job makes ends when that Job fails, and no other pod's end decides anything
+        (mpi-operator: a worker that fails is not made again)."""
+        if self.batch is not None:
+            state = self.batch_state()
+            if state is None or state.finished != batchjob.FAILED:
+                return False
+            reason, message = self.fw.wording.job_failed(self.job, state)
+            if self.fail(reason, message):
+                self.plan.add_metric("failed")
+            return True
         policy = self.job.spec.run_policy.pod_failure_policy
         if policy is None and self.config.ignore_disruptions:
             policy = podfailure.IGNORE_DISRUPTIONS
@@ -351,6 +388,9 @@ class _Run:
             rs.active = 0
 
     def succeed(self) -> None:
+        state = self.batch_state()
+        if state is not None and state.completion_time and not cond.is_finished(self.status):
+            self.status.completion_time = state.completion_time  # the Job's (mpi-operator)
         if self.condition(cond.SUCCEEDED, "True", f"{self.kind}Succeeded",
                           self.fw.wording.succeeded(self.job)):
             self.plan.add_metric("successful")

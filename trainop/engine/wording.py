@@ -10,6 +10,7 @@ from __future__ import annotations
 from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.engine import conditions as cond
+from trainop.engine.observed import BatchJob
 
 
 class Wording:
@@ -73,6 +74,12 @@ class Wording:
         """The Failed condition's reason when replicas failed for good (its event's reason
         is always `KindFailed`)."""
         return f"{job.kind}Failed"
+
+    def job_failed(self, job: Job, state: BatchJob) -> tuple[str, str]:
+        """The Failed reason and message (its event's too) of a job whose replica's
+        batch/v1 Job failed (engine/batchjob.py): the Job's own, else the kind's."""
+        return (state.reason or f"{job.kind}Failed",
+                state.message or f"{job.kind} {job.key} has failed")
 
     def restarting(self, job: Job, failed: int, rtype: str) -> str:
         """The Restarting message (pkg/controller.v1/common/pod.go:362)."""

@@ -13,10 +13,18 @@ from trainop.api import Job
 from trainop.api.defaults import MPI_OPERATOR, written_for
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
-from trainop.api.resources import CONFIGMAPS, ROLEBINDINGS, ROLES, SECRETS, SERVICEACCOUNTS
+from trainop.api.resources import (
+    CONFIGMAPS,
+    JOBS,
+    ROLEBINDINGS,
+    ROLES,
+    SECRETS,
+    SERVICEACCOUNTS,
+)
 from trainop.api.types import MPIJob, MPIJobSpec
 from trainop.engine import (
     Addressing,
+    BatchJob,
     Counts,
     EngineConfig,
     Framework,
@@ -48,6 +56,8 @@ class Transport(Protocol):
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool: ...
 
     def stops_on_finish(self) -> tuple[str, ...]: ...
+
+    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]: ...
 
 
 TRANSPORTS: dict[str, Transport] = {"KubectlExec": mpi_exec.KubectlExec(),
@@ -109,6 +119,28 @@ class MPIWording(ShortTitle):
     def restarting(self, job: Job, failed: int, rtype: str) -> str:
         return f"MPIJob {job.name} is restarting because {failed} {rtype} replica(s) failed."
 
+    def job_failed(self, job: Job, state: BatchJob) -> tuple[str, str]:
+        # mpi-operator's updateMPIJobFailedStatus: a Job past its backoffLimit is told with
+        # its newest failed pod's own reason and message
+        reason = state.reason or "MPIJobFailed"
+        message = state.message or f"MPIJob {job.key} has failed"
+        if state.reason == "BackoffLimitExceeded" and state.last_failed is not None:
+            reason += "/" + state.last_failed[0]
+            message = truncated(f"{message}: {state.last_failed[1]}")
+        return reason, message
+
+
+EVENT_MESSAGE_LIMIT = 1024
+"""mpi-operator's eventMessageLimit (mpi_job_controller.go)."""
+
+
+def truncated(message: str) -> str:
+    """At most EVENT_MESSAGE_LIMIT bytes, `...` at the end of one cut (truncateMessage)."""
+    raw = message.encode()
+    if len(raw) <= EVENT_MESSAGE_LIMIT:
+        return message
+    return raw[:EVENT_MESSAGE_LIMIT - 3].decode(errors="ignore") + "..."
+
 
 class MPILauncher(Launcher):
     """mpirun in the launcher starts the ranks in the workers, through the job's transport."""
@@ -130,6 +162,10 @@ class MPILauncher(Launcher):
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
         return transport(job).wants_ssh_key(job, observed)
 
+    def batch_job(self, job: Job) -> str | None:
+        # mpi-operator's launcher is a batch/v1 Job (newLauncherJob)
+        return "Launcher" if written_for(job) == MPI_OPERATOR else None
+
     def stops_on_finish(self, job: Job) -> tuple[str, ...]:
         return transport(job).stops_on_finish()
 
@@ -139,7 +175,7 @@ class MPI(Framework[MPIJobSpec]):
     spec_type = MPIJobSpec
     pod_services = False
     tells_exit_codes = False  # MPI reconciles its pods itself (mpijob_controller.go:330)
-    owned = (CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS)
+    owned = (CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS, JOBS)
     wording = MPIWording()
     launcher = MPILauncher()
 
@@ -153,8 +189,20 @@ class MPI(Framework[MPIJobSpec]):
                      addr: Addressing, config: EngineConfig) -> None:
         transport(job).decorate_pod(job, rtype, index, pod, addr, config)
 
+    def names_looked_up_once(self, job: Job, rtype: str, index: int, addr: Addressing
+                             ) -> list[str]:
+        return transport(job).names_looked_up_once(job, rtype, addr)
+
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Launcher")
+
+    def running(self, job: Job, counts: dict[str, Counts]) -> bool:
+        if written_for(job) != MPI_OPERATOR:
+            return super().running(job, counts)
+        # mpi-operator: a launcher pod runs and so does every worker (updateMPIJobStatus)
+        worker = counts.get("Worker")
+        return counts["Launcher"].active > 0 and (worker is None
+                                                   or worker.active == worker.replicas)
 
 
 declare(MPI())

@@ -132,6 +132,9 @@ class KubectlExec:
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
         return False
 
+    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]:
+        return []  # kubectl exec names pods, not hosts
+
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         return {}  # the launcher's variables go to its first container (decorate_pod)
 

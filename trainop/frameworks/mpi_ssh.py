@@ -71,9 +71,9 @@ def launcher_env(job: Job) -> dict[str, str]:
     if spec.mpi_implementation == "MPICH":
         return {"HYDRA_HOST_FILE": HOSTFILE, "HYDRA_LAUNCH_EXTRA_ARGS": SSH_ARGS}
     return {
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
         "OMPI_MCA_orte_default_hostfile": HOSTFILE,
         "OMPI_MCA_plm_rsh_args": SSH_ARGS,
-        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
         "OMPI_MCA_orte_set_default_slots": slots,
     }
 
@@ -89,6 +89,11 @@ class SSH:
         env = {"K_MPI_JOB_ROLE": rtype.lower()}
         if rtype == "Launcher":
             env.update(launcher_env(job))
+            if written_for(job) == MPI_OPERATOR and not settled(
+                    _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker"):
+                # a launcher that hosts no rank is given no GPU (mpi-operator's
+                # launcherEnvVars)
+                env.update(NVIDIA_VISIBLE_DEVICES="", NVIDIA_DRIVER_CAPABILITIES="")
         return env
 
     def env_containers(self, job: Job) -> str | None:
@@ -130,12 +135,19 @@ class SSH:
             mounts.append({"name": mpi_exec.CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
         for c in containers(pod):
             c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
-        if rtype == "Launcher" and resolve(job).present("Worker"):
+        if rtype == "Launcher" and resolve(job).present("Worker") and \
+                written_for(job) != MPI_OPERATOR:
             # ssh looks each worker up once: cluster DNS may hold the names a second or two
             # after the workers run, so the launcher starts once they all resolve (always:
-            # this pod shape is trainop's own, not upstream's, so no flag is asked)
+            # this pod shape is trainop's own, not upstream's, so no flag is asked; for
+            # mpi-operator's, --wait-for-dns asks: names_looked_up_once)
             spec.setdefault("initContainers", []).append(
                 wait_for_dns_container(worker_hosts(job, addr), config))
+
+    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]:
+        if rtype == "Launcher" and written_for(job) == MPI_OPERATOR:
+            return worker_hosts(job, addr)
+        return []
 
     def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:

@@ -25,8 +25,10 @@ from trainop.local.process import LocalPod, NotRunnable, command_of
 
 T = TypeVar("T")
 ENDED = ("Succeeded", "Failed")
-LOCAL_ENGINE = EngineConfig(aggregate_events=True)
-"""Locally the events go to a terminal: one line per round reads better than one per pod."""
+LOCAL_ENGINE = EngineConfig(aggregate_events=True, batch_jobs=False)
+"""Locally the events go to a terminal: one line per round reads better than one per pod;
+and there is no Job controller, so a launcher mpi-operator makes by a Job is a process
+under the engine's own restart rules."""
 
 TICK = 1.0
 """Seconds between reconciles when nothing happens (deadlines are checked this often)."""

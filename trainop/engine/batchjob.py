@@ -1,0 +1,64 @@
+"""A replica made by a batch/v1 Job rather than by a pod of the engine's own: mpi-operator's
+launcher (mpi_job_controller.go: newLauncherJob). The Job carries the job's backoffLimit,
+activeDeadlineSeconds, ttlSecondsAfterFinished and suspend, and Kubernetes' Job controller
+restarts the replica's pod under them; the engine makes the Job, suspends and resumes it,
+and reads the replica's counts and end from its status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainop.api import Job
+from trainop.api.resources import JOBS
+from trainop.engine.framework import Counts
+from trainop.engine.labels import job_labels, object_meta
+from trainop.engine.observed import BatchJob
+
+COMPLETE = "Complete"
+FAILED = "Failed"
+
+
+def desired(job: Job, pod: dict[str, Any], suspended: bool) -> dict[str, Any]:
+    """The Job that makes the replica of `pod` (a desired pod of the engine's), named as
+    the pod would be; `suspend` is written only when true, as mpi-operator writes it."""
+    meta = pod["metadata"]
+    run_policy = job.spec.run_policy
+    spec: dict[str, Any] = {}
+    for field, value in (("backoffLimit", run_policy.backoff_limit),
+                         ("activeDeadlineSeconds", run_policy.active_deadline_seconds),
+                         ("ttlSecondsAfterFinished", run_policy.ttl_seconds_after_finished)):
+        if value is not None:
+            spec[field] = value
+    if suspended:
+        spec["suspend"] = True
+    # a pod that fails is replaced once it has failed, not while it terminates
+    spec["podReplacementPolicy"] = "Failed"
+    spec["template"] = {
+        "metadata": {k: meta[k] for k in ("labels", "annotations") if meta.get(k)},
+        "spec": pod["spec"],
+    }
+    return JOBS.new(object_meta(job, meta["name"], job_labels(job)), spec=spec)
+
+
+def update(job: Job, name: str, suspended: bool, template: dict[str, Any] | None
+           ) -> dict[str, Any]:
+    """What of Job `name` to change (objects.patch_of): whether it is suspended and, for
+    one resumed that never ran, the scheduling directives of `template` (the desired
+    Job's; None for one that ran)."""
+    spec: dict[str, Any] = {"suspend": suspended}
+    if template is not None:
+        spec["template"] = template
+    return JOBS.new({"name": name, "namespace": job.namespace}, spec=spec)
+
+
+def counts(state: BatchJob | None, replicas: int) -> Counts:
+    """The replica's counts as the Job tells them (mpi-operator's updateMPIJobStatus):
+    its failed pods, one succeeded once it completed, and its running pods while it has
+    not ended."""
+    if state is None:
+        return Counts(replicas=replicas)
+    done = state.finished is not None
+    return Counts(replicas=replicas, active=0 if done else state.running,
+                  succeeded=1 if state.finished == COMPLETE else 0, failed=state.failed,
+                  succeeded_indexes=frozenset({0}) if state.finished == COMPLETE
+                  else frozenset())
