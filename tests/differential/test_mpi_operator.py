@@ -101,6 +101,13 @@ def test_one_v2beta1_job_each(beside: tuple[Kube, Kube]) -> None:
     assert launchers[0] == launchers[1], differing(launchers[0], launchers[1])
     assert launchers[1]["spec"]["podReplacementPolicy"] == "Failed"
     assert ours.get("pod", "pi-launcher") is None
+    # mpi-operator's `app` label on its other objects; trainop's adds the two it watches by
+    for resource, name in (("configmap", "pi-config"), ("secret", "pi-ssh"),
+                           ("service", "pi"), ("jobs.batch", "pi-launcher")):
+        labels = [side.get(resource, name)["metadata"]["labels"] for side in beside]
+        assert labels[0] == {"app": "pi"}, resource
+        assert labels[1] == {**labels[0], "training.kubeflow.org/job-name": "pi",
+                             "training.kubeflow.org/operator-name": "mpi-operator"}, resource
     # mpi-operator writes its status at v2beta1, through trainop's conversion
     status = json.loads(theirs.kubectl("get", V2, "pi", "-o", "json"))["status"]
     assert status["conditions"][0]["type"] == "Created"

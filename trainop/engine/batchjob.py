@@ -11,7 +11,7 @@ from typing import Any
 from trainop.api import Job
 from trainop.api.resources import JOBS
 from trainop.engine.framework import Counts
-from trainop.engine.labels import job_labels, object_meta
+from trainop.engine.labels import app_labels, object_meta
 from trainop.engine.observed import BatchJob
 
 COMPLETE = "Complete"
@@ -37,7 +37,7 @@ def desired(job: Job, pod: dict[str, Any], suspended: bool) -> dict[str, Any]:
         "metadata": {k: meta[k] for k in ("labels", "annotations") if meta.get(k)},
         "spec": pod["spec"],
     }
-    return JOBS.new(object_meta(job, meta["name"], job_labels(job)), spec=spec)
+    return JOBS.new(object_meta(job, meta["name"], app_labels(job)), spec=spec)
 
 
 def update(job: Job, name: str, suspended: bool, template: dict[str, Any] | None

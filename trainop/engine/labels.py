@@ -62,6 +62,13 @@ def job_labels(job: Job) -> dict[str, str]:
     return {JOB_NAME: job.name, OPERATOR_NAME: written_for(job) or controller_name(job.kind)}
 
 
+def app_labels(job: Job) -> dict[str, str]:
+    """The labels of an MPI job's objects besides its pods (its ConfigMap, Secret, Service,
+    launcher Job), which both MPI operators label `app: <job>`: that, and the labels
+    trainop's caches select on."""
+    return {"app": job.name, **job_labels(job)}
+
+
 def replica_labels(job: Job, rtype: str, index: int | None = None) -> dict[str, str]:
     """A replica's pod's labels: the replica type and index (mpi-operator's: the type as
     job-role, and no replica-type)."""

@@ -26,7 +26,7 @@ from trainop.api.templates import containers
 from trainop.api.types import MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
-from trainop.engine.labels import job_labels, object_meta, replica_name
+from trainop.engine.labels import app_labels, object_meta, replica_name
 from trainop.frameworks.common import host_slots
 
 CONFIG_VOLUME = "mpi-job-config"
@@ -58,11 +58,6 @@ def _spec(job: Job) -> MPIJobSpec:
 def slots(job: Job) -> int:
     """Slots (ranks) per worker."""
     return settled(_spec(job).slots_per_worker, "spec.slotsPerWorker")
-
-
-def _labels(job: Job) -> dict[str, str]:
-    # upstream's `app` label, and trainop's job labels that its caches select on
-    return {"app": job.name, **job_labels(job)}
 
 
 def gpu_launcher(job: Job) -> bool:
@@ -201,20 +196,20 @@ class KubectlExec:
         name = launcher_name(job)
         account, ours = service_account(job)
         objects: list[dict[str, Any]] = [CONFIGMAPS.new(
-            object_meta(job, config_map_name(job), _labels(job)),
+            object_meta(job, config_map_name(job), app_labels(job)),
             data={HOSTFILE: hostfile(job, addr), KUBEXEC: kubexec(job),
                   DISCOVER_HOSTS: discover_hosts(job, observed, addr)})]
         if ours:
-            objects.append(SERVICEACCOUNTS.new(object_meta(job, account, _labels(job))))
+            objects.append(SERVICEACCOUNTS.new(object_meta(job, account, app_labels(job))))
         rules: list[dict[str, Any]] = [
             {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["pods"]}]
         if workers:
             # (without workers, a rule with no resourceNames would allow exec into any pod)
             rules.append({"verbs": ["create"], "apiGroups": [""], "resources": ["pods/exec"],
                           "resourceNames": workers})
-        objects.append(ROLES.new(object_meta(job, name, _labels(job)), rules=rules))
+        objects.append(ROLES.new(object_meta(job, name, app_labels(job)), rules=rules))
         objects.append(ROLEBINDINGS.new(
-            object_meta(job, name, _labels(job)),
+            object_meta(job, name, app_labels(job)),
             subjects=[{"kind": SERVICEACCOUNTS.kind, "name": account,
                        "namespace": job.namespace}],
             roleRef={"apiGroup": ROLES.group, "kind": ROLES.kind, "name": name}))

@@ -20,7 +20,7 @@ from trainop.api.templates import containers
 from trainop.api.types import SSH_AUTH_MOUNT_PATH, MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed
 from trainop.engine.framework import spec_of
-from trainop.engine.labels import REPLICA_INDEX, job_labels, object_meta
+from trainop.engine.labels import REPLICA_INDEX, app_labels, job_labels, object_meta
 from trainop.engine.pods import wait_for_dns_container
 from trainop.frameworks import mpi_exec
 from trainop.frameworks.common import host_slots
@@ -153,16 +153,16 @@ class SSH:
                       ) -> list[dict[str, Any]]:
         discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in rank_hosts(job, addr))
         objects: list[dict[str, Any]] = [
-            CONFIGMAPS.new(object_meta(job, config_map_name(job), job_labels(job)),
+            CONFIGMAPS.new(object_meta(job, config_map_name(job), app_labels(job)),
                            data={"hostfile": hostfile(job, addr), "discover_hosts.sh": discover}),
-            SERVICES.new(object_meta(job, job.name, job_labels(job)),
+            SERVICES.new(object_meta(job, job.name, app_labels(job)),
                          spec={"clusterIP": "None", "selector": job_labels(job),
                                "publishNotReadyAddresses": True}),
         ]
         key = observed.ssh_key
         if observed.object(SECRETS.kind, secret_name(job)) is None and key is not None:
             objects.append(SECRETS.new(
-                object_meta(job, secret_name(job), job_labels(job)),
+                object_meta(job, secret_name(job), app_labels(job)),
                 type="kubernetes.io/ssh-auth",
                 data={"ssh-privatekey": _b64(key.private_key),
                       "ssh-publickey": _b64(key.public_key)}))
