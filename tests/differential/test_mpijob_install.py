@@ -1,6 +1,7 @@
 """trainop's MPIJob CRD installed over either past, with a job in it: training-operator
-v1.9.4's (v1 stored, its operator's pods running) and mpi-operator's (v2beta1 stored), as
-the README's steps say, and back again. Each on an API server of its own."""
+v1.9.4's (v1 stored, its operator's pods running) and mpi-operator's (v2beta1 stored, a job
+of it running), as the README's steps say, and back again. Each on an API server of its
+own."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ import yaml
 
 from testbed import mpioperator, upstream
 from testbed.apiserver import TestAPIServer
+from testbed.jobcontrollers import JobControllers
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
+from tests.differential.test_mpi_operator import (
+    launcher_pod,
+    running,
+    v2beta1_job,
+    wait_condition,
+)
 from tests.integration.kube import Kube, converting_manager, install_rbac, wait_for
 from trainop.api.conversion import WRITTEN_IN
 
@@ -99,13 +107,18 @@ def test_over_training_operators_mpijob_and_back(api: TestAPIServer, tmp_path: P
     assert pods(kube) == theirs
 
 
-def test_over_mpi_operators_mpijob_and_back(api: TestAPIServer, tmp_path: Path) -> None:
-    kube = Kube(api)
+def install_mpi_operators_crd(api: TestAPIServer) -> dict[str, Any]:
     theirs = mpioperator.crd()
     api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(theirs))
     wait_for("mpi-operator's CRD established", lambda: any(
         c["type"] == "Established" and c["status"] == "True" for c in json.loads(api.kubectl(
             "get", "crd", CRD, "-o", "json").stdout).get("status", {}).get("conditions") or []))
+    return theirs
+
+
+def test_over_mpi_operators_mpijob_and_back(api: TestAPIServer, tmp_path: Path) -> None:
+    kube = Kube(api)
+    theirs = install_mpi_operators_crd(api)
     kube.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump({
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
         "metadata": {"name": "pi", "namespace": kube.ns},
@@ -146,3 +159,43 @@ def test_over_mpi_operators_mpijob_and_back(api: TestAPIServer, tmp_path: Path) 
     crd = json.loads(api.kubectl("get", "crd", CRD, "-o", "json").stdout)
     assert [v["name"] for v in crd["spec"]["versions"]] == ["v2beta1"]
     assert read(kube, V2, "pi")["spec"] == written["spec"]
+
+
+def test_a_job_mpi_operator_runs_is_taken_over_as_it_runs(
+        api: TestAPIServer, tmp_path: Path) -> None:
+    # mpi-operator ran it until now: its workers, its launcher Job and that Job's pod run
+    kube = Kube(api)
+    install_mpi_operators_crd(api)
+    jobs = JobControllers(api, tmp_path / "job-controllers.log")
+    try:
+        jobs.wait_ready()
+        operator = mpioperator.MPIOperator(api, "--namespace", kube.ns,
+                                           log_path=tmp_path / "mpi-operator.log")
+        try:
+            operator.wait_ready()
+            kube.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(
+                {**v2beta1_job("pi"), "metadata": {"name": "pi", "namespace": kube.ns}}))
+            running(kube, "pi")
+            wait_condition(kube, "pi", "Running")
+        finally:
+            operator.stop()
+        before = pods(kube)
+        install_trainop(api)
+        manager = converting_manager(api, tmp_path)
+        try:
+            # trainop labels mpi-operator's launcher Job for its caches, and runs the job on
+            adopted = wait_for("the launcher Job labelled", lambda: (kube.get(
+                "jobs.batch", "pi-launcher")["metadata"].get("labels") or {}).get(
+                "training.kubeflow.org/job-name"), 60)
+            assert adopted == "pi"
+            assert kube.get("jobs.batch", "pi-launcher")["metadata"]["ownerReferences"][0][
+                "apiVersion"] == "kubeflow.org/v2beta1"  # mpi-operator's, kept
+            assert pods(kube) == before, "no running pod is remade"
+            kube.set_pod(launcher_pod(kube, "pi") or "", "Succeeded", exit_code=0)
+            done = wait_condition(kube, "pi", "Succeeded")[-1]
+            assert done["message"] == f"MPIJob {kube.ns}/pi successfully completed."
+            assert set(pods(kube)) <= set(before)  # none made since
+        finally:
+            manager.stop()
+    finally:
+        jobs.stop()

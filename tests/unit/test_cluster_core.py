@@ -181,11 +181,12 @@ def test_a_pending_pod_says_why_it_does_not_start(status: dict[str, Any],
     assert started is not None and (started.waiting, started.created) == (None, None)
 
 
-def _owned(namespace: str, api_version: str, controller: bool = True) -> str | None:
+def _owned(namespace: str, api_version: str, controller: bool = True,
+           kind: str = "PyTorchJob") -> str | None:
     pod = json.loads(json.dumps(POD))
     pod["metadata"]["namespace"] = namespace
     ref = pod["metadata"]["ownerReferences"][0]
-    ref["apiVersion"], ref["controller"] = api_version, controller
+    ref["apiVersion"], ref["controller"], ref["kind"] = api_version, controller, kind
     rec = pod_record(pod)
     assert rec is not None
     return rec.meta.owner_key
@@ -197,6 +198,10 @@ def test_owner_is_the_kind_and_uid_in_the_pods_own_namespace() -> None:
     assert _owned("other", "kubeflow.org/v1") != owner_key("ns", "PyTorchJob", "ju")
     assert _owned("ns", "example.com/v1") is None  # another API's PyTorchJob
     assert _owned("ns", "kubeflow.org/v1", controller=False) is None
+    # a kind served at another version: mpi-operator's pods name their MPIJob at v2beta1
+    assert _owned("ns", "kubeflow.org/v2beta1", kind="MPIJob") == owner_key(
+        "ns", "MPIJob", "ju")
+    assert _owned("ns", "kubeflow.org/v2beta1") is None  # no PyTorchJob is served there
 
 
 @pytest.mark.parametrize("phase,code", [("Failed", 2), ("Running", None)])

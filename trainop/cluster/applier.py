@@ -15,7 +15,14 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api import JobStatus
-from trainop.api.resources import Resource, job_resource, resource_for
+from trainop.api.resources import (
+    CONFIGMAPS,
+    JOBS,
+    SERVICES,
+    Resource,
+    job_resource,
+    resource_for,
+)
 from trainop.cluster import metrics
 from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
@@ -28,6 +35,9 @@ from trainop.engine.waiting import not_ours
 
 log = logging.getLogger("trainop.applier")
 
+ADOPTED = (CONFIGMAPS, SERVICES, JOBS)
+"""What of a job's own objects made by another operator the applier labels for the caches
+(mpi-operator's of a v2beta1 MPIJob; its pods carry trainop's labels already)."""
 REJECTED = (400, 422)
 """API answers that mean the object itself is wrong: retrying cannot help."""
 
@@ -285,11 +295,27 @@ class PlanApplier:
             return  # gone meanwhile: the next decision makes it again
         meta, owner = meta_of(there), obj["metadata"]["ownerReferences"][0]
         if meta.owner_uid == owner["uid"]:
+            await self._adopt(resource, ns, there, obj)
             return
         held = _held(obj["kind"], there)
         if held.going(owner["kind"], owner["name"]):
             raise NameHeld(held, resource)
         raise Refused(not_ours(obj["kind"], name))
+
+    async def _adopt(self, resource: Resource, ns: str, there: dict[str, Any],
+                     obj: dict[str, Any]) -> None:
+        """The job's own object that the caches cannot see because it lacks the labels
+        they select on (mpi-operator made it, for a job trainop now runs: the API served at
+        a second version): given them, so that the next decision sees it. A Secret is
+        left as it is (the manager may not change one); only its keys' absence shows."""
+        labels = obj["metadata"].get("labels") or {}
+        have = (there.get("metadata") or {}).get("labels") or {}
+        if resource not in ADOPTED or all(have.get(k) == v for k, v in labels.items()):
+            return
+        log.info("%s %s/%s is the job's own: labelled for the caches", resource.kind, ns,
+                 obj["metadata"]["name"])
+        await self.client.patch(resource.path(ns, obj["metadata"]["name"]),
+                                {"metadata": {"labels": labels}})
 
     async def _delete(self, key: str, ns: str, ref: ObjectRef) -> None:
         try:

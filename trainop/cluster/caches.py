@@ -84,7 +84,7 @@ def build(client: Client, kinds: list[str], namespace: str | None,
 
 def _controlled(decode: Callable[[dict[str, Any]], R | None]
                 ) -> Callable[[dict[str, Any]], R | None]:
-    """Only objects a kubeflow.org/v1 job controls (or a launcher Job of one: records.OWNERS)
+    """Only objects a kubeflow.org job controls (or a launcher Job of one: Meta.owner_key)
     are cached: labels alone are anyone's to set, so pods someone else made with trainop's
     labels cost no memory."""
     def keep(obj: dict[str, Any]) -> R | None:

@@ -21,7 +21,7 @@ from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected
 from trainop.cluster.informer import Change, Informer
-from trainop.cluster.records import OWNERS, JobRecord, ObjectRecord, PodRecord, owner_key
+from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.engine import (
@@ -138,7 +138,7 @@ class JobController:
         self.queue.add(key)
 
     def _owner_key(self, rec: PodRecord | ObjectRecord) -> str | None:
-        if (rec.meta.owner_api_version, rec.meta.owner_kind) in OWNERS:
+        if rec.meta.replica_owner:
             # a launcher Job's pod: the job that owns the Job
             jobs = self.caches.objects.get(JOBS.kind)
             owner = jobs.get(f"{rec.meta.namespace}/{rec.meta.owner_name}") if jobs else None

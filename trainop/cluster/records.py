@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from trainop.api.kinds import GROUP, OTHER_VERSIONS, VERSION
+from trainop.api.resources import JOBS
 from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
@@ -34,18 +36,23 @@ class Meta:
         """The controller owner as `namespace/kind/uid`: what the owned-object indexes key by.
         An owner reference names an object of the same namespace, so a pod of namespace B
         that names the UID of a job of namespace A is owned by nothing of ours."""
-        if not self.owner_uid:
-            return None
-        if self.owner_api_version != OWNER_API_VERSION and \
-                (self.owner_api_version, self.owner_kind) not in OWNERS:
+        if not self.owner_uid or not (self.replica_owner or self.job_owner):
             return None
         return owner_key(self.namespace, str(self.owner_kind), self.owner_uid)
 
+    @property
+    def job_owner(self) -> bool:
+        """Whether the controller reference names a job, at any version its kind is served
+        at (mpi-operator's objects name their MPIJob at v2beta1, trainop's at v1)."""
+        group, _, version = (self.owner_api_version or "").partition("/")
+        return group == GROUP and (version == VERSION or version in OTHER_VERSIONS.get(
+            str(self.owner_kind), {}))
 
-OWNER_API_VERSION = "kubeflow.org/v1"
-OWNERS = {("batch/v1", "Job")}
-"""Owners besides the jobs themselves: a pod a job's launcher Job made (batchjob.py) is
-kept under that Job, which the job owns."""
+    @property
+    def replica_owner(self) -> bool:
+        """Whether the controller is what makes a job's replica (a launcher Job): its pods
+        are kept under it, which the job owns (engine/batchjob.py)."""
+        return (self.owner_api_version, self.owner_kind) == (JOBS.api_version, JOBS.kind)
 
 
 def owner_key(namespace: str, kind: str, uid: str) -> str:
