@@ -38,9 +38,15 @@ class MemoryAPI:
 
     def __init__(self, refuse: dict[str, int] | None = None,
                  taken: dict[str, str] | None = None, conflicts: int = 0,
-                 taken_by: tuple[str, str] | None = ("X", "x"), deleting: bool = False):
+                 taken_by: tuple[str, str] | None = ("X", "x"), deleting: bool = False,
+                 labelled: bool = True):
         self.refuse = refuse or {}
         self.taken = taken or {}
+        self.labelled = labelled
+        """Whether what holds a name carries the labels its create asked for (else it was
+        made by another operator: mpi-operator's launcher Job)."""
+        self.asked: dict[str, dict[str, str]] = {}
+        self.patched: list[tuple[str, dict[str, Any]]] = []
         self.taken_by, self.deleting = taken_by, deleting
         """The kind and name of the holders' controller; whether they are being deleted."""
         self.conflicts = conflicts
@@ -53,6 +59,7 @@ class MemoryAPI:
     async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         name = obj["metadata"]["name"]
         if name in self.taken:
+            self.asked[name] = obj["metadata"].get("labels") or {}
             raise APIError(409, {"reason": "AlreadyExists", "message": f"{name} exists"})
         if f"{obj['kind']}/{name}" in self.refuse:
             raise APIError(self.refuse[f"{obj['kind']}/{name}"],
@@ -72,7 +79,13 @@ class MemoryAPI:
                 "name": self.taken_by[1], "apiVersion": "kubeflow.org/v1"}]
         if self.deleting:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        if self.labelled:
+            meta["labels"] = self.asked.get(name, {})
         return {"items": [{"metadata": meta}]}
+
+    async def patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patched.append((path, patch))
+        return {}
 
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         self.deleted.append(path.rsplit("/", 1)[1])
@@ -215,6 +228,23 @@ def test_our_own_object_found_after_a_409_is_used() -> None:
     asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
     assert [k for k, _ in api.created].count("Pod") == 2
     assert "CreateFailed" not in [e.reason for e in told.events]
+
+
+def test_our_own_object_another_operator_made_is_labelled_for_the_caches() -> None:
+    # mpi-operator made the job's ConfigMap (a v2beta1 MPIJob it ran before): labelled
+    # `app` only, so trainop's caches, which select on job-name, never show it
+    api, told = MemoryAPI(taken={"job-config": "u1"}, labelled=False), Told()
+    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 1})
+    asyncio.run(applier(api, told, "MPIJob").apply("default/job", head, plan))
+    assert api.patched == [("/api/v1/namespaces/default/configmaps/job-config", {
+        "metadata": {"labels": {"app": "job", "training.kubeflow.org/job-name": "job",
+                                "training.kubeflow.org/operator-name": "mpijob-controller"}}})]
+    assert "CreateFailed" not in [e.reason for e in told.events]
+    # one of a kind the manager may not change is left alone
+    api = MemoryAPI(taken={"job-ssh": "u1"}, labelled=False)
+    plan, head = plan_for("MPIJob", {"Launcher": 1, "Worker": 1}, transport="SSH")
+    asyncio.run(applier(api, Told(), "MPIJob").apply("default/job", head, plan))
+    assert [k for k, _ in api.created].count("Pod") == 2 and api.patched == []
 
 
 @pytest.mark.parametrize(("taken_by", "deleting"), [(("MPIJob", "job"), False),
