@@ -280,13 +280,18 @@ def test_a_v2beta1_job_whose_launcher_fails_each(beside: tuple[Kube, Kube]) -> N
     wait_for("trainop's workers gone", lambda: not workers & set(ours.names("pods")), 30)
 
 
-def counters(kube: Kube) -> dict[str, float]:
-    """mpi-operator's job counters as the side's operator shows them."""
+def samples(kube: Kube, prefix: str) -> list[Any]:
+    """The side's operator's metric samples whose names start with `prefix`."""
     with urllib.request.urlopen(f"http://127.0.0.1:{METRICS[kube.ns]}/metrics",
                                 timeout=10) as r:
         text = r.read().decode()
-    return {s.name: s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name.startswith("mpi_operator_jobs_")}
+    return [s for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name.startswith(prefix)]
+
+
+def counters(kube: Kube) -> dict[str, float]:
+    """mpi-operator's job counters as the side's operator shows them."""
+    return {s.name: s.value for s in samples(kube, "mpi_operator_jobs_")}
 
 
 def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
@@ -301,3 +306,8 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
                     "mpi_operator_jobs_failed_total": 1.0}
     assert all(mine[name] <= n for name, n in counters(theirs).items())
     assert counters(theirs).keys() == mine.keys()
+    # and the same mpi_operator_job_info: 1 for each launcher Job, in its namespace
+    info = [{(s.labels["launcher"], s.labels["namespace"].replace(side.ns, "NS"), s.value)
+             for s in samples(side, "mpi_operator_job_info")} for side in beside]
+    assert info[0] == info[1] == {(f"{job}-launcher", "NS", 1.0)
+                                  for job in ("pi", "ok", "pause", "bad")}

@@ -15,6 +15,7 @@ from trainop.api import InvalidJob, Job, load_job
 from trainop.api.defaults import written_for
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
+from trainop.cluster import metrics
 from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import Caches
 from trainop.cluster.client import Client
@@ -111,6 +112,8 @@ class JobController:
         """Parse a job once per version, within the manager's one budget."""
         self._exited: dict[str, dict[str, int]] = {}
         """Key -> pods seen to end (their default container's exit code), not yet told."""
+        self._launchers: dict[str, str] = {}
+        """Key -> the name of the job's launcher Job told in mpi_operator_job_info."""
         self.jobs = caches.jobs[kind]
         self.applier = PlanApplier(kind, self.framework.info.framework, client, self.jobs,
                                    recorder)
@@ -131,6 +134,8 @@ class JobController:
             self.applier.forget(key)
             self._parsed.pop((self.kind, key))
             self._exited.pop(key, None)
+            if (launcher := self._launchers.pop(key, None)) is not None:
+                metrics.MPI_OPERATOR_JOB_INFO.remove(launcher, rec.meta.namespace)
             return
         if old is not None and new is not None and \
                 old.meta.resource_version == new.meta.resource_version:
@@ -278,6 +283,7 @@ class JobController:
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        self.framework, self.addr, self.config.engine)
         requeue = await self.applier.apply(key, obj, plan, written_for(job))
+        self.tell_launcher(key, job, observed)
         told = self._exited.get(key)
         if told is not None:
             for pod, code in exited.items():
@@ -290,6 +296,18 @@ class JobController:
             # rather than keep its parsed copy in memory meanwhile
             self._parsed.pop((self.kind, key))
         return requeue
+
+    def tell_launcher(self, key: str, job: Job, observed: Observed) -> None:
+        """mpi_operator_job_info for a job whose launcher a Job makes (mpi-operator's
+        jobs, the only ones: Launcher.batch_job), once the Job exists."""
+        launcher = self.framework.launcher
+        batch = launcher.batch_job(job) if launcher and self.config.engine.batch_jobs else None
+        if batch is None or key in self._launchers:
+            return
+        name = replica_name(job, batch, 0)
+        if observed.object(JOBS.kind, name) is not None:
+            metrics.MPI_OPERATOR_JOB_INFO.labels(name, job.namespace).set(1)
+            self._launchers[key] = name
 
     async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""

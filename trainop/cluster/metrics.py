@@ -38,6 +38,12 @@ MPI_OPERATOR_COUNTERS = {
 `restarted` nor `deleted`), which count the jobs written in its API instead."""
 
 
+MPI_OPERATOR_JOB_INFO = Gauge("mpi_operator_job_info", "Information about MPIJob",
+                              ["launcher", "namespace"])
+"""1 for each launcher Job (mpi_job_controller.go:1135); trainop forgets a job's once the
+job is deleted (mpi-operator never does)."""
+
+
 def count_jobs(counts: dict[str, int], namespace: str, framework: str,
                operator: str | None) -> None:
     """Add a plan's job counts (Plan.metrics) to the counters of the operator whose API
