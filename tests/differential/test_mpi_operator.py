@@ -280,6 +280,25 @@ def test_a_v2beta1_job_whose_launcher_fails_each(beside: tuple[Kube, Kube]) -> N
     wait_for("trainop's workers gone", lambda: not workers & set(ours.names("pods")), 30)
 
 
+def test_a_v2beta1_job_with_an_evicted_worker_each(beside: tuple[Kube, Kube]) -> None:
+    theirs, ours = beside
+    for side in beside:
+        submit(side, v2beta1_job("evict"))
+    for side in beside:
+        running(side, "evict")
+        wait_condition(side, "evict", "Running")
+        side.kubectl("patch", "pod", "evict-worker-0", "--subresource=status", "--type=merge",
+                     "-p", json.dumps({"status": {
+                         "phase": "Failed", "reason": "Evicted",
+                         "message": "The node was low on resource: memory."}}))
+    failed = {side.ns: wait_condition(side, "evict", "Failed") for side in beside}
+    assert in_any_namespace(failed[theirs.ns], theirs) == in_any_namespace(
+        failed[ours.ns], ours)
+    last = failed[ours.ns][-1]
+    assert (last["reason"], last["message"]) == ("MPIJobEvicted", "1/2 workers are evicted")
+    assert told(theirs, "evict") == told(ours, "evict")
+
+
 def samples(kube: Kube, prefix: str) -> list[Any]:
     """The side's operator's metric samples whose names start with `prefix`."""
     with urllib.request.urlopen(f"http://127.0.0.1:{METRICS[kube.ns]}/metrics",
@@ -301,7 +320,7 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     # reconcile sees the launcher complete again: a loaded machine shows it)
     theirs, ours = beside
     mine = counters(ours)
-    assert mine == {"mpi_operator_jobs_created_total": 4.0,
+    assert mine == {"mpi_operator_jobs_created_total": 5.0,
                     "mpi_operator_jobs_successful_total": 1.0,
                     "mpi_operator_jobs_failed_total": 1.0}
     assert all(mine[name] <= n for name, n in counters(theirs).items())
@@ -310,4 +329,4 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     info = [{(s.labels["launcher"], s.labels["namespace"].replace(side.ns, "NS"), s.value)
              for s in samples(side, "mpi_operator_job_info")} for side in beside]
     assert info[0] == info[1] == {(f"{job}-launcher", "NS", 1.0)
-                                  for job in ("pi", "ok", "pause", "bad")}
+                                  for job in ("pi", "ok", "pause", "bad", "evict")}

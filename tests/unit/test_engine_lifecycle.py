@@ -827,6 +827,19 @@ def test_a_v2beta1_workers_failure_decides_nothing() -> None:
     assert c.job.status.replica_statuses["Worker"].failed == 1
 
 
+def test_a_v2beta1_job_with_an_evicted_worker_fails_uncounted() -> None:
+    # mpi-operator's updateMPIJobStatus: MPIJobEvicted, and not in the failed counter
+    c, _ = v2beta1_pods()
+    running_v2beta1(c)
+    c.set("job-worker-0", phase="Failed", reason="Evicted")
+    plan = c.step()
+    failed = c.condition("Failed")
+    assert (failed.reason, failed.message) == ("MPIJobEvicted", "1/2 workers are evicted")
+    assert [(e.type, e.reason, e.message) for e in plan.events] == [
+        ("Warning", "MPIJobEvicted", "1/2 workers are evicted")]
+    assert plan.metrics == {}
+
+
 def test_a_v2beta1_jobs_deadline_and_ttl_are_its_launcher_jobs() -> None:
     c, _ = v2beta1_pods({"runPolicy": {"activeDeadlineSeconds": 10,
                                        "ttlSecondsAfterFinished": 0}})

@@ -313,12 +313,23 @@ class _Run:
         (mpi-operator: a worker that fails is not made again)."""
         if self.batch is not None:
             state = self.batch_state()
-            if state is None or state.finished != batchjob.FAILED:
-                return False
-            reason, message = self.fw.wording.job_failed(self.job, state)
-            if self.fail(reason, message):
-                self.plan.add_metric("failed")
-            return True
+            if state is not None and state.finished == batchjob.FAILED:
+                reason, message = self.fw.wording.job_failed(self.job, state)
+                if self.fail(reason, message):
+                    self.plan.add_metric("failed")
+                return True
+            # a replica the cluster evicted ends the job (mpi-operator's updateMPIJobStatus;
+            # it does not count such a job as failed)
+            others = [p for p in self.live_pods() if p.replica_type != self.batch
+                      and resolve(self.job).in_spec(p.replica_type, p.index)]
+            evicted = sum(1 for p in others if p.phase == Phase.FAILED
+                          and p.reason == "Evicted")
+            if evicted:
+                total = resolve(self.job).total - resolve(self.job).replicas[self.batch]
+                self.fail(f"{self.kind}Evicted",
+                          self.fw.wording.evicted(self.job, evicted, total))
+                return True
+            return False
         policy = self.job.spec.run_policy.pod_failure_policy
         if policy is None and self.config.ignore_disruptions:
             policy = podfailure.IGNORE_DISRUPTIONS

@@ -81,6 +81,11 @@ class Wording:
         return (state.reason or f"{job.kind}Failed",
                 state.message or f"{job.kind} {job.key} has failed")
 
+    def evicted(self, job: Job, evicted: int, total: int) -> str:
+        """The Failed message of a job whose replica a Job makes once the cluster evicted
+        `evicted` of its `total` other replicas (mpi-operator's updateMPIJobStatus)."""
+        return f"{evicted}/{total} workers are evicted"
+
     def restarting(self, job: Job, failed: int, rtype: str) -> str:
         """The Restarting message (pkg/controller.v1/common/pod.go:362)."""
         return f"job {job.name} is restarting because {rtype} replica(s) failed."
