@@ -8,6 +8,7 @@ suspended and resumed."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -299,6 +300,57 @@ def test_a_v2beta1_job_with_an_evicted_worker_each(beside: tuple[Kube, Kube]) ->
     assert told(theirs, "evict") == told(ours, "evict")
 
 
+def test_a_v2beta1_launcher_that_waits_for_its_workers_each(beside: tuple[Kube, Kube]) -> None:
+    doc = v2beta1_job("wait")
+    doc["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
+    for side in beside:
+        submit(side, doc)
+    for side in beside:
+        wait_for(f"{side.ns}'s workers", lambda s=side: {"wait-worker-0", "wait-worker-1"} <= set(
+            s.names("pods")) or None, 60)
+    time.sleep(3)  # a few reconciles: neither makes the launcher Job yet
+    assert [side.get("jobs.batch", "wait-launcher") for side in beside] == [None, None]
+    for side in beside:
+        for name in ("wait-worker-0", "wait-worker-1"):
+            side.set_pod(name, "Running")  # its container ready, and the pod Ready too
+            side.kubectl("patch", "pod", name, "--subresource=status", "--type=merge", "-p",
+                         json.dumps({"status": {"conditions": [
+                             {"type": "Ready", "status": "True"}]}}))
+    launchers = [launcher_job(side, "wait") for side in beside]
+    assert launchers[0] == launchers[1], differing(launchers[0], launchers[1])
+
+
+def test_a_v2beta1_jobs_deadline_and_ttl_each(beside: tuple[Kube, Kube]) -> None:
+    # both the launcher Job's: the Job controller ends it, then deletes it; the MPIJob stays
+    theirs, ours = beside
+    doc = v2beta1_job("late")
+    doc["spec"]["runPolicy"] = {"activeDeadlineSeconds": 5, "ttlSecondsAfterFinished": 2}
+    for side in beside:
+        submit(side, doc)
+    failed = {side.ns: wait_condition(side, "late", "Failed") for side in beside}
+    assert in_any_namespace(failed[theirs.ns], theirs) == in_any_namespace(
+        failed[ours.ns], ours)
+    # it never ran: Running False after the end, on both sides
+    assert [(c["type"], c["status"], c["reason"]) for c in failed[ours.ns]] == [
+        ("Created", "True", "MPIJobCreated"), ("Failed", "True", "DeadlineExceeded"),
+        ("Running", "False", "MPIJobRunning")]
+    assert failed[ours.ns][1]["message"] == "Job was active longer than specified deadline"
+    for side in beside:  # (in the foreground: no garbage collector here deletes its pod)
+        wait_for(f"{side.ns}'s launcher Job deleted by its TTL", lambda s=side: deleted(
+            s, "late-launcher"), 60)
+    time.sleep(3)
+    for side in beside:  # not made again, and the MPIJob is kept
+        assert deleted(side, "late-launcher")
+        assert side.get(V2, "late") is not None
+    assert told(theirs, "late") == told(ours, "late")
+
+
+def deleted(kube: Kube, job: str) -> bool:
+    """Whether batch/v1 Job `job` is gone or going."""
+    there = kube.get("jobs.batch", job)
+    return there is None or bool(there["metadata"].get("deletionTimestamp"))
+
+
 def samples(kube: Kube, prefix: str) -> list[Any]:
     """The side's operator's metric samples whose names start with `prefix`."""
     with urllib.request.urlopen(f"http://127.0.0.1:{METRICS[kube.ns]}/metrics",
@@ -320,13 +372,14 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     # reconcile sees the launcher complete again: a loaded machine shows it)
     theirs, ours = beside
     mine = counters(ours)
-    assert mine == {"mpi_operator_jobs_created_total": 5.0,
+    assert mine == {"mpi_operator_jobs_created_total": 7.0,
                     "mpi_operator_jobs_successful_total": 1.0,
-                    "mpi_operator_jobs_failed_total": 1.0}
+                    "mpi_operator_jobs_failed_total": 2.0}
     assert all(mine[name] <= n for name, n in counters(theirs).items())
     assert counters(theirs).keys() == mine.keys()
     # and the same mpi_operator_job_info: 1 for each launcher Job, in its namespace
     info = [{(s.labels["launcher"], s.labels["namespace"].replace(side.ns, "NS"), s.value)
              for s in samples(side, "mpi_operator_job_info")} for side in beside]
     assert info[0] == info[1] == {(f"{job}-launcher", "NS", 1.0)
-                                  for job in ("pi", "ok", "pause", "bad", "evict")}
+                                  for job in ("pi", "ok", "pause", "bad", "evict", "wait",
+                                              "late")}

@@ -827,6 +827,25 @@ def test_a_v2beta1_workers_failure_decides_nothing() -> None:
     assert c.job.status.replica_statuses["Worker"].failed == 1
 
 
+def test_a_v2beta1_job_never_seen_running_ends_with_running_false() -> None:
+    # mpi-operator's updateMPIJobStatus: appended after the end, dated its completionTime
+    c, _ = v2beta1_pods()
+    c.set_job("job-launcher", finished="Failed", reason="DeadlineExceeded",
+              message="Job was active longer than specified deadline")
+    c.step()
+    *_, failed, running = c.job.status.conditions
+    assert (failed.type, running.type, running.status, running.reason, running.message) == (
+        "Failed", "Running", "False", "MPIJobRunning",
+        f"MPIJob {c.job.key} is finished but Running condition was never set.")
+    assert running.last_transition_time == c.job.status.completion_time
+    assert c.step().status_changed is False  # once
+    v1 = Cluster(job("MPIJob", {"Launcher": 1, "Worker": 1}))
+    v1.step()
+    v1.all("Succeeded")
+    v1.step()
+    assert v1.condition("Running") is None  # upstream v1: none
+
+
 def test_a_v2beta1_job_with_an_evicted_worker_fails_uncounted() -> None:
     # mpi-operator's updateMPIJobStatus: MPIJobEvicted, and not in the failed counter
     c, _ = v2beta1_pods()

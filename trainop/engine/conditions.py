@@ -68,3 +68,14 @@ def set_condition(
     return True
 
 
+
+
+def append_after_end(status: JobStatus, ctype: str, value: str, reason: str,
+                     message: str, now: str) -> None:
+    """Append a condition to a job that has ended, dated its completionTime (else `now`),
+    past the rules above: mpi-operator's Running False for a job it never saw run, which
+    tells how long it took whoever computes durations from the conditions."""
+    at = status.completion_time or now
+    status.conditions = [*(status.conditions or []), JobCondition(
+        type=ctype, status=value, reason=reason, message=message,  # type: ignore[arg-type]
+        last_update_time=at, last_transition_time=at)]

@@ -163,6 +163,10 @@ class _Run:
         the TTL is only waited for)."""
         doomed = self.clean_up(deadline=self.past_deadline)
         self.status.waiting_replicas = None
+        message = self.fw.wording.never_running(self.job)
+        if message is not None and cond.get(self.status, cond.RUNNING) is None:
+            cond.append_after_end(self.status, cond.RUNNING, "False", f"{self.kind}Running",
+                                  message, self.now)
         if not just_now and cond.is_true(self.status, cond.FAILED):
             # pods cleanup deletes, or that are gone, are no longer active (upstream leaves
             # the count of the moment the job failed, however long ago its pods went)

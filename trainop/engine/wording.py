@@ -81,6 +81,11 @@ class Wording:
         return (state.reason or f"{job.kind}Failed",
                 state.message or f"{job.kind} {job.key} has failed")
 
+    def never_running(self, job: Job) -> str | None:
+        """The message of a Running False condition a job that ended gets where it never
+        had one (mpi-operator's), or None: none (upstream v1)."""
+        return None
+
     def evicted(self, job: Job, evicted: int, total: int) -> str:
         """The Failed message of a job whose replica a Job makes once the cluster evicted
         `evicted` of its `total` other replicas (mpi-operator's updateMPIJobStatus)."""

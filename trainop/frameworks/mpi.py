@@ -93,6 +93,11 @@ class MPIWording(ShortTitle):
             return "MPIJob resumed"
         return super().resumed(job)
 
+    def never_running(self, job: Job) -> str | None:
+        if written_for(job) != MPI_OPERATOR:
+            return None
+        return f"MPIJob {job.key} is finished but Running condition was never set."
+
     def tells_objects(self, job: Job) -> bool:
         return written_for(job) != MPI_OPERATOR  # mpi-operator tells none
 
