@@ -320,6 +320,31 @@ def test_a_v2beta1_launcher_that_waits_for_its_workers_each(beside: tuple[Kube, 
     assert launchers[0] == launchers[1], differing(launchers[0], launchers[1])
 
 
+def test_a_v2beta1_launcher_that_runs_as_a_worker_each(beside: tuple[Kube, Kube]) -> None:
+    # the launcher hosts rank 0: first in the hostfile, replica-index 0, its GPUs kept
+    doc = v2beta1_job("lw")
+    doc["spec"]["runLauncherAsWorker"] = True
+    for side in beside:
+        submit(side, doc)
+    launchers = [launcher_job(side, "lw") for side in beside]
+    assert launchers[0] == launchers[1], differing(launchers[0], launchers[1])
+    assert launchers[1]["spec"]["template"]["metadata"]["labels"][
+        "training.kubeflow.org/replica-index"] == "0"
+    # the hostfile lists every host; discover_hosts.sh those that run
+    config = [{k: v.replace(side.ns, "NS") for k, v in side.get(
+        "configmap", "lw-config")["data"].items()} for side in beside]
+    assert config[0] == config[1]
+    for side in beside:
+        running(side, "lw")
+    discovered = [wait_for(f"{side.ns}'s workers discovered", lambda s=side: (
+        lambda text: text.replace(s.ns, "NS") if text.count("echo") == 3 else None)(
+        s.get("configmap", "lw-config")["data"]["discover_hosts.sh"]), 30) for side in beside]
+    assert discovered[0] == discovered[1]
+    for name in ("lw-worker-0", "lw-worker-1"):
+        labels = [side.get("pod", name)["metadata"]["labels"] for side in beside]
+        assert labels[0] == labels[1], name
+
+
 def test_a_v2beta1_jobs_deadline_and_ttl_each(beside: tuple[Kube, Kube]) -> None:
     # both the launcher Job's: the Job controller ends it, then deletes it; the MPIJob stays
     theirs, ours = beside
@@ -372,7 +397,7 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     # reconcile sees the launcher complete again: a loaded machine shows it)
     theirs, ours = beside
     mine = counters(ours)
-    assert mine == {"mpi_operator_jobs_created_total": 7.0,
+    assert mine == {"mpi_operator_jobs_created_total": 8.0,
                     "mpi_operator_jobs_successful_total": 1.0,
                     "mpi_operator_jobs_failed_total": 2.0}
     assert all(mine[name] <= n for name, n in counters(theirs).items())
@@ -382,4 +407,4 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
              for s in samples(side, "mpi_operator_job_info")} for side in beside]
     assert info[0] == info[1] == {(f"{job}-launcher", "NS", 1.0)
                                   for job in ("pi", "ok", "pause", "bad", "evict", "wait",
-                                              "late")}
+                                              "lw", "late")}

@@ -329,7 +329,15 @@ def test_mpi_hostfile_formats(impl: str, hostfile: str) -> None:
                 spec={**SSH, "slotsPerWorker": 2, "mpiImplementation": impl})
     cm = c.created["ConfigMap/job-config"]
     assert cm["data"]["hostfile"] == hostfile
-    assert cm["data"]["discover_hosts.sh"] == (
+    # discover_hosts.sh: the workers that run, by pod name (mpi-operator's)
+    assert cm["data"]["discover_hosts.sh"] == "#!/bin/sh\n"
+    c.set("job-worker-1", phase="Running")
+    [update] = c.step().update
+    assert update["data"]["discover_hosts.sh"] == "#!/bin/sh\necho job-worker-1.job.ns.svc\n"
+    assert update["data"]["hostfile"] == hostfile
+    c.set("job-worker-0", phase="Running")
+    [update] = c.step().update
+    assert update["data"]["discover_hosts.sh"] == (
         "#!/bin/sh\necho job-worker-0.job.ns.svc\necho job-worker-1.job.ns.svc\n")
 
 
@@ -383,8 +391,7 @@ def test_a_launcher_that_runs_as_a_worker_comes_first_in_the_hostfile(
     cm = c.created["ConfigMap/job-config"]
     assert cm["data"]["hostfile"].startswith(launcher_line)
     assert cm["data"]["hostfile"].count("\n") == 2
-    assert cm["data"]["discover_hosts.sh"] == (
-        "#!/bin/sh\necho job-launcher.job.ns.svc\necho job-worker-0.job.ns.svc\n")
+    assert cm["data"]["discover_hosts.sh"] == "#!/bin/sh\necho job-launcher.job.ns.svc\n"
 
 
 def test_the_ssh_key_is_mounted_where_the_job_says() -> None:

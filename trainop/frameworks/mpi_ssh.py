@@ -18,7 +18,7 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
 from trainop.api.templates import containers
 from trainop.api.types import SSH_AUTH_MOUNT_PATH, MPIJobSpec
-from trainop.engine import Addressing, EngineConfig, Observed
+from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import REPLICA_INDEX, app_labels, job_labels, object_meta
 from trainop.engine.pods import wait_for_dns_container
@@ -50,6 +50,17 @@ def rank_hosts(job: Job, addr: Addressing) -> list[str]:
     launcher = [addr.host(job, "Launcher", 0)] if settled(
         _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker") else []
     return launcher + worker_hosts(job, addr)
+
+
+def up_hosts(job: Job, observed: Observed, addr: Addressing) -> list[str]:
+    """What discover_hosts.sh prints (Horovod's elastic discovery): the launcher where it
+    hosts ranks, then the workers that run, by pod name (mpi-operator's
+    updateDiscoverHostsInConfigMap); the hostfile lists every worker."""
+    launcher = rank_hosts(job, addr)[:1] if settled(
+        _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker") else []
+    running = sorted((p.name, p.index) for p in observed.pods
+                     if p.replica_type == "Worker" and p.phase == Phase.RUNNING)
+    return launcher + [addr.host(job, "Worker", i) for _, i in running]
 
 
 def hostfile(job: Job, addr: Addressing) -> str:
@@ -151,7 +162,7 @@ class SSH:
 
     def objects(self, job: Job, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
-        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in rank_hosts(job, addr))
+        discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in up_hosts(job, observed, addr))
         objects: list[dict[str, Any]] = [
             CONFIGMAPS.new(object_meta(job, config_map_name(job), app_labels(job)),
                            data={"hostfile": hostfile(job, addr), "discover_hosts.sh": discover}),
