@@ -300,6 +300,27 @@ def test_a_v2beta1_job_with_an_evicted_worker_each(beside: tuple[Kube, Kube]) ->
     assert told(theirs, "evict") == told(ours, "evict")
 
 
+def test_a_v2beta1_job_suspended_from_the_start_each(beside: tuple[Kube, Kube]) -> None:
+    # as Kueue queues one: what its pods need is made, and its launcher Job, suspended
+    doc = v2beta1_job("queued")
+    doc["spec"]["runPolicy"] = {"suspend": True}
+    for side in beside:
+        submit(side, doc)
+    launchers = [launcher_job(side, "queued") for side in beside]
+    assert launchers[0] == launchers[1], differing(launchers[0], launchers[1])
+    assert launchers[1]["spec"]["suspend"] is True
+    for side in beside:
+        assert side.get("configmap", "queued-config") and side.get("secret", "queued-ssh")
+        assert side.get("service", "queued") is not None
+        assert not [n for n in side.names("pods") if n.startswith("queued-")]
+    # resumed: the workers, and the launcher's pod, which its Job now makes
+    for side in beside:
+        submit(side, v2beta1_job("queued"))
+    for side in beside:
+        running(side, "queued")
+        wait_condition(side, "queued", "Running")
+
+
 def test_a_v2beta1_launcher_that_waits_for_its_workers_each(beside: tuple[Kube, Kube]) -> None:
     doc = v2beta1_job("wait")
     doc["spec"]["launcherCreationPolicy"] = "WaitForWorkersReady"
@@ -397,7 +418,7 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     # reconcile sees the launcher complete again: a loaded machine shows it)
     theirs, ours = beside
     mine = counters(ours)
-    assert mine == {"mpi_operator_jobs_created_total": 8.0,
+    assert mine == {"mpi_operator_jobs_created_total": 9.0,
                     "mpi_operator_jobs_successful_total": 1.0,
                     "mpi_operator_jobs_failed_total": 2.0}
     assert all(mine[name] <= n for name, n in counters(theirs).items())
@@ -406,5 +427,5 @@ def test_the_same_job_counters_each(beside: tuple[Kube, Kube]) -> None:
     info = [{(s.labels["launcher"], s.labels["namespace"].replace(side.ns, "NS"), s.value)
              for s in samples(side, "mpi_operator_job_info")} for side in beside]
     assert info[0] == info[1] == {(f"{job}-launcher", "NS", 1.0)
-                                  for job in ("pi", "ok", "pause", "bad", "evict", "wait",
-                                              "lw", "late")}
+                                  for job in ("pi", "ok", "pause", "bad", "evict", "queued",
+                                              "wait", "lw", "late")}

@@ -185,6 +185,11 @@ def test_leader_election_hands_over(kube: Kube, start_manager: Callable[..., Man
     kube.wait_pods(2)
 
 
+OWN_PORTS = ("--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address",
+             "127.0.0.1:0", "--webhook-port", "0")
+"""No port another suite's process may hold (mpi-operator's health port is always 8080)."""
+
+
 def test_startup_errors_are_one_line(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(json.dumps({
@@ -193,7 +198,8 @@ def test_startup_errors_are_one_line(tmp_path: Path) -> None:
         "users": [{"name": "x", "user": {"token": "t"}}],
         "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))
     out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
-                          str(kubeconfig)], capture_output=True, text=True, timeout=60)
+                          str(kubeconfig), *OWN_PORTS], capture_output=True, text=True,
+                         timeout=60)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith(
         "trainop: cannot reach the API server at https://127.0.0.1:1")
@@ -203,7 +209,7 @@ def test_startup_errors_are_one_line(tmp_path: Path) -> None:
 def test_missing_crd_is_one_line(tmp_path: Path) -> None:
     with TestAPIServer() as bare:
         out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
-                              str(bare.kubeconfig), "--enable-scheme", "tfjob"],
+                              str(bare.kubeconfig), "--enable-scheme", "tfjob", *OWN_PORTS],
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1] == (

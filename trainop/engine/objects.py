@@ -66,12 +66,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     if config.gang_scheduler:
         desired.append(gang.desired_pod_group(job, config))
         out.held = gang.held(observed, job, config)
-    for obj in desired:
-        seen = observed.object(str(obj["kind"]), obj["metadata"]["name"])
-        if seen is None:
-            out.prerequisites.append(obj)
-        elif seen.content is not None and content_of(obj["kind"], obj) != seen.content:
-            out.update.append(obj)
+    _compare(desired, observed, out)
 
     batch = fw.launcher.batch_job(job) if fw.launcher and config.batch_jobs else None
     services = {o.name for o in observed.objects if o.kind == "Service"}
@@ -111,6 +106,32 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                 out.pods.append((rtype, name))
                 spent += OBJECT_BYTES + _env_bytes(pod)
     out.replicas.extend(jobs)  # after the pods, as mpi-operator makes its launcher Job
+    return out
+
+
+def _compare(desired: list[dict[str, Any]], observed: Observed, out: Missing) -> None:
+    """Into `out`: what of `desired` is missing, and what is not up to date."""
+    for obj in desired:
+        seen = observed.object(str(obj["kind"]), obj["metadata"]["name"])
+        if seen is None:
+            out.prerequisites.append(obj)
+        elif seen.content is not None and content_of(obj["kind"], obj) != seen.content:
+            out.update.append(obj)
+
+
+def kept_while_suspended(job: Job, observed: Observed, fw: Framework[Any],
+                         addr: Addressing, config: EngineConfig) -> Missing:
+    """What a suspended job whose replica a Job makes still has made and kept current:
+    the launcher's objects, and that Job, suspended (mpi-operator's syncHandler)."""
+    out = Missing()
+    batch = fw.launcher.batch_job(job) if fw.launcher and config.batch_jobs else None
+    if fw.launcher is None or batch is None:
+        return out
+    _compare(fw.launcher.objects(job, observed, addr), observed, out)
+    name = replica_name(job, batch, 0)
+    if observed.object(JOBS.kind, name) is None:
+        out.replicas.append(batchjob.desired(
+            job, desired_pod(job, batch, 0, fw, addr, config), suspended=True))
     return out
 
 

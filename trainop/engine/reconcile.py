@@ -222,7 +222,14 @@ class _Run:
     def suspend(self) -> None:
         live = self.live_pods()
         self.delete_pods(live, "job suspended")
-        self.delete_services(self.services(), "job suspended")
+        if self.batch is None:
+            self.delete_services(self.services(), "job suspended")
+        else:  # what the pods need stays, and the launcher's Job is made, suspended
+            kept = objects.kept_while_suspended(self.job, self.observed, self.fw, self.addr,
+                                                self.config)
+            self.plan.prerequisites.extend(kept.prerequisites)
+            self.plan.update.extend(kept.update)
+            self.plan.create.extend(kept.replicas)
         if self.config.gang_scheduler:
             self.delete_kind(gang.podgroups(self.config))
         seen = self.batch_object()
