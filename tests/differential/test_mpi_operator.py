@@ -188,13 +188,19 @@ def wait_condition(kube: Kube, job: str, ctype: str, status: str = "True"
         conditions(kube, job)), 60)
 
 
+def running_each(beside: tuple[Kube, Kube], doc: dict[str, Any]) -> None:
+    """The job of `doc` submitted on each side, and Running there (every pod runs)."""
+    for side in beside:
+        submit(side, doc)
+    for side in beside:
+        running(side, doc["metadata"]["name"])
+        wait_condition(side, doc["metadata"]["name"], "Running")
+
+
 def test_a_v2beta1_job_that_succeeds_each(beside: tuple[Kube, Kube]) -> None:
     theirs, ours = beside
+    running_each(beside, v2beta1_job("ok"))
     for side in beside:
-        submit(side, v2beta1_job("ok"))
-    for side in beside:
-        running(side, "ok")
-        wait_condition(side, "ok", "Running")
         side.set_pod(launcher_pod(side, "ok") or "", "Succeeded", exit_code=0)
     done = {side.ns: wait_condition(side, "ok", "Succeeded") for side in beside}
     # the same conditions, in the same order, state and words
@@ -222,10 +228,7 @@ def told(kube: Kube, job: str) -> set[tuple[str, str]]:
 
 def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> None:
     theirs, ours = beside
-    for side in beside:
-        submit(side, v2beta1_job("pause"))
-        running(side, "pause")
-        wait_condition(side, "pause", "Running")
+    running_each(beside, v2beta1_job("pause"))
     paused = v2beta1_job("pause")
     paused["spec"]["runPolicy"] = {"suspend": True}
     for side in beside:
@@ -260,11 +263,8 @@ def test_a_v2beta1_job_whose_launcher_fails_each(beside: tuple[Kube, Kube]) -> N
     theirs, ours = beside
     doc = v2beta1_job("bad")
     doc["spec"]["runPolicy"] = {"backoffLimit": 0}
+    running_each(beside, doc)
     for side in beside:
-        submit(side, doc)
-    for side in beside:
-        running(side, "bad")
-        wait_condition(side, "bad", "Running")
         side.set_pod(launcher_pod(side, "bad") or "", "Failed", exit_code=1)
     failed = {side.ns: wait_condition(side, "bad", "Failed") for side in beside}
     # the Job's reason and message, with its newest failed pod's (none here)
@@ -283,11 +283,8 @@ def test_a_v2beta1_job_whose_launcher_fails_each(beside: tuple[Kube, Kube]) -> N
 
 def test_a_v2beta1_job_with_an_evicted_worker_each(beside: tuple[Kube, Kube]) -> None:
     theirs, ours = beside
+    running_each(beside, v2beta1_job("evict"))
     for side in beside:
-        submit(side, v2beta1_job("evict"))
-    for side in beside:
-        running(side, "evict")
-        wait_condition(side, "evict", "Running")
         side.kubectl("patch", "pod", "evict-worker-0", "--subresource=status", "--type=merge",
                      "-p", json.dumps({"status": {
                          "phase": "Failed", "reason": "Evicted",
@@ -314,11 +311,7 @@ def test_a_v2beta1_job_suspended_from_the_start_each(beside: tuple[Kube, Kube]) 
         assert side.get("service", "queued") is not None
         assert not [n for n in side.names("pods") if n.startswith("queued-")]
     # resumed: the workers, and the launcher's pod, which its Job now makes
-    for side in beside:
-        submit(side, v2beta1_job("queued"))
-    for side in beside:
-        running(side, "queued")
-        wait_condition(side, "queued", "Running")
+    running_each(beside, v2beta1_job("queued"))
 
 
 def test_a_v2beta1_launcher_that_waits_for_its_workers_each(beside: tuple[Kube, Kube]) -> None:
