@@ -68,8 +68,6 @@ def set_condition(
     return True
 
 
-
-
 def append_after_end(status: JobStatus, ctype: str, value: str, reason: str,
                      message: str, now: str) -> None:
     """Append a condition to a job that has ended, dated its completionTime (else `now`),
