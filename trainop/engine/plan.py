@@ -93,11 +93,6 @@ class Plan:
             self.events.append(event)
         return True
 
-    def untell(self, reasons: frozenset[str]) -> None:
-        """Tell none of the events of these reasons."""
-        for told in (self.events, self.on_created, self.on_removed, self.on_deleted):
-            told[:] = [e for e in told if e.reason not in reasons]
-
     def add_metric(self, counter: str, n: int = 1) -> None:
         """Add `n` to the job counter `counter` (created, successful, failed, restarted)."""
         self.metrics[counter] = self.metrics.get(counter, 0) + n

@@ -26,10 +26,6 @@ from trainop.engine.observed import (
 )
 from trainop.engine.plan import Event, ObjectRef, Plan
 
-OBJECT_EVENTS = frozenset({"SuccessfulCreatePod", "SuccessfulDeletePod",
-                           "SuccessfulCreateService", "SuccessfulDeleteService"})
-"""The events of a job's pods and services being made and deleted."""
-
 
 class _Run:
     """One reconcile: the state shared by its steps."""
@@ -48,6 +44,8 @@ class _Run:
         self.kind = job.kind
         self.past_deadline = False
         """The job failed by its activeDeadlineSeconds in this round."""
+        self.tells_objects = framework.wording.tells_objects(job)
+        """Whether its pods and services being made and deleted are told."""
         launcher = framework.launcher
         self.batch = launcher.batch_job(job) if launcher and config.batch_jobs else None
         """The replica type a batch/v1 Job makes (engine/batchjob.py): the Job, not the
@@ -81,7 +79,7 @@ class _Run:
     def delete_pods(self, pods: list[PodState], reason: str) -> None:
         pods = [p for p in sorted(pods, key=lambda p: (p.replica_type, -p.index))
                 if not p.terminating and self.plan.remove(ObjectRef("Pod", p.name))]
-        if not pods:
+        if not pods or not self.tells_objects:
             return
         if self.config.aggregate_events:
             self.removed("SuccessfulDeletePod",
@@ -92,6 +90,8 @@ class _Run:
 
     def delete_services(self, names: Iterable[str], reason: str) -> None:
         gone = [n for n in names if self.plan.remove(ObjectRef("Service", n))]
+        if not self.tells_objects:
+            return
         if gone and self.config.aggregate_events:
             self.removed("SuccessfulDeleteService",
                          f"Deleted {len(gone)} service(s) ({reason}): {shown(gone)}")
@@ -153,8 +153,6 @@ class _Run:
             if cond.is_finished(self.status):
                 self.finished(just_now=True)
         self.finish_status()
-        if not self.fw.wording.tells_objects(job):
-            self.plan.untell(OBJECT_EVENTS)
         return self.plan
 
     def finished(self, just_now: bool = False) -> None:
@@ -442,6 +440,8 @@ class _Run:
         self.plan.create.extend(todo.replicas)
         if todo.more:
             self.plan.requeue(0)  # the next batch, once the cache shows this one
+        if not self.tells_objects:
+            return
         on_created = self.plan.on_created
         if self.config.aggregate_events:
             for reason, what, names in (("SuccessfulCreatePod", "pod", [n for _, n in todo.pods]),
