@@ -38,6 +38,7 @@ from trainop.engine import (
     rejected,
 )
 from trainop.engine import conditions as cond
+from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name, replica_type_of
 from trainop.frameworks import framework_for
 
@@ -300,8 +301,7 @@ class JobController:
     def tell_launcher(self, key: str, job: Job, observed: Observed) -> None:
         """mpi_operator_job_info for a job whose launcher a Job makes (mpi-operator's
         jobs, the only ones: Launcher.batch_job), once the Job exists."""
-        launcher = self.framework.launcher
-        batch = launcher.batch_job(job) if launcher and self.config.engine.batch_jobs else None
+        batch = batch_type(self.framework, job, self.config.engine)
         if batch is None or key in self._launchers:
             return
         name = replica_name(job, batch, 0)

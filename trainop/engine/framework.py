@@ -129,6 +129,14 @@ class Launcher(ABC):
         return ()
 
 
+def batch_type(fw: Framework[Any], job: Job, config: EngineConfig) -> str | None:
+    """The replica type of `job` a batch/v1 Job makes here (Launcher.batch_job), or None:
+    none, or a runtime without Job controllers (EngineConfig.batch_jobs)."""
+    if fw.launcher is None or not config.batch_jobs:
+        return None
+    return fw.launcher.batch_job(job)
+
+
 def started_by_launcher(fw: Framework[Any], rtype: str) -> bool:
     """Whether the work of `rtype`'s replicas is started by the kind's launcher."""
     return fw.launcher is not None and rtype in fw.launcher.started

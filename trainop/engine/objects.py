@@ -17,7 +17,7 @@ from trainop.api.resources import JOBS
 from trainop.api.templates import containers
 from trainop.engine import batchjob, elastic, gang
 from trainop.engine.config import EngineConfig
-from trainop.engine.framework import Addressing, Framework
+from trainop.engine.framework import Addressing, Framework, batch_type
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import Observed, PodState
 from trainop.engine.pods import desired_pod, desired_service
@@ -68,7 +68,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         out.held = gang.held(observed, job, config)
     _compare(desired, observed, out)
 
-    batch = fw.launcher.batch_job(job) if fw.launcher and config.batch_jobs else None
+    batch = batch_type(fw, job, config)
     services = {o.name for o in observed.objects if o.kind == "Service"}
     slots = {(p.replica_type, p.index) for p in observed.pods}
     jobs = []
@@ -124,7 +124,7 @@ def kept_while_suspended(job: Job, observed: Observed, fw: Framework[Any],
     """What a suspended job whose replica a Job makes still has made and kept current:
     the launcher's objects, and that Job, suspended (mpi-operator's syncHandler)."""
     out = Missing()
-    batch = fw.launcher.batch_job(job) if fw.launcher and config.batch_jobs else None
+    batch = batch_type(fw, job, config)
     if fw.launcher is None or batch is None:
         return out
     _compare(fw.launcher.objects(job, observed, addr), observed, out)

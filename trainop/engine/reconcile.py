@@ -14,7 +14,13 @@ from trainop.api.resources import HPAS, JOBS, Resource
 from trainop.engine import batchjob, clock, failures, gang, objects, podfailure, waiting
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
-from trainop.engine.framework import Addressing, Counts, Framework, PlanAddressing
+from trainop.engine.framework import (
+    Addressing,
+    Counts,
+    Framework,
+    PlanAddressing,
+    batch_type,
+)
 from trainop.engine.labels import replica_labels, replica_name, selector_string
 from trainop.engine.observed import (
     LIVE_PHASES,
@@ -46,8 +52,7 @@ class _Run:
         """The job failed by its activeDeadlineSeconds in this round."""
         self.tells_objects = framework.wording.tells_objects(job)
         """Whether its pods and services being made and deleted are told."""
-        launcher = framework.launcher
-        self.batch = launcher.batch_job(job) if launcher and config.batch_jobs else None
+        self.batch = batch_type(framework, job, config)
         """The replica type a batch/v1 Job makes (engine/batchjob.py): the Job, not the
         engine, holds the job's backoffLimit, deadline and TTL, and its end is the job's."""
 
