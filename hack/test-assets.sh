@@ -39,7 +39,7 @@ etcd_version=${TRAINOP_ETCD_VERSION:-v3.7.3}
 containerd_version=${TRAINOP_CONTAINERD_VERSION:-v2.4.2}
 upstream_version=${TRAINOP_UPSTREAM_VERSION:-v1.9.4}
 controller_tools_version=${TRAINOP_CONTROLLER_TOOLS_VERSION:-v0.23.0}
-kueue_version=${TRAINOP_KUEUE_VERSION:-v0.17.0}
+kueue_version=${TRAINOP_KUEUE_VERSION:-v0.19.2}
 mpi_operator_version=${TRAINOP_MPI_OPERATOR_VERSION:-v0.8.2}
 real_node=${TRAINOP_REAL_NODE:-1}
 
