@@ -1,0 +1,369 @@
+"""A job's Kueue Workload (kueue.x-k8s.io/v1beta2), and what the Workload's admission adds to
+the job's pods, built as Kueue builds them for its own job integrations (sigs.k8s.io/kueue
+v0.19.2: pkg/controller/jobframework, pkg/controller/jobs/kubeflow, pkg/podset), so that a
+Workload trainop keeps for a kind Kueue names in `integrations.externalFrameworks` is the one
+Kueue's built-in integration would have made.
+
+Every function takes the job as stored (api.parse_job, not defaulted): Kueue reads the
+stored templates, and a Workload built from defaulted ones would differ from its own by the
+ports and fields defaulting adds in memory. Pure: the cluster side looks up what lives
+elsewhere (the priority class, the admitted flavors) and hands it in.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainop.api import Job
+from trainop.engine import quantity
+from trainop.engine.labels import owner_reference
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+KIND = "Workload"
+FINALIZER = "kueue.x-k8s.io/resource-in-use"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+PROVISIONING_PREFIX = "provreq.kueue.x-k8s.io/"
+"""Job annotations Kueue copies onto the Workload (its ProvisioningRequest parameters)."""
+ADMISSION_GATED_BY = "kueue.x-k8s.io/admission-gated-by"
+"""A job annotation Kueue copies onto the Workload (controllers that hold admission)."""
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+LOCAL_QUEUE_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+MULTIKUEUE_ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+MULTIKUEUE_POD_LABEL = "kueue.x-k8s.io/multikueue-worker-workload-pod"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+SLICE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
+PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+"""What Kueue's topology-aware scheduling ranks a pod set's pods by."""
+
+_NAME_LENGTH = 253
+_HASH_LENGTH = 5
+
+
+class WorkloadError(ValueError):
+    """A job Kueue would refuse to make a Workload of (an annotation it cannot parse), or an
+    admission that cannot be applied to its pods (a label it would set differently)."""
+
+
+def name(job: Job) -> str:
+    """The name of the job's Workload."""
+    return owned_name(job.kind, job.api_version.split("/")[0], job.name,
+                      job.metadata.uid or "")
+
+
+def owned_name(kind: str, group: str, owner: str, uid: str) -> str:
+    """A Workload's name from its owner's (Kueue's GetWorkloadNameForOwnerWithGVK,
+    workload_names.go): the kind in lowercase and the owner's name, cut to fit, then a hash
+    of kind, group, name and UID, so that a job made again under its name gets another."""
+    prefix = f"{kind.lower()}-{owner}"[:_NAME_LENGTH - _HASH_LENGTH - 1]
+    digest = hashlib.sha1(f"{kind}\n{group}\n{owner}\n{uid}".encode()).hexdigest()
+    return f"{prefix}-{digest[:_HASH_LENGTH]}"
+
+
+def queue_name(job: Job) -> str | None:
+    """The LocalQueue the job asks for (its label), or None: not queued."""
+    return (job.metadata.labels or {}).get(QUEUE_LABEL) or None
+
+
+def priority_class_name(job: Job) -> str:
+    """The PriorityClass a job's Workload takes its priority from, as Kueue's kubeflow
+    integrations choose it (kubeflowjob_controller.go: PriorityClass): the run policy's
+    schedulingPolicy.priorityClass, else the first replica type's, in the kind's order, whose
+    template names one; "" for none (the cluster's global default then)."""
+    policy = job.spec.run_policy.scheduling_policy
+    if policy is not None and policy.priority_class:
+        return policy.priority_class
+    for rtype in job.info.replica_types:
+        spec = job.spec.replica_specs.get(rtype)
+        found = ((spec.template or {}).get("spec") or {}).get("priorityClassName") \
+            if spec is not None else None
+        if isinstance(found, str) and found:
+            return found
+    return ""
+
+
+def max_execution_seconds(job: Job) -> int | None:
+    """The job's `kueue.x-k8s.io/max-exec-time-seconds` (a positive int32), or None."""
+    value = (job.metadata.labels or {}).get(MAX_EXEC_TIME_LABEL)
+    if value is None:
+        return None
+    try:
+        seconds = int(value)
+    except ValueError:
+        raise WorkloadError(f"{MAX_EXEC_TIME_LABEL}: {value!r} is not a number") from None
+    if not 0 < seconds < 2**31:
+        raise WorkloadError(f"{MAX_EXEC_TIME_LABEL}: {value!r} is not a positive int32")
+    return seconds
+
+
+def topology_request(annotations: Mapping[str, str]) -> dict[str, Any]:
+    """A pod set's topology request from its template's annotations (jobframework/tas.go:
+    Build, as the kubeflow integrations call it: always with the replica-index label, so
+    every pod set has one)."""
+    request: dict[str, Any] = {}
+    if REQUIRED_TOPOLOGY in annotations:
+        request["required"] = annotations[REQUIRED_TOPOLOGY]
+    elif PREFERRED_TOPOLOGY in annotations:
+        request["preferred"] = annotations[PREFERRED_TOPOLOGY]
+    elif UNCONSTRAINED_TOPOLOGY in annotations:
+        request["unconstrained"] = _go_bool(UNCONSTRAINED_TOPOLOGY,
+                                            annotations[UNCONSTRAINED_TOPOLOGY])
+    if SLICE_CONSTRAINTS in annotations:
+        try:
+            layers = json.loads(annotations[SLICE_CONSTRAINTS])
+        except ValueError as e:
+            raise WorkloadError(f"{SLICE_CONSTRAINTS}: not JSON ({e})") from None
+        if not isinstance(layers, list) or not 1 <= len(layers) <= 3:
+            raise WorkloadError(f"{SLICE_CONSTRAINTS}: must list 1 to 3 layers")
+        request["podsetSliceRequiredTopologyConstraints"] = layers
+    elif SLICE_REQUIRED_TOPOLOGY in annotations and SLICE_SIZE in annotations:
+        request["podSetSliceRequiredTopology"] = annotations[SLICE_REQUIRED_TOPOLOGY]
+        try:
+            request["podSetSliceSize"] = int(annotations[SLICE_SIZE])
+        except ValueError:
+            raise WorkloadError(f"{SLICE_SIZE}: {annotations[SLICE_SIZE]!r} is not a "
+                                "number") from None
+    request["podIndexLabel"] = REPLICA_INDEX_LABEL
+    if PODSET_GROUP in annotations and ("required" in request or "preferred" in request):
+        request["podSetGroupName"] = annotations[PODSET_GROUP]
+    return request
+
+
+def _go_bool(key: str, value: str) -> bool:
+    # Go's strconv.ParseBool, which Kueue parses the annotation with
+    if value in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if value in ("0", "f", "F", "false", "FALSE", "False"):
+        return False
+    raise WorkloadError(f"{key}: {value!r} is not a boolean")
+
+
+def pod_sets(job: Job) -> list[dict[str, Any]]:
+    """One pod set per replica type the job has, in the kind's order, named in lowercase
+    (kubeflowjob_controller.go: PodSets): its count and a copy of its template."""
+    sets = []
+    for rtype in job.info.replica_types:
+        spec = job.spec.replica_specs.get(rtype)
+        if spec is None:
+            continue
+        template = copy.deepcopy(spec.template or {})
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        sets.append({
+            "name": rtype.lower(),
+            "count": 1 if spec.replicas is None else spec.replicas,
+            "template": template,
+            "topologyRequest": topology_request(annotations),
+        })
+    return sets
+
+
+@dataclass(frozen=True)
+class Priority:
+    """Where a Workload's priority comes from, as the cluster side found it: a
+    WorkloadPriorityClass (the job's priority-class label) or a PriorityClass; `name` ""
+    and `value` 0 where there is neither."""
+
+    kind: str = ""
+    name: str = ""
+    value: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """The Workload spec's priorityClassRef and priority (written even when 0, as
+        PrepareWorkloadPriority writes it)."""
+        if not self.name:
+            return {"priority": self.value}
+        group = "kueue.x-k8s.io" if self.kind == "WorkloadPriorityClass" else \
+            "scheduling.k8s.io"
+        return {"priorityClassRef": {"group": group, "kind": self.kind, "name": self.name},
+                "priority": self.value}
+
+
+def desired(job: Job, priority: Priority) -> dict[str, Any]:
+    """The Workload of a queued job (jobframework: ConstructWorkload, NewWorkload): owned
+    by the job, labelled with its UID, held by Kueue's finalizer while it uses quota."""
+    meta: dict[str, Any] = {
+        "name": name(job),
+        "namespace": job.namespace,
+        "labels": {JOB_UID_LABEL: job.metadata.uid or ""},
+        "finalizers": [FINALIZER],
+        "ownerReferences": [owner_reference(job)],
+    }
+    copied = {k: v for k, v in (job.metadata.annotations or {}).items()
+              if k.startswith(PROVISIONING_PREFIX) or k == ADMISSION_GATED_BY}
+    if copied:
+        meta["annotations"] = copied
+    spec: dict[str, Any] = {"podSets": pod_sets(job), "queueName": queue_name(job) or ""}
+    spec.update(priority.fields())
+    seconds = max_execution_seconds(job)
+    if seconds is not None:
+        spec["maximumExecutionTimeSeconds"] = seconds
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": spec}
+
+
+def matches(job: Job, workload: Mapping[str, Any]) -> bool:
+    """Whether `workload` is the job's (jobframework: EquivalentToWorkload): owned by this
+    job, the same maximum execution time, and pod sets of the same counts and containers
+    (and tolerations, until it is admitted: admission adds its flavor's)."""
+    owner = next((r for r in workload.get("metadata", {}).get("ownerReferences") or []
+                  if r.get("controller")), None)
+    if owner is None or owner.get("name") != job.name \
+            or owner.get("uid") != (job.metadata.uid or ""):
+        return False
+    spec = workload.get("spec") or {}
+    if spec.get("maximumExecutionTimeSeconds") != max_execution_seconds(job):
+        return False
+    mine, theirs = pod_sets(job), spec.get("podSets") or []
+    if len(mine) != len(theirs):
+        return False
+    fields = ("initContainers", "containers") if is_admitted(workload) else \
+        ("tolerations", "initContainers", "containers")
+    for a, b in zip(mine, theirs, strict=True):
+        if a["count"] != b.get("count") or a.get("minCount") != b.get("minCount"):
+            return False
+        pa, pb = (a.get("template") or {}).get("spec") or {}, \
+            (b.get("template") or {}).get("spec") or {}
+        if any(_semantic(pa.get(f)) != _semantic(pb.get(f)) for f in fields):
+            return False
+    return True
+
+
+def _semantic(value: Any) -> Any:
+    """`value` as Kubernetes' semantic equality sees it: empty and missing alike, resource
+    quantities by amount ("1000m" is "1")."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k in ("limits", "requests") and isinstance(v, dict):
+                v = {r: quantity.parse(q) if isinstance(q, (int, float, str)) else q
+                     for r, q in v.items()}
+            v = _semantic(v)
+            if v not in (None, {}, []):
+                out[k] = v
+        return out
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def condition(workload: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
+    """The Workload's condition `ctype` where it is True, else None."""
+    for c in (workload.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype and c.get("status") == "True":
+            return dict(c)
+    return None
+
+
+def is_admitted(workload: Mapping[str, Any]) -> bool:
+    return condition(workload, "Admitted") is not None
+
+
+@dataclass
+class PodSetInfo:
+    """What a pod set's admission adds to its pods (pkg/podset: PodSetInfo)."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    scheduling_gates: list[dict[str, Any]] = field(default_factory=list)
+
+    def merge(self, other: PodSetInfo, where: str) -> None:
+        """Add `other`'s, refusing a key set to another value (PodSetInfo.Merge)."""
+        for mine, theirs, what in ((self.labels, other.labels, "labels"),
+                                   (self.annotations, other.annotations, "annotations"),
+                                   (self.node_selector, other.node_selector, "nodeSelector")):
+            clash = sorted(k for k, v in theirs.items() if k in mine and mine[k] != v)
+            if clash:
+                raise WorkloadError(f"{where}: conflicting {what} {', '.join(clash)}")
+            mine.update(theirs)
+        self.tolerations += [t for t in other.tolerations if t not in self.tolerations]
+        self.scheduling_gates += [g for g in other.scheduling_gates
+                                  if g not in self.scheduling_gates]
+
+
+def admitted(workload: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]
+             ) -> dict[str, PodSetInfo]:
+    """What the Workload's admission adds to each pod set's pods, by pod set name
+    (reconciler.go: getPodSetsInfoFromStatus, podset.FromAssignment): the assigned
+    flavors' node labels and tolerations (`flavors`: each ResourceFlavor's spec, by name),
+    the topology gate where Kueue places the pods itself, the pod set and queue labels, and
+    the admission checks' updates. Empty where it is not admitted."""
+    admission = (workload.get("status") or {}).get("admission") or {}
+    spec = workload.get("spec") or {}
+    sets = {ps.get("name"): ps for ps in spec.get("podSets") or []}
+    labels = (workload.get("metadata") or {}).get("labels") or {}
+    infos: dict[str, PodSetInfo] = {}
+    for assignment in admission.get("podSetAssignments") or []:
+        ps_name = assignment.get("name", "")
+        info = PodSetInfo(labels={PODSET_LABEL: ps_name},
+                          annotations={WORKLOAD_ANNOTATION: workload["metadata"]["name"]})
+        if assignment.get("topologyAssignment") is not None:
+            request = sets.get(ps_name, {}).get("topologyRequest") or {}
+            if not any(k in request for k in ("required", "preferred", "unconstrained")):
+                info.annotations[UNCONSTRAINED_TOPOLOGY] = "true"
+            info.scheduling_gates.append({"name": TOPOLOGY_GATE})
+        for flavor in dict.fromkeys((assignment.get("flavors") or {}).values()):
+            if flavor not in flavors:
+                raise WorkloadError(f"ResourceFlavor {flavor} not found")
+            found = flavors[flavor]
+            info.node_selector.update(found.get("nodeLabels") or {})
+            info.tolerations += list(found.get("tolerations") or [])
+        if MULTIKUEUE_ORIGIN_LABEL in labels:
+            info.labels[MULTIKUEUE_POD_LABEL] = "true"
+        info.labels[LOCAL_QUEUE_LABEL] = spec.get("queueName", "")
+        cluster_queue = admission.get("clusterQueue", "")
+        if _dns_label(cluster_queue):
+            info.labels[CLUSTER_QUEUE_LABEL] = cluster_queue
+        for check in (workload.get("status") or {}).get("admissionChecks") or []:
+            for update in check.get("podSetUpdates") or []:
+                if update.get("name") == ps_name:
+                    info.merge(PodSetInfo(
+                        labels=dict(update.get("labels") or {}),
+                        annotations=dict(update.get("annotations") or {}),
+                        node_selector=dict(update.get("nodeSelector") or {}),
+                        tolerations=list(update.get("tolerations") or [])),
+                        f"admission check {check.get('name')}")
+                    break
+        infos[ps_name] = info
+    return infos
+
+
+def _dns_label(value: str) -> bool:
+    return 0 < len(value) <= 63 and value[0].isalnum() and value[-1].isalnum() and all(
+        c.islower() or c.isdigit() or c == "-" for c in value)
+
+
+def apply(pod: dict[str, Any], info: PodSetInfo, where: str) -> None:
+    """Merge an admission's additions into a pod (or pod template), in place
+    (podset.Merge): a label, annotation or node selector the pod already sets to another
+    value is refused, never overwritten."""
+    meta = pod.setdefault("metadata", {})
+    spec = pod.setdefault("spec", {})
+    merged = PodSetInfo(labels=dict(meta.get("labels") or {}),
+                        annotations=dict(meta.get("annotations") or {}),
+                        node_selector=dict(spec.get("nodeSelector") or {}),
+                        tolerations=list(spec.get("tolerations") or []),
+                        scheduling_gates=list(spec.get("schedulingGates") or []))
+    merged.merge(info, where)
+    for target, key, value in ((meta, "labels", merged.labels),
+                               (meta, "annotations", merged.annotations),
+                               (spec, "nodeSelector", merged.node_selector),
+                               (spec, "tolerations", merged.tolerations),
+                               (spec, "schedulingGates", merged.scheduling_gates)):
+        if value:
+            target[key] = value
