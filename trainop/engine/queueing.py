@@ -1,0 +1,269 @@
+"""What a queued job and its Kueue Workloads need next, for a kind trainop keeps Workloads
+for: decided in the order Kueue's job framework decides it for a built-in kind (sigs.k8s.io/
+kueue v0.19.2, pkg/controller/jobframework/reconciler.go: ReconcileGenericJob and
+ensureOneWorkload), with Kueue's reasons and words. Pure: the manager carries out the Step
+(and reads the job's pods' admission from engine/workload.py when it makes them).
+
+The job's `runPolicy.suspend` is what Kueue's own integrations drive: suspended while
+queued, resumed on admission, suspended again on eviction; the engine's suspend rules do
+the rest (no pods, nothing counted against the job)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainop.api import Job
+from trainop.engine import clock
+from trainop.engine import workload as wl
+from trainop.engine.plan import Event
+
+PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
+"""A job label (or annotation) naming the Workload made for it beforehand (MultiKueue's
+copy on a worker cluster)."""
+MAX_CONDITION_MESSAGE = 32 * 1024
+"""Kueue cuts a condition's message there (pkg/util/api: maxConditionMsgSize)."""
+
+# the reasons of Kueue's Workload conditions (apis/kueue/v1beta2/workload_types.go)
+PREEMPTED = "Preempted"
+NODE_FAILURES = "NodeFailures"
+PENDING = "Pending"
+OUT_OF_SYNC = "OutOfSync"
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What of the job Kueue's integration reads (kubeflowjob_controller.go)."""
+
+    suspended: bool
+    """runPolicy.suspend."""
+    active: bool
+    """A replica type counts an active pod (IsActive: the quota is still in use)."""
+    running: bool
+    """The Running condition is True (PodsReady: every pod is ready)."""
+    ended: tuple[bool, str] | None = None
+    """(succeeded, message) of the job's Succeeded or Failed condition, once it has one."""
+
+
+@dataclass
+class StatusPatch:
+    """A Workload's status as it should be: its conditions, and `admission` None where the
+    quota is given back."""
+
+    workload: Mapping[str, Any]
+    conditions: list[dict[str, Any]]
+    clear_admission: bool = False
+
+
+@dataclass
+class Step:
+    """What to do now, in this order; events go on the job."""
+
+    adopt: Mapping[str, Any] | None = None
+    """A prebuilt Workload to own (its owner reference and job-uid label set)."""
+    create: dict[str, Any] | None = None
+    replace_spec: list[tuple[Mapping[str, Any], dict[str, Any]]] = field(default_factory=list)
+    """(Workload, spec): a Workload of the suspended job made to match it again."""
+    delete: list[Mapping[str, Any]] = field(default_factory=list)
+    """Workloads not the job's: their finalizer removed, then deleted."""
+    status: list[StatusPatch] = field(default_factory=list)
+    release: list[Mapping[str, Any]] = field(default_factory=list)
+    """Workloads whose finalizer is removed (finished, being deleted, or the job gone)."""
+    suspend: bool | None = None
+    """The job's runPolicy.suspend to write (None: leave it)."""
+    events: list[Event] = field(default_factory=list)
+
+
+def key(workload: Mapping[str, Any]) -> str:
+    meta = workload.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def conditions_with(workload: Mapping[str, Any], ctype: str, status: str, reason: str,
+                    message: str, now: dt.datetime,
+                    conditions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The Workload's conditions with `ctype` set (apimeta.SetStatusCondition): its
+    lastTransitionTime changes only where its status does."""
+    meta = workload.get("metadata") or {}
+    base = conditions if conditions is not None else \
+        list((workload.get("status") or {}).get("conditions") or [])
+    new = {"type": ctype, "status": status, "reason": reason,
+           "message": message[:MAX_CONDITION_MESSAGE],
+           "lastTransitionTime": clock.fmt(now),
+           "observedGeneration": meta.get("generation", 0)}
+    out = []
+    for c in base:
+        if c.get("type") == ctype:
+            if c.get("status") == status:
+                new["lastTransitionTime"] = c.get("lastTransitionTime", new[
+                    "lastTransitionTime"])
+            continue
+        out.append(dict(c))
+    return [*out, new]
+
+
+def _condition(workload: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
+    for c in (workload.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return dict(c)
+    return None
+
+
+def has_quota(workload: Mapping[str, Any]) -> bool:
+    return wl.condition(workload, "QuotaReserved") is not None
+
+
+def prebuilt_name(job: Job) -> str | None:
+    meta = job.metadata
+    return (meta.labels or {}).get(PREBUILT_LABEL) or \
+        (meta.annotations or {}).get(PREBUILT_LABEL) or None
+
+
+def _controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
+    refs = (workload.get("metadata") or {}).get("ownerReferences") or []
+    return next((dict(r) for r in refs if r.get("controller")), None)
+
+
+def pods_ready(state: JobState, workload: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The Workload's PodsReady condition: status, reason, message
+    (generatePodsReadyCondition)."""
+    not_ready = "False", "WaitForStart", "Not all pods are ready or succeeded"
+    if not wl.is_admitted(workload):
+        return not_ready
+    before = _condition(workload, "PodsReady") or {}
+    if state.running:
+        recovered = before.get("reason") in ("WaitForRecovery", "Recovered")
+        return ("True", "Recovered" if recovered else "Started",
+                "All pods reached readiness and the workload is running")
+    if before.get("status") == "True" or before.get("reason") == "WaitForRecovery":
+        return "False", "WaitForRecovery", "At least one pod has failed, waiting for recovery"
+    return not_ready
+
+
+def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
+           desired: dict[str, Any], *, wait_for_pods_ready: bool, now: dt.datetime) -> Step:
+    """The next step for a queued `job` (one with a queue name) whose Workloads (those it
+    owns, and a prebuilt one it names) are `workloads`; `desired` is engine.workload's
+    Workload of it (made where it has none)."""
+    step = Step()
+    found = _one_workload(job, state, workloads, desired, step, now)
+    if found is None:
+        if step.suspend is not None or step.delete or step.adopt is not None:
+            return step
+        if prebuilt_name(job) is not None:
+            # the prebuilt Workload is not there (yet): the job waits, stopped
+            _stop(state, step, "Missing Workload; unable to start")
+            return step
+        if state.ended is None and not state.active and not step.replace_spec:
+            step.create = desired
+            step.events.append(Event("Normal", "CreatedWorkload",
+                                     f"Created Workload: {key(desired)}"))
+        return step
+    workload = found
+    meta = workload.get("metadata") or {}
+    if wl.condition(workload, "Finished") is not None:
+        # finished: nothing more of it; its finalizer goes (Kueue: FinishedWorkload)
+        if wl.FINALIZER in (meta.get("finalizers") or []):
+            step.release.append(workload)
+        return step
+    if meta.get("deletionTimestamp"):
+        _stop(state, step, "Workload is deleted")
+        step.release.append(workload)
+        return step
+    if state.ended is not None:
+        succeeded, message = state.ended
+        step.status.append(StatusPatch(workload, conditions_with(
+            workload, "Finished", "True", "Succeeded" if succeeded else "Failed", message,
+            now)))
+        step.events.append(Event("Normal", "FinishedWorkload",
+                                 f"Workload '{key(workload)}' is declared finished"))
+        return step
+    if wait_for_pods_ready:
+        status, reason, message = pods_ready(state, workload)
+        before = _condition(workload, "PodsReady")
+        if before is None or (before.get("status"), before.get("reason")) != (status, reason):
+            step.status.append(StatusPatch(workload, conditions_with(
+                workload, "PodsReady", status, reason, message, now)))
+            return step
+    evicted = wl.condition(workload, "Evicted")
+    if evicted is not None:
+        _stop(state, step, evicted.get("message", ""))
+        if has_quota(workload) and not state.active:
+            # the pods are gone: the quota goes back, and the Workload waits again
+            requeued = evicted.get("reason") in (PREEMPTED, NODE_FAILURES)
+            conditions = conditions_with(
+                workload, "Requeued", "True" if requeued else "False",
+                evicted.get("reason", ""), evicted.get("message", ""), now)
+            conditions = conditions_with(workload, "QuotaReserved", "False", PENDING,
+                                         evicted.get("message", ""), now, conditions)
+            if wl.is_admitted(workload):
+                conditions = conditions_with(workload, "Admitted", "False", "NoReservation",
+                                             "The workload has no reservation", now,
+                                             conditions)
+            step.status.append(StatusPatch(workload, conditions, clear_admission=True))
+        return step
+    if state.suspended:
+        if wl.is_admitted(workload):
+            step.suspend = False
+            queue = ((workload.get("status") or {}).get("admission") or {}).get(
+                "clusterQueue", "")
+            step.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {queue}"))
+        return step
+    if not wl.is_admitted(workload):
+        _stop(state, step, "Not admitted by cluster queue")
+    return step
+
+
+def _stop(state: JobState, step: Step, message: str) -> None:
+    """Suspend the job, unless it is (stopJob: event Stopped)."""
+    if state.suspended or step.suspend:
+        return
+    step.suspend = True
+    step.events.append(Event("Normal", "Stopped", message))
+
+
+def _one_workload(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
+                  desired: dict[str, Any], step: Step, now: dt.datetime
+                  ) -> Mapping[str, Any] | None:
+    """The job's one Workload, or None, with what that takes in `step`
+    (ensureOneWorkload)."""
+    prebuilt = prebuilt_name(job)
+    if prebuilt is not None:
+        named = next((w for w in workloads
+                      if (w.get("metadata") or {}).get("name") == prebuilt), None)
+        if named is None:
+            return None
+        owner = _controller(named)
+        if owner is not None and owner.get("uid") != (job.metadata.uid or ""):
+            return None  # another object's: not touched
+        if owner is None:
+            step.adopt = named
+            return None
+        if not wl.matches(job, named) and wl.condition(named, "Finished") is None:
+            step.status.append(StatusPatch(named, conditions_with(
+                named, "Finished", "True", OUT_OF_SYNC,
+                "The prebuilt workload is out of sync with its user job", now)))
+            return None
+        return named
+    match = None
+    others: list[Mapping[str, Any]] = []
+    for w in workloads:
+        if match is None and wl.matches(job, w):
+            match = w
+        else:
+            others.append(w)
+    if match is None and others and state.suspended and not has_quota(others[0]):
+        step.replace_spec.append((others[0], desired["spec"]))
+        step.events.append(Event("Normal", "UpdatedWorkload",
+                                 "Updated not matching Workload for suspended job: "
+                                 f"{key(others[0])}"))
+        others = others[1:]
+    if match is None and not state.suspended and state.ended is None:
+        _stop(state, step, "No matching Workload" if len(others) == 1 else "Missing Workload")
+    for w in others:
+        step.delete.append(w)
+        step.events.append(Event("Normal", "DeletedWorkload",
+                                 f"Deleted not matching Workload: {key(w)}"))
+    return match
