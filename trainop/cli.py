@@ -195,6 +195,11 @@ def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: boo
 @click.option("--enable-scheme", "schemes", multiple=True, metavar="KIND",
               help="Run the controller of this kind (tfjob, pytorchjob, mpijob, xgboostjob, "
                    "paddlejob, jaxjob, mxjob); repeat for more [default: all].")
+@click.option("--kueue-workloads", "queued", multiple=True, metavar="KIND",
+              help="Queue jobs of this kind with Kueue by keeping their Workloads (list it "
+                   "in Kueue's integrations.externalFrameworks as KIND.v1.kubeflow.org, and "
+                   "not among its built-in frameworks); repeat for more, or 'all' [default: "
+                   "none: Kueue's built-in integrations do it]. Not in upstream.")
 @manager_flags.options
 @click.option("--pytorch-init-container-template-file", type=click.Path(path_type=Path),
               default=Path("/etc/config/initContainer.yaml"), show_default=True,
@@ -203,27 +208,24 @@ def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: boo
 @_KUBECONFIG
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def manager(schemes: tuple[str, ...], pytorch_init_container_template_file: Path,
-            kubeconfig: str | None, log_level: str, **flags: Any) -> None:
+def manager(schemes: tuple[str, ...], queued: tuple[str, ...],
+            pytorch_init_container_template_file: Path, kubeconfig: str | None,
+            log_level: str, **flags: Any) -> None:
     """Run the controller manager against a cluster: one process, one shared cache, one
     controller per enabled job kind."""
     import asyncio
 
     from trainop.cluster.manager import StartupError, configure_logging, run_manager
 
-    by_name = {k.lower(): k for k in KINDS}
-    kinds: list[str] = []
-    for scheme in schemes:
-        if scheme.lower() not in by_name:
-            _fail(f"--enable-scheme {scheme}: unknown; choose from {', '.join(by_name)}")
-        if by_name[scheme.lower()] not in kinds:
-            kinds.append(by_name[scheme.lower()])
+    kinds = _kinds("--enable-scheme", schemes)
+    queued_kinds = list(KINDS) if [q.lower() for q in queued] == ["all"] else _kinds(
+        "--kueue-workloads", queued)
     if flags["renew_deadline"] >= flags["lease_duration"]:
         _fail("--renew-deadline must be shorter than --lease-duration")
     template = _init_template(pytorch_init_container_template_file)
     configure_logging(log_level)
     opts = manager_flags.manager_options(
-        flags, kinds=kinds or list(KINDS), kubeconfig=kubeconfig,
+        flags, kinds=kinds or list(KINDS), kueue_kinds=queued_kinds, kubeconfig=kubeconfig,
         engine__pytorch_init_template=template,
         # upstream reads the cluster domain of TF_CONFIG's names from its own environment
         cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None)
@@ -234,6 +236,18 @@ def manager(schemes: tuple[str, ...], pytorch_init_container_template_file: Path
     except OSError as err:  # e.g. a bind address in use
         _fail(f"manager: {err}", 1)
     sys.exit(code)
+
+
+def _kinds(flag: str, names: tuple[str, ...]) -> list[str]:
+    """The kinds `names` stand for (any case), each once; a name of none is fatal."""
+    by_name = {k.lower(): k for k in KINDS}
+    kinds: list[str] = []
+    for name in names:
+        if name.lower() not in by_name:
+            _fail(f"{flag} {name}: unknown; choose from {', '.join(by_name)}")
+        if by_name[name.lower()] not in kinds:
+            kinds.append(by_name[name.lower()])
+    return kinds
 
 
 def _init_template(path: Path) -> str | None:

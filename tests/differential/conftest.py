@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,9 +40,12 @@ def start_upstream(logs: Path, *args: str
         api.stop()
 
 
-def start_trainop(logs: Path, *args: str) -> Iterator[tuple[TestAPIServer, Manager]]:
+def start_trainop(logs: Path, *args: str,
+                  prepare: Callable[[TestAPIServer], None] | None = None
+                  ) -> Iterator[tuple[TestAPIServer, Manager]]:
     """An API server with trainop's CRDs (and the PodGroup kinds), its webhook registered
-    as shipped and its MPIJob conversion called, the manager on it."""
+    as shipped and its MPIJob conversion called, the manager on it (`prepare`: what to do
+    on the API server before the manager starts)."""
     logs.mkdir(parents=True, exist_ok=True)
     api = TestAPIServer().start()
     try:
@@ -54,6 +57,8 @@ def start_trainop(logs: Path, *args: str) -> Iterator[tuple[TestAPIServer, Manag
         config = _webhook_configuration(port)
         api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(config))
         api.kubectl("create", "namespace", "trainop-system")
+        if prepare is not None:
+            prepare(api)
         manager = Manager(api, "--webhook-port", str(port), "--webhook-cert-dir",
                           str(logs / "certs"), "--webhook-config-name",
                           str(config["metadata"]["name"]),  # type: ignore[index]

@@ -217,6 +217,38 @@ def test_missing_crd_is_one_line(tmp_path: Path) -> None:
         "| kubectl apply --server-side -f -) or leave TFJob out of --enable-scheme")
 
 
+def test_without_kueue_queued_jobs_run_and_that_is_said_once(
+        apiserver: TestAPIServer, kube: Kube, tmp_path: Path) -> None:
+    # --kueue-workloads where Kueue's Workload API is not served: jobs run as they would
+    # without Kueue, and the manager says so once
+    from testbed.manager import ManagerProcess
+
+    log = tmp_path / "manager.log"
+    m = ManagerProcess(apiserver.kubeconfig, "--namespace", kube.ns, "--enable-scheme",
+                       "tfjob", "--kueue-workloads", "tfjob", log_path=log)
+    try:
+        m.wait_ready()
+        doc = manifest("TFJob", {"Worker": 2}, name="tf")
+        doc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "queue"}
+        kube.apply(doc)
+        kube.wait_pods(2)
+    finally:
+        m.stop()
+    said = [line for line in log.read_text().splitlines() if "not queued" in line]
+    assert len(said) == 1 and said[0].endswith(
+        "Kueue's Workload API (kueue.x-k8s.io/v1beta2) is not served: jobs of TFJob are not "
+        "queued (--kueue-workloads)")
+
+
+def test_an_unknown_kind_to_queue_is_one_line() -> None:
+    out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kueue-workloads",
+                          "rayjob"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == (
+        "trainop: --kueue-workloads rayjob: unknown; choose from tfjob, pytorchjob, mpijob, "
+        "xgboostjob, paddlejob, jaxjob, mxjob")
+
+
 def test_the_cluster_domain_comes_from_the_managers_environment(
         apiserver: TestAPIServer, kube: Kube, tmp_path: Path) -> None:
     # upstream reads CUSTOM_CLUSTER_DOMAIN from its own environment into TF_CONFIG's names

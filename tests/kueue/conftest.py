@@ -55,3 +55,44 @@ def kube(cluster: TestAPIServer) -> Kube:
 @pytest.fixture
 def queues(kube: Kube) -> Queues:
     return Queues(kube)
+
+
+EXTERNAL_KINDS = ("PyTorchJob", "MXJob", "TFJob")
+"""Kinds trainop keeps the Workloads of on the `external` cluster (MXJob: no Kueue release
+has a built-in integration for it)."""
+
+
+@pytest.fixture(scope="session")
+def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
+    """A second API server, where Kueue has none of its own integrations on and lists
+    EXTERNAL_KINDS as external frameworks, and trainop keeps their Workloads
+    (--kueue-workloads): the README's configuration for a Kueue as it ships today."""
+    if reason := kueue.unavailable():
+        cannot_run(reason)
+    logs = tmp_path_factory.mktemp("kueue-external")
+    flags = [arg for kind in EXTERNAL_KINDS for arg in ("--kueue-workloads", kind)]
+    # Kueue's CRDs first: trainop queues with Kueue where it finds its API as it starts
+    trainop = start_trainop(logs, *flags, prepare=kueue.install)
+    api, _ = next(trainop)
+    try:
+        peer = kueue.Kueue(api, logs, name="kueue-external", config={
+            "waitForPodsReady": {"timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False},
+            "integrations": {"frameworks": [], "externalFrameworks": [
+                f"{kind}.v1.kubeflow.org" for kind in EXTERNAL_KINDS]}})
+        try:
+            peer.wait_ready()
+            yield api
+        finally:
+            peer.stop()
+    finally:
+        trainop.close()
+
+
+@pytest.fixture
+def ext_kube(external: TestAPIServer) -> Kube:
+    return Kube(external)
+
+
+@pytest.fixture
+def ext_queues(ext_kube: Kube) -> Queues:
+    return Queues(ext_kube)

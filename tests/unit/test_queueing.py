@@ -71,6 +71,13 @@ def test_a_running_job_without_its_workload_is_stopped_then_queued() -> None:
     assert decide(j, QUEUED).create is not None
 
 
+def test_a_new_job_not_yet_suspended_is_suspended_without_a_word() -> None:
+    # created without Kueue's webhook (that suspends a queued job as it is created)
+    step = decide(job(), JobState(suspended=False, active=False, running=False,
+                                  started=False))
+    assert step.suspend is True and step.events == [] and step.create is None
+
+
 def test_a_pending_workload_keeps_the_job_waiting() -> None:
     j = job()
     assert decide(j, QUEUED, workload_of(j, ("QuotaReserved", "False", "Pending"))) == Step()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainop import wallclock
-from trainop.api import InvalidJob, Job, load_job
+from trainop.api import InvalidJob, Job, load_job, parse_job
 from trainop.api.defaults import written_for
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
@@ -22,6 +22,7 @@ from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected
 from trainop.cluster.informer import Change, Informer
+from trainop.cluster.kueue import Queueing, WorkloadRecord
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
@@ -38,6 +39,7 @@ from trainop.engine import (
     rejected,
 )
 from trainop.engine import conditions as cond
+from trainop.engine import workload as wl
 from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name, replica_type_of
 from trainop.frameworks import framework_for
@@ -101,8 +103,11 @@ class ParsedJobs:
 
 class JobController:
     def __init__(self, kind: str, client: Client, caches: Caches, config: ControllerConfig,
-                 recorder: EventRecorder, leading: Callable[[], bool], parsed: ParsedJobs):
+                 recorder: EventRecorder, leading: Callable[[], bool], parsed: ParsedJobs,
+                 queueing: Queueing | None = None):
         self.kind = kind
+        self.queueing = queueing
+        """Kueue's part for this kind (--kueue-workloads names it), or None."""
         self.caches = caches
         self.config = config
         self.leading = leading
@@ -124,6 +129,8 @@ class JobController:
         caches.pods.add_handler(self._on_pod)
         for informer in caches.objects.values():
             informer.add_handler(self._on_object)
+        if queueing is not None:
+            queueing.workloads.add_handler(self._on_workload)
 
     # -- informer events -> queue ----------------------------------------------------
     def _on_job(self, change: Change, new: JobRecord | None, old: JobRecord | None) -> None:
@@ -180,6 +187,22 @@ class JobController:
         if change is Change.ADDED and (e := expected(rec.kind, rec.meta.name)) is not None:
             self.expectations.observed_add(key, e)
         self.queue.add(key)
+
+    def _on_workload(self, change: Change, new: WorkloadRecord | None,
+                     old: WorkloadRecord | None) -> None:
+        rec = new or old
+        assert rec is not None
+        if rec.meta.owner_kind != self.kind or not rec.meta.job_owner or \
+                not rec.meta.owner_name:
+            return
+        key = f"{rec.meta.namespace}/{rec.meta.owner_name}"
+        job = self.jobs.get(key)
+        if job is not None and job.meta.uid == rec.meta.owner_uid:
+            self.queue.add(key)
+        elif new is not None and new.obj["metadata"].get("deletionTimestamp") and \
+                self.leading() and self.queueing is not None:
+            # its job is gone: the garbage collector deletes it once Kueue's finalizer goes
+            self.queueing.release_soon(new.obj)
 
     # -- workers -----------------------------------------------------------------------
     async def run(self) -> None:
@@ -275,6 +298,13 @@ class JobController:
                 await self._fail_invalid(obj, err)
                 return None
             self._parsed.put((self.kind, key), rv, job, len(rec.raw))
+        if self.queueing is not None and wl.queue_name(job):
+            # the Workload is built from the job as stored, as Kueue reads it
+            written = await asyncio.to_thread(lambda: parse_job(rec.object()))
+            queued = await self.queueing.sync(written, job, obj)
+            if queued is None:
+                return None  # the caches will show what it wrote, and bring the job back
+            job = queued
         await self.applier.look_again(key, job.namespace)
         exited = dict(self._exited.get(key, {}))
         observed = self.observed(job, tuple(exited.items()))

@@ -21,7 +21,7 @@ from trainop.api.resources import (
     Resource,
     job_resource,
 )
-from trainop.cluster import allocator, server
+from trainop.cluster import allocator, kueue, server
 from trainop.cluster import caches as caches_mod
 from trainop.cluster import config as cluster_config
 from trainop.cluster.authn import TokenAuthorizer
@@ -79,6 +79,27 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
                                "which is not installed") from None
         extra["PodGroup"] = group
     return extra
+
+
+async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorder
+                    ) -> kueue.Queueing | None:
+    """Kueue's part (--kueue-workloads), where Kueue's Workload API is served; said once
+    where it is not: the jobs then run as without Kueue."""
+    queued = [k for k in opts.kueue_kinds if k in opts.kinds]
+    if not queued:
+        return None
+    api = kueue.WORKLOADS
+    try:
+        await client.get(f"/apis/{api.group}/{api.version}")
+    except APIError as err:
+        if not err.not_found:
+            raise StartupError(f"cannot read Kueue's API {api.api_version}: {err}") from None
+        log.warning("Kueue's Workload API (%s) is not served: jobs of %s are not queued "
+                    "(--kueue-workloads)", api.api_version, ", ".join(queued))
+        return None
+    workloads, flavors = kueue.informers(client, opts.namespace)
+    log.info("keeping Kueue Workloads for queued jobs of %s", ", ".join(queued))
+    return kueue.Queueing(client, workloads, flavors, recorder)
 
 
 class Components:
@@ -167,7 +188,10 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
         components.task("webhook certificate rotation", webhook.rotate_forever())
     extra = await _discover(client, opts)
     caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
-    for informer in caches.all():
+    queueing = await _queueing(client, opts, recorder)
+    kueue_informers: list[Informer[Any]] = \
+        [queueing.workloads, queueing.flavors] if queueing else []
+    for informer in [*caches.all(), *kueue_informers]:
         probes.informers[informer.resource.plural] = components.task(
             f"{informer.resource.plural} informer", informer.run())
     components.task("cache sync", _log_synced(caches, opts, probes))
@@ -188,11 +212,14 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
     config = ControllerConfig(opts.engine, opts.threads, opts.cluster_domain)
     parsed = ParsedJobs()  # one budget for every kind's parsed jobs
     for kind in opts.kinds:
-        controller = JobController(kind, client, caches, config, recorder, leading, parsed)
+        queued = queueing if kind in opts.kueue_kinds else None
+        controller = JobController(kind, client, caches, config, recorder, leading, parsed,
+                                   queued)
         # each kind starts once its own caches are: a kind whose jobs cannot be listed
         # holds up no other
         components.task(f"{kind} controller", _when_synced(
-            [caches.jobs[kind], *caches.shared()], controller.run))
+            [caches.jobs[kind], *caches.shared(), *(kueue_informers if queued else [])],
+            controller.run))
     await _first(stop.wait(), *([elector.lost.wait()] if elector else []))
     if elector is not None and elector.lost.is_set():
         return 1

@@ -33,6 +33,8 @@ class WebhookOptions:
 @dataclass
 class ManagerOptions:
     kinds: list[str] = field(default_factory=lambda: list(KINDS))
+    kueue_kinds: list[str] = field(default_factory=list)
+    """Kinds whose queued jobs' Kueue Workloads the manager keeps (--kueue-workloads)."""
     namespace: str | None = None
     leader_elect: bool = False
     leader_election_namespace: str | None = None

@@ -45,6 +45,9 @@ class JobState:
     """The Running condition is True (PodsReady: every pod is ready)."""
     ended: tuple[bool, str] | None = None
     """(succeeded, message) of the job's Succeeded or Failed condition, once it has one."""
+    started: bool = True
+    """It ran once (status.startTime): a job that never did is suspended without a word,
+    as Kueue's webhook suspends a queued job it admits to the API server."""
 
 
 @dataclass
@@ -261,7 +264,11 @@ def _one_workload(job: Job, state: JobState, workloads: Sequence[Mapping[str, An
                                  f"{key(others[0])}"))
         others = others[1:]
     if match is None and not state.suspended and state.ended is None:
-        _stop(state, step, "No matching Workload" if len(others) == 1 else "Missing Workload")
+        if state.started:
+            _stop(state, step,
+                  "No matching Workload" if len(others) == 1 else "Missing Workload")
+        else:
+            step.suspend = True
     for w in others:
         step.delete.append(w)
         step.events.append(Event("Normal", "DeletedWorkload",

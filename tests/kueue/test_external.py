@@ -1,0 +1,131 @@
+"""trainop as Kueue's integration (--kueue-workloads) for kinds Kueue lists as external
+frameworks: trainop keeps each queued job's Workload, and Kueue queues, admits, preempts and
+finishes it as it would a built-in kind's. MXJob too, which no Kueue release integrates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.kube import Kube, condition_of, wait_for
+from tests.jobs import TYPICAL
+from tests.kueue.conftest import EXTERNAL_KINDS
+from tests.kueue.queues import Queues
+from tests.kueue.test_kueue import pods_of, priority_class, queued, run, succeed, wait_pods_of
+from trainop.api import parse_job
+from trainop.engine import workload as wl
+
+pytestmark = pytest.mark.kueue
+
+TOLERATION = {"key": "pool", "operator": "Equal", "value": "a", "effect": "NoSchedule"}
+
+
+def workload(queues: Queues, kind: str, job: str) -> dict[str, Any]:
+    return queues.wait_workload(kind, job)
+
+
+def events(kube: Kube, job: str) -> list[tuple[str, str]]:
+    return [(e["reason"], e["message"]) for e in kube.items("events")
+            if e["involvedObject"]["name"] == job]
+
+
+@pytest.mark.parametrize("kind", EXTERNAL_KINDS)
+def test_a_job_is_queued_admitted_run_and_finished_through_trainops_workload(
+        ext_kube: Kube, ext_queues: Queues, kind: str) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create(cpu="1", flavor={"nodeLabels": {"pool": "a"}, "tolerations": [TOLERATION]})
+    kube.apply(queued(kind))  # too large for the queue: it waits
+    made = workload(queues, kind, "job")
+    stored = kube.job(kind, "job")
+    # trainop's Workload: Kueue's name, owned by the job, held by Kueue's finalizer
+    assert made["metadata"]["name"] == wl.name(parse_job(stored))
+    assert made["metadata"]["finalizers"] == [wl.FINALIZER]
+    assert [(p["name"], p["count"]) for p in made["spec"]["podSets"]] == [
+        (rtype.lower(), count) for rtype, count in TYPICAL[kind].items()]
+    # suspended by trainop before anything was made for it
+    assert kube.wait_condition(kind, "job", "Suspended")["reason"] == f"{kind}Suspended"
+    assert stored["spec"]["runPolicy"]["suspend"] is True
+    pending = wait_for("the Workload pending", lambda: condition_of(
+        queues.workload(kind, "job"), "QuotaReserved", "False"))
+    assert pending["reason"] == "Pending"
+    assert pods_of(kube, "job") == []
+
+    queues.create(cpu="8", flavor={"nodeLabels": {"pool": "a"}, "tolerations": [TOLERATION]})
+    replicas = sum(TYPICAL[kind].values())  # type: ignore[arg-type]
+    pods = wait_pods_of(kube, "job", replicas)
+    for pod in pods:
+        labels, spec = pod["metadata"]["labels"], pod["spec"]
+        assert spec["nodeSelector"] == {"pool": "a"}
+        assert TOLERATION in spec["tolerations"]
+        assert labels["kueue.x-k8s.io/podset"] == labels["training.kubeflow.org/replica-type"]
+        assert labels["kueue.x-k8s.io/local-queue-name"] == "queue"
+    # the stored job is as its user wrote it: the admission went to the pods only
+    after = kube.job(kind, "job")
+    assert after["spec"]["runPolicy"]["suspend"] is False
+    for rs in after["spec"][next(iter(k for k in after["spec"] if k.endswith("ReplicaSpecs")))
+                            ].values():
+        assert "nodeSelector" not in rs["template"]["spec"]
+    assert ("Started", f"Admitted by clusterQueue {queues.name}") in events(kube, "job")
+
+    run(kube, kind, "job")
+    assert queues.wait_condition(kind, "job", "PodsReady")["reason"] == "Started"
+    succeeded = succeed(kube, kind, "job")
+    finished = queues.wait_condition(kind, "job", "Finished")
+    assert (finished["reason"], finished["message"]) == ("Succeeded", succeeded["message"])
+    wait_for("the finalizer gone", lambda: queues.workload(kind, "job")["metadata"].get(
+        "finalizers") in (None, []))
+
+
+def test_a_preempted_job_gives_its_quota_back_and_runs_again(
+        ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    low, high = f"{kube.ns}-low", f"{kube.ns}-high"
+    priority_class(kube, low, 100)
+    priority_class(kube, high, 1000)
+    queues.create(cpu="4", preemption={"withinClusterQueue": "LowerPriority"})
+    kube.apply(queued("MXJob", "low", spec={"runPolicy": {"schedulingPolicy": {
+        "priorityClass": low}}}))
+    wait_pods_of(kube, "low", 4)
+    assert queues.wait_workload("MXJob", "low")["spec"]["priority"] == 100
+    run(kube, "MXJob", "low")
+
+    kube.apply(queued("PyTorchJob", "high", template={"priorityClassName": high}))
+    assert queues.wait_workload("PyTorchJob", "high")["spec"]["priority"] == 1000
+    evicted = queues.wait_condition("MXJob", "low", "Evicted")
+    assert evicted["reason"] == "Preempted"
+    # trainop suspends it, its pods go, and then the quota: Requeued, QuotaReserved False
+    wait_for("the low job's pods gone", lambda: pods_of(kube, "low") == [])
+    requeued = queues.wait_condition("MXJob", "low", "Requeued")
+    assert requeued["reason"] == "Preempted"
+    assert kube.job("MXJob", "low")["spec"]["runPolicy"]["suspend"] is True
+    assert ("Stopped", evicted["message"]) in events(kube, "low")
+    wait_pods_of(kube, "high", 3)
+    run(kube, "PyTorchJob", "high")
+    succeed(kube, "PyTorchJob", "high")
+    # the high job's quota goes with it: the low one is admitted again and runs
+    wait_pods_of(kube, "low", 4, timeout=60)
+    run(kube, "MXJob", "low")
+    succeed(kube, "MXJob", "low")
+    assert queues.wait_condition("MXJob", "low", "Finished")["reason"] == "Succeeded"
+
+
+def test_a_workload_deleted_by_hand_stops_the_job_until_a_new_one_is_admitted(
+        ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create()
+    kube.apply(queued("PyTorchJob"))
+    wait_pods_of(kube, "job", 3)
+    first = queues.wait_workload("PyTorchJob", "job")
+    kube.kubectl("delete", "workloads.kueue.x-k8s.io", first["metadata"]["name"],
+                 "--wait=false")
+    # trainop stops the job (its pods go), lets the old Workload go, and makes a new one,
+    # which Kueue admits: the job runs again
+    wait_for("the job stopped", lambda: ("Stopped", "Workload is deleted") in events(
+        kube, "job"))
+    again = wait_for("a new Workload admitted", lambda: (lambda w: w if w and w[
+        "metadata"]["uid"] != first["metadata"]["uid"] and wl.is_admitted(w) else None)(
+        queues.workload("PyTorchJob", "job")), timeout=60)
+    assert again["metadata"]["name"] == first["metadata"]["name"]
+    wait_pods_of(kube, "job", 3)
+    run(kube, "PyTorchJob", "job")

@@ -1,0 +1,260 @@
+"""trainop as Kueue's integration for the kinds it queues (--kueue-workloads: the kinds
+Kueue's configuration lists in `integrations.externalFrameworks`): each queued job's
+Workload kept, and the steps engine/queueing.py decides carried out. The engine then runs
+the job as it stands: suspended while queued, its pods made with the admission's additions
+(engine/workload.py), which are merged into the templates of the job the engine reads and
+never written into the stored job."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainop import wallclock
+from trainop.api import Job
+from trainop.api.resources import Resource, job_resource
+from trainop.cluster.client import APIError, Client
+from trainop.cluster.events import EventRecorder
+from trainop.cluster.informer import Informer
+from trainop.cluster.records import Meta, meta_of, owner_key
+from trainop.engine import conditions as cond
+from trainop.engine import queueing
+from trainop.engine import workload as wl
+from trainop.engine.labels import owner_reference
+from trainop.engine.plan import Event
+from trainop.engine.queueing import JobState, Step
+from trainop.engine.workload import Priority, WorkloadError
+
+log = logging.getLogger(__name__)
+
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor",
+                            namespaced=False)
+WORKLOAD_PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
+                                     "WorkloadPriorityClass", namespaced=False)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass",
+                            namespaced=False)
+
+
+@dataclass(slots=True)
+class WorkloadRecord:
+    """A Workload as the cache keeps it (small: its pod sets' templates and status)."""
+
+    meta: Meta
+    obj: dict[str, Any]
+
+
+def workload_record(obj: dict[str, Any]) -> WorkloadRecord:
+    return WorkloadRecord(meta_of(obj), obj)
+
+
+@dataclass(slots=True)
+class FlavorRecord:
+    meta: Meta
+    spec: dict[str, Any]
+
+
+def flavor_record(obj: dict[str, Any]) -> FlavorRecord:
+    return FlavorRecord(meta_of(obj), dict(obj.get("spec") or {}))
+
+
+def informers(client: Client, namespace: str | None
+              ) -> tuple[Informer[WorkloadRecord], Informer[FlavorRecord]]:
+    """The Workloads (indexed by their owner job) and the ResourceFlavors."""
+    return (Informer(client, WORKLOADS, workload_record, lambda r: r.meta.key,
+                     lambda r: r.meta.owner_key, namespace),
+            Informer(client, RESOURCE_FLAVORS, flavor_record, lambda r: r.meta.name,
+                     lambda r: None))
+
+
+def job_state(job: Job) -> JobState:
+    """What Kueue's integration reads of a job (kubeflowjob_controller.go)."""
+    status = job.status
+    ended = None
+    if status is not None:
+        for ctype in ("Succeeded", "Failed"):
+            c = cond.get(status, ctype)
+            if c is not None and c.status == "True":
+                ended = (ctype == "Succeeded", c.message or "")
+    active = status is not None and any(
+        (rs.active or 0) > 0 for rs in (status.replica_statuses or {}).values())
+    return JobState(suspended=bool(job.spec.run_policy.suspend), active=active,
+                    running=status is not None and cond.is_true(status, "Running"),
+                    ended=ended, started=status is not None and bool(status.start_time))
+
+
+def admitted_job(job: Job, infos: Mapping[str, wl.PodSetInfo]) -> Job:
+    """`job` with each replica type's template given its admission's additions (what
+    Kueue's built-in integrations write into the stored templates), for the engine."""
+    if not infos:
+        return job
+    specs = {}
+    for rtype, spec in job.spec.replica_specs.items():
+        info = infos.get(rtype.lower())
+        if info is None:
+            specs[rtype] = spec
+            continue
+        template = copy.deepcopy(spec.template or {})
+        wl.apply(template, info, rtype.lower())
+        specs[rtype] = spec.model_copy(update={"template": template})
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"replica_specs": specs})})
+
+
+class Queueing:
+    """The Workloads of the queued jobs of the kinds trainop queues, and their steps."""
+
+    def __init__(self, client: Client, workloads: Informer[WorkloadRecord],
+                 flavors: Informer[FlavorRecord], recorder: EventRecorder):
+        self.client = client
+        self.workloads = workloads
+        self.flavors = flavors
+        self.recorder = recorder
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def of(self, job: Job) -> list[dict[str, Any]]:
+        """The job's Workloads (those it owns, and the prebuilt one it names)."""
+        found = [r.obj for r in self.workloads.owned_by(
+            owner_key(job.namespace, job.kind, job.metadata.uid or ""))]
+        prebuilt = queueing.prebuilt_name(job)
+        if prebuilt is not None:
+            rec = self.workloads.get(f"{job.namespace}/{prebuilt}")
+            if rec is not None and rec.obj not in found:
+                found.append(rec.obj)
+        return found
+
+    async def priority(self, written: Job) -> Priority:
+        """The Workload's priority (ExtractPriority): the job's WorkloadPriorityClass
+        label, else the PriorityClass of its run policy or first template naming one, else
+        the cluster's global default PriorityClass."""
+        wpc = (written.metadata.labels or {}).get(wl.PRIORITY_CLASS_LABEL)
+        if wpc:
+            found = await self.client.get(WORKLOAD_PRIORITY_CLASSES.path(name=wpc))
+            return Priority("WorkloadPriorityClass", wpc, int(found.get("value") or 0))
+        name = wl.priority_class_name(written)
+        if name:
+            found = await self.client.get(PRIORITY_CLASSES.path(name=name))
+            return Priority("PriorityClass", name, int(found.get("value") or 0))
+        listed = await self.client.get(PRIORITY_CLASSES.path())
+        defaults = [pc for pc in listed.get("items") or [] if pc.get("globalDefault")]
+        if not defaults:
+            return Priority()
+        low = min(defaults, key=lambda pc: int(pc.get("value") or 0))
+        return Priority("PriorityClass", low["metadata"]["name"], int(low.get("value") or 0))
+
+    async def sync(self, written: Job, job: Job, obj: dict[str, Any]) -> Job | None:
+        """Carry out the queued job's next step; returns the job for the engine to run
+        now (its templates given the admission's additions), or None: the step changed
+        the job or its Workloads, and the engine runs once the caches show that."""
+        workloads = self.of(written)
+        state, now = job_state(job), wallclock.now()
+        try:
+            step = queueing.decide(written, state, workloads, wl.desired(written, Priority()),
+                                   wait_for_pods_ready=True, now=now)
+            if step.create is not None or step.replace_spec:
+                # a Workload to write: with its priority, looked up only then
+                step = queueing.decide(written, state, workloads,
+                                       wl.desired(written, await self.priority(written)),
+                                       wait_for_pods_ready=True, now=now)
+        except WorkloadError as err:
+            self.recorder.record(obj, Event("Warning", "FailedToCreateWorkload", str(err)))
+            return None
+        except APIError as err:
+            if not err.not_found:
+                raise
+            self.recorder.record(obj, Event("Warning", "FailedToCreateWorkload",
+                                            f"priority class: {err.message}"))
+            return None
+        if step != Step():
+            await self.carry_out(written, obj, step)
+            return None
+        admitted = next((w for w in workloads if wl.is_admitted(w)), None)
+        if admitted is None or job.spec.run_policy.suspend:
+            return job
+        flavors = {r.meta.name: r.spec for r in self.flavors.items.values()}
+        try:
+            return admitted_job(job, wl.admitted(admitted, flavors))
+        except WorkloadError as err:
+            # Kueue finishes a Workload whose admission cannot be applied (FailedToStart)
+            await self.patch_status(queueing.StatusPatch(admitted, queueing.conditions_with(
+                admitted, "Finished", "True", "FailedToStart", str(err), wallclock.now())))
+            return None
+
+    async def carry_out(self, written: Job, obj: dict[str, Any], step: Step) -> None:
+        ns = written.namespace
+        if step.adopt is not None:
+            meta = step.adopt["metadata"]
+            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {"metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "labels": {wl.JOB_UID_LABEL: written.metadata.uid or ""},
+                "ownerReferences": [*(meta.get("ownerReferences") or []),
+                                    owner_reference(written)]}})
+        if step.create is not None:
+            try:
+                await self.client.create(WORKLOADS.path(ns), step.create)
+            except APIError as err:
+                if err.status != 409:
+                    raise
+        for target, spec in step.replace_spec:
+            meta = target["metadata"]
+            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {
+                "metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": spec})
+        for gone in step.delete:
+            await self.release(gone)
+            await self._ignore_missing(self.client.delete(
+                WORKLOADS.path(ns, gone["metadata"]["name"])))
+        for patch in step.status:
+            await self.patch_status(patch)
+        for held in step.release:
+            await self.release(held)
+        if step.suspend is not None:
+            meta = obj["metadata"]
+            await self.client.patch(job_resource(obj["kind"]).path(
+                meta["namespace"], meta["name"]), {"spec": {"runPolicy": {
+                    "suspend": step.suspend}}})
+        for event in step.events:
+            self.recorder.record(obj, event)
+
+    async def patch_status(self, patch: queueing.StatusPatch) -> None:
+        """The Workload's status, as of the version read (a conflict: read again)."""
+        meta = patch.workload["metadata"]
+        body: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                "status": {"conditions": patch.conditions}}
+        if patch.clear_admission:
+            body["status"]["admission"] = None
+        await self.client.patch(WORKLOADS.path(meta["namespace"], meta["name"], "status"),
+                                body)
+
+    def release_soon(self, workload: Mapping[str, Any]) -> None:
+        """release(), in a task of its own (from an informer's handler)."""
+        async def go() -> None:
+            try:
+                await self.release(workload)
+            except APIError as err:
+                log.warning("cannot release Workload %s: %s", queueing.key(workload), err)
+        task = asyncio.get_running_loop().create_task(go())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def release(self, workload: Mapping[str, Any]) -> None:
+        """Remove Kueue's finalizer (the Workload's quota is no longer the job's to hold)."""
+        meta = workload["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if wl.FINALIZER not in finalizers:
+            return
+        await self._ignore_missing(self.client.patch(
+            WORKLOADS.path(meta["namespace"], meta["name"]), {"metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "finalizers": [f for f in finalizers if f != wl.FINALIZER]}}))
+
+    @staticmethod
+    async def _ignore_missing(call: Any) -> None:
+        try:
+            await call
+        except APIError as err:
+            if err.status != 404:
+                raise
+
