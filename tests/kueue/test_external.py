@@ -129,3 +129,18 @@ def test_a_workload_deleted_by_hand_stops_the_job_until_a_new_one_is_admitted(
     assert again["metadata"]["name"] == first["metadata"]["name"]
     wait_pods_of(kube, "job", 3)
     run(kube, "PyTorchJob", "job")
+
+
+def test_a_deleted_jobs_workload_is_let_go(ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create()
+    kube.apply(queued("PyTorchJob"))
+    wait_pods_of(kube, "job", 3)
+    made = queues.wait_workload("PyTorchJob", "job")
+    kube.kubectl("delete", "pytorchjobs.kubeflow.org", "job")
+    # the garbage collector deletes the Workload of a deleted job (here, as it would: the
+    # suite runs none); Kueue's finalizer holds it until trainop lets it go
+    kube.kubectl("delete", "workloads.kueue.x-k8s.io", made["metadata"]["name"],
+                 "--wait=false")
+    wait_for("the Workload gone", lambda: kube.get(
+        "workloads.kueue.x-k8s.io", made["metadata"]["name"]) is None)
