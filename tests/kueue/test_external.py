@@ -144,3 +144,26 @@ def test_a_deleted_jobs_workload_is_let_go(ext_kube: Kube, ext_queues: Queues) -
                  "--wait=false")
     wait_for("the Workload gone", lambda: kube.get(
         "workloads.kueue.x-k8s.io", made["metadata"]["name"]) is None)
+
+
+def test_why_a_job_waits_is_said_on_it(ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    # no such LocalQueue: Kueue cannot admit it, and the job says why
+    doc = queued("PyTorchJob", "lost")
+    doc["metadata"]["labels"][wl.QUEUE_LABEL] = "nowhere"
+    kube.apply(doc)
+    name = queues.wait_workload("PyTorchJob", "lost")["metadata"]["name"]
+    wait_for("the Pending warning", lambda: ("Pending", f"Workload {kube.ns}/{name}: "
+             "LocalQueue nowhere doesn't exist") in events(kube, "lost"))
+    warning = next(e for e in kube.items("events") if e["reason"] == "Pending")
+    assert warning["type"] == "Warning"  # Kueue's reason: Inadmissible
+    # too large for its queue: the same, in Kueue's words
+    queues.create(cpu="1")
+    kube.apply(queued("PyTorchJob", "big"))
+    wait_for("the Pending event", lambda: any(
+        r == "Pending" and "insufficient quota for cpu" in m for r, m in events(kube, "big")))
+    assert pods_of(kube, "lost") == [] and pods_of(kube, "big") == []
+    # told once per reason
+    told = [e for e in kube.items("events") if e["reason"] == "Pending"
+            and e["involvedObject"]["name"] == "lost"]
+    assert len(told) == 1 and told[0].get("count", 1) == 1

@@ -3,11 +3,13 @@ integration reads, and the admitted job the engine makes pods from."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from tests.jobs import TYPICAL, job, manifest
 from trainop.api import Job, load_job
-from trainop.cluster.kueue import admitted_job, job_state
+from trainop.cluster.client import Client
+from trainop.cluster.kueue import Queueing, admitted_job, job_state
+from trainop.engine.plan import Event
 from trainop.engine.queueing import JobState
 from trainop.engine.workload import PodSetInfo
 
@@ -46,3 +48,42 @@ def test_the_admission_goes_to_the_engines_copy_of_the_templates_only() -> None:
     # the parsed job the manager keeps is not changed
     assert "nodeSelector" not in (j.spec.replica_specs["Worker"].template or {})["spec"]
     assert admitted_job(j, {}) is j
+
+
+class Told:
+    """Collects what the Queueing tells (in place of the manager's event recorder)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def record(self, obj: dict[str, Any], event: Event) -> None:
+        self.events.append((event.type, event.reason, event.message))
+
+
+def pending_workload(uid: str, reason: str, message: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "default", "name": "wl", "uid": uid},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
+                                       "reason": reason, "message": message}]}}
+
+
+def test_why_a_workload_waits_is_told_once_per_reason() -> None:
+    told = Told()
+    q = Queueing(cast(Client, None), cast(Any, None), cast(Any, None), cast(Any, told))
+    j = job("PyTorchJob")
+    lost = pending_workload("u1", "Inadmissible", "LocalQueue q doesn't exist")
+    for _ in range(3):
+        q.tell_pending(j, {}, [lost])
+    assert told.events == [("Warning", "Pending", "Workload default/wl: LocalQueue q doesn't "
+                                                  "exist")]
+    # another reason, then another Workload with the same one: each told
+    q.tell_pending(j, {}, [pending_workload("u1", "Pending", "couldn't assign flavors")])
+    q.tell_pending(j, {}, [pending_workload("u2", "Pending", "couldn't assign flavors")])
+    assert [e[0] for e in told.events] == ["Warning", "Normal", "Normal"]
+    # forgotten with the job: told again for a job made again under its name
+    q.forget("PyTorchJob", j.key)
+    q.tell_pending(j, {}, [pending_workload("u2", "Pending", "couldn't assign flavors")])
+    assert len(told.events) == 4
+    # another kind's job of the same name is its own
+    q.tell_pending(job("TFJob"), {}, [pending_workload("u2", "Pending", "couldn't assign "
+                                                                        "flavors")])
+    assert len(told.events) == 5

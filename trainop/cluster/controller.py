@@ -142,6 +142,8 @@ class JobController:
             self.applier.forget(key)
             self._parsed.pop((self.kind, key))
             self._exited.pop(key, None)
+            if self.queueing is not None:
+                self.queueing.forget(self.kind, key)
             if (launcher := self._launchers.pop(key, None)) is not None:
                 metrics.MPI_OPERATOR_JOB_INFO.remove(launcher, rec.meta.namespace)
             return

@@ -114,6 +114,8 @@ class Queueing:
         self.flavors = flavors
         self.recorder = recorder
         self._tasks: set[asyncio.Task[None]] = set()
+        self._told: dict[tuple[str, str], tuple[str, str]] = {}
+        """(kind, job key) -> (Workload UID, message) of the last Pending event told."""
 
     def of(self, job: Job) -> list[dict[str, Any]]:
         """The job's Workloads (those it owns, and the prebuilt one it names)."""
@@ -172,6 +174,8 @@ class Queueing:
             await self.carry_out(written, obj, step)
             return None
         admitted = next((w for w in workloads if wl.is_admitted(w)), None)
+        if admitted is None:
+            self.tell_pending(written, obj, workloads)
         if admitted is None or job.spec.run_policy.suspend:
             return job
         flavors = {r.meta.name: r.spec for r in self.flavors.items.values()}
@@ -182,6 +186,28 @@ class Queueing:
             await self.patch_status(queueing.StatusPatch(admitted, queueing.conditions_with(
                 admitted, "Finished", "True", "FailedToStart", str(err), wallclock.now())))
             return None
+
+    def tell_pending(self, written: Job, obj: dict[str, Any],
+                     workloads: list[dict[str, Any]]) -> None:
+        """Say on the job why its Workload waits, once per reason Kueue gives (a Warning
+        where Kueue cannot admit it as it stands: no such LocalQueue, too large for every
+        flavor)."""
+        for workload in workloads:
+            why = queueing.pending(workload)
+            if why is None:
+                continue
+            told = (workload["metadata"].get("uid", ""), why[1])
+            if self._told.get((written.kind, written.key)) == told:
+                return
+            self._told[(written.kind, written.key)] = told
+            kind = "Warning" if why[0] == "Inadmissible" else "Normal"
+            self.recorder.record(obj, Event(kind, "Pending",
+                                            f"Workload {queueing.key(workload)}: {why[1]}"))
+            return
+
+    def forget(self, kind: str, key: str) -> None:
+        """A deleted job's memory of what it was told."""
+        self._told.pop((kind, key), None)
 
     async def carry_out(self, written: Job, obj: dict[str, Any], step: Step) -> None:
         ns = written.namespace

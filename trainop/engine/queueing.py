@@ -114,6 +114,16 @@ def _condition(workload: Mapping[str, Any], ctype: str) -> dict[str, Any] | None
     return None
 
 
+def pending(workload: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Why Kueue has not admitted the Workload: its QuotaReserved False condition's reason
+    and message (`Inadmissible`: `LocalQueue q doesn't exist`, `couldn't assign flavors to
+    pod set worker: ...`), or None."""
+    c = _condition(workload, "QuotaReserved")
+    if c is None or c.get("status") != "False" or not c.get("message"):
+        return None
+    return c.get("reason", ""), c["message"]
+
+
 def has_quota(workload: Mapping[str, Any]) -> bool:
     return wl.condition(workload, "QuotaReserved") is not None
 
