@@ -6,6 +6,8 @@ kubelet is played by the test (tests.integration.kube.Kube.set_pod)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,29 +24,38 @@ PODS_READY_TIMEOUT = 45
 it (the tests that do not test it set their pods Running at once)."""
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
-    """The suite's API server, with trainop and Kueue on it."""
+def with_kueue(logs: Path, *flags: str, name: str, config: dict[str, Any],
+               job_controllers: bool = False) -> Iterator[TestAPIServer]:
+    """An API server with trainop (started with `flags`) and a Kueue named `name` (its
+    Configuration given `config` besides waitForPodsReady) on it; Kueue's CRDs are there
+    before trainop starts, which queues with Kueue where it finds its API as it starts."""
     if reason := kueue.unavailable():
         cannot_run(reason)
-    logs = tmp_path_factory.mktemp("kueue")
-    trainop = start_trainop(logs)
+    trainop = start_trainop(logs, *flags, prepare=kueue.install)
     api, _ = next(trainop)
     try:
-        kueue.install(api)
-        peer = kueue.Kueue(api, logs, config={"waitForPodsReady": {
-            "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}})
+        peer = kueue.Kueue(api, logs, name=name, config={"waitForPodsReady": {
+            "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}, **config})
         # a v2beta1 MPIJob's launcher is a batch/v1 Job: its controller makes its pod
-        jobs = JobControllers(api, logs / "job-controllers.log")
+        jobs = JobControllers(api, logs / "job-controllers.log") if job_controllers else None
         try:
             peer.wait_ready()
-            jobs.wait_ready()
+            if jobs is not None:
+                jobs.wait_ready()
             yield api
         finally:
-            jobs.stop()
+            if jobs is not None:
+                jobs.stop()
             peer.stop()
     finally:
         trainop.close()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
+    """The suite's API server, with trainop and Kueue on it."""
+    yield from with_kueue(tmp_path_factory.mktemp("kueue"), name="kueue", config={},
+                          job_controllers=True)
 
 
 @pytest.fixture
@@ -67,25 +78,11 @@ def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer
     """A second API server, where Kueue has none of its own integrations on and lists
     EXTERNAL_KINDS as external frameworks, and trainop keeps their Workloads
     (--kueue-workloads): the README's configuration for a Kueue as it ships today."""
-    if reason := kueue.unavailable():
-        cannot_run(reason)
-    logs = tmp_path_factory.mktemp("kueue-external")
     flags = [arg for kind in EXTERNAL_KINDS for arg in ("--kueue-workloads", kind)]
-    # Kueue's CRDs first: trainop queues with Kueue where it finds its API as it starts
-    trainop = start_trainop(logs, *flags, prepare=kueue.install)
-    api, _ = next(trainop)
-    try:
-        peer = kueue.Kueue(api, logs, name="kueue-external", config={
-            "waitForPodsReady": {"timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False},
-            "integrations": {"frameworks": [], "externalFrameworks": [
-                f"{kind}.v1.kubeflow.org" for kind in EXTERNAL_KINDS]}})
-        try:
-            peer.wait_ready()
-            yield api
-        finally:
-            peer.stop()
-    finally:
-        trainop.close()
+    yield from with_kueue(tmp_path_factory.mktemp("kueue-external"), *flags,
+                          name="kueue-external", config={"integrations": {
+                              "frameworks": [], "externalFrameworks": [
+                                  f"{kind}.v1.kubeflow.org" for kind in EXTERNAL_KINDS]}})
 
 
 @pytest.fixture
