@@ -16,7 +16,8 @@
 #   from sigs.k8s.io/controller-tools: controller-gen (upstream's CRD generator; `make crds`
 #     and a test make the pod template's schema with it from the Kubernetes API types);
 #   from sigs.k8s.io/kueue: Kueue's manager, as kueue-VERSION, and beside it
-#     kueue-VERSION-config, the CRDs and webhook configuration of that release's config/
+#     kueue-VERSION-config, the CRDs, webhook configuration and manager Configuration of
+#     that release's config/
 #     (the Kueue suite installs them on its API server);
 #   from github.com/kubeflow/mpi-operator: mpi-operator, as mpi-operator-VERSION (it runs
 #     v2beta1 MPIJobs beside trainop's, on trainop's CRD; its CRD is read from its module).
@@ -47,7 +48,8 @@ log() { echo "test-assets: $*" >&2; }
 
 kube=(kube-apiserver kubectl)
 upstream=("training-operator-$upstream_version" "controller-gen-$controller_tools_version")
-kueue=("kueue-$kueue_version" "kueue-$kueue_version-config")
+kueue_config="kueue-$kueue_version-config"
+kueue=("kueue-$kueue_version" "$kueue_config/manager-config.yaml")
 mpi_operator=("mpi-operator-$mpi_operator_version")
 containerd=()
 if [[ $real_node != 0 ]]; then
@@ -60,7 +62,8 @@ missing() {
   local dir=$1 b
   shift
   for b in "$@"; do
-    [[ -x "$dir/$b" ]] || echo "$b"
+    # a binary, or a file of a release's manifests
+    [[ -x "$dir/$b" || ($b == *.yaml && -f "$dir/$b") ]] || echo "$b"
   done
 }
 
@@ -150,16 +153,20 @@ if [[ -n "$(missing "$assets" "${kueue[@]}")" ]]; then
   # The manifests are in the module's zip, which `go get` above put in the module cache.
   # Copied, not linked: the module cache is read-only and may be cleaned.
   config="$cache/go/sigs.k8s.io_kueue@$kueue_version/config"
-  if [[ ! -d $config ]]; then
+  if [[ ! -f $config/manager-config.yaml ]]; then
     src=$(cd "$cache" && go mod download -json "sigs.k8s.io/kueue@$kueue_version" \
       | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    rm -rf "$config.tmp" "$config"
     mkdir -p "$config.tmp/crd"
     cp "$src"/config/components/crd/bases/*.yaml "$config.tmp/crd/"
     cp "$src/config/components/webhook/manifests.yaml" "$config.tmp/webhooks.yaml"
+    # the release's Configuration as it ships (its integrations.frameworks)
+    cp "$src/config/components/manager/controller_manager_config.yaml" \
+      "$config.tmp/manager-config.yaml"
     chmod -R u+w "$config.tmp"
     mv "$config.tmp" "$config"
   fi
-  ln -sfn "$config" "$assets/${kueue[1]}"
+  ln -sfn "$config" "$assets/$kueue_config"
 fi
 
 if [[ -n "$(missing "$assets" "${mpi_operator[@]}")" ]]; then

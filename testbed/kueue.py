@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -58,6 +59,13 @@ def certificates() -> tuple[bytes, bytes, bytes]:
     return ca.cert_pem, serving.cert_pem, serving.key_pem
 
 
+def as_released() -> dict[str, Any]:
+    """The release's own Configuration (config/components/manager), as its manifests
+    install it: its integrations, concurrency and client settings."""
+    loaded: dict[str, Any] = yaml.safe_load((manifests() / "manager-config.yaml").read_text())
+    return loaded
+
+
 def unavailable() -> str | None:
     """Why Kueue cannot run here, or None."""
     if not binary().is_file() or not manifests().is_dir():
@@ -88,9 +96,12 @@ class Kueue:
     """Those started and not stopped (they share METRICS_CERTS, removed after the last)."""
 
     def __init__(self, api: TestAPIServer, folder: Path, *, name: str = "kueue",
-                 config: dict[str, Any] | None = None):
+                 config: dict[str, Any] | None = None, released: bool = False):
         """`folder`: its configuration, certificates and log; `config`: fields merged into
-        its Configuration (waitForPodsReady, featureGates...)."""
+        its Configuration (waitForPodsReady, featureGates...), which is the release's own
+        where `released` (else one with the integrations of FRAMEWORKS), either run as a
+        process here (its ports on the loopback, no leader election, certificates made
+        here)."""
         self.api = api
         self.name = name
         self.log_path = folder / f"{name}.log"
@@ -104,8 +115,10 @@ class Kueue:
             (where / "tls.crt").write_bytes(cert_pem)
             (where / "tls.key").write_bytes(key_pem)
             (where / "tls.key").chmod(0o600)
-        settings: dict[str, Any] = {
+        settings: dict[str, Any] = as_released() if released else {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "integrations": {"frameworks": list(FRAMEWORKS)}}
+        settings |= {
             "namespace": NAMESPACE,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
             "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
@@ -115,7 +128,6 @@ class Kueue:
             "internalCertManagement": {"enable": False},
             # its extension API server would want an APIService and a fixed port
             "featureGates": {"VisibilityOnDemand": False},
-            "integrations": {"frameworks": list(FRAMEWORKS)},
         }
         for key, value in (config or {}).items():
             if isinstance(value, dict) and isinstance(settings.get(key), dict):
@@ -124,7 +136,8 @@ class Kueue:
                 settings[key] = value
         path = folder / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(settings))
-        self.webhooks = self.webhook_configurations(ca_pem)
+        self.webhooks = self.webhook_configurations(
+            ca_pem, settings["integrations"].get("frameworks") or [])
         for doc in self.webhooks:
             api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                         input=yaml.safe_dump(doc))
@@ -134,17 +147,22 @@ class Kueue:
             stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
         Kueue.running.add(self)
 
-    def webhook_configurations(self, ca_pem: bytes) -> list[dict[str, Any]]:
+    def webhook_configurations(self, ca_pem: bytes, frameworks: list[str]
+                               ) -> list[dict[str, Any]]:
         """Kueue's mutating and validating configurations, with only the webhooks of its own
-        kinds and of FRAMEWORKS (those of integrations left off would fail closed on every
-        pod, Job or Deployment), each called at this process's loopback port."""
-        kinds = [(f"-{group.replace('.', '-')}-", f"-{kind}") for group, kind in
-                 (f.split("/") for f in FRAMEWORKS)]
+        kinds and of the integrations `frameworks` names (those of integrations left off
+        would fail closed on every pod, Job or Deployment), each called at this process's
+        loopback port."""
+        # /mutate-kubeflow-org-v2beta1-mpijob, /validate--v1-pod, /mutate-apps-v1-deployment:
+        # the group with its dots as dashes, a version, the kind
+        served = {("apps" if f in ("deployment", "statefulset") else "",
+                   f) if "/" not in f else (f.split("/")[0].replace(".", "-"), f.split("/")[1])
+                  for f in frameworks}
 
         def wanted(path: str) -> bool:
-            # /mutate-kubeflow-org-v1-pytorchjob, /validate-kubeflow-org-v2beta1-mpijob...
-            return "-kueue-x-k8s-io-" in path or any(
-                group in path and path.endswith(kind) for group, kind in kinds)
+            found = re.fullmatch(r"/(?:mutate|validate)-(.*)-v[0-9a-z]+-([a-z]+)", path)
+            return found is not None and (
+                found[1] == "kueue-x-k8s-io" or (found[1], found[2]) in served)
 
         docs = []
         text = (manifests() / "webhooks.yaml").read_text()

@@ -198,8 +198,10 @@ def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: boo
 @click.option("--kueue-workloads", "queued", multiple=True, metavar="KIND",
               help="Queue jobs of this kind with Kueue by keeping their Workloads (list it "
                    "in Kueue's integrations.externalFrameworks as KIND.v1.kubeflow.org, and "
-                   "not among its built-in frameworks); repeat for more, or 'all' [default: "
-                   "none: Kueue's built-in integrations do it]. Not in upstream.")
+                   "not among its built-in frameworks); repeat for more, or 'all': every "
+                   "kind but mpijob, which Kueue's kubeflow.org/mpijob integration (on in "
+                   "its default configuration) queues at both versions [default: none: "
+                   "Kueue's built-in integrations do it]. Not in upstream.")
 @manager_flags.options
 @click.option("--pytorch-init-container-template-file", type=click.Path(path_type=Path),
               default=Path("/etc/config/initContainer.yaml"), show_default=True,
@@ -218,8 +220,7 @@ def manager(schemes: tuple[str, ...], queued: tuple[str, ...],
     from trainop.cluster.manager import StartupError, configure_logging, run_manager
 
     kinds = _kinds("--enable-scheme", schemes)
-    queued_kinds = list(KINDS) if [q.lower() for q in queued] == ["all"] else _kinds(
-        "--kueue-workloads", queued)
+    queued_kinds = queued_kinds_of(queued)
     if flags["renew_deadline"] >= flags["lease_duration"]:
         _fail("--renew-deadline must be shorter than --lease-duration")
     template = _init_template(pytorch_init_container_template_file)
@@ -248,6 +249,15 @@ def _kinds(flag: str, names: tuple[str, ...]) -> list[str]:
         if by_name[name.lower()] not in kinds:
             kinds.append(by_name[name.lower()])
     return kinds
+
+
+def queued_kinds_of(names: tuple[str, ...]) -> list[str]:
+    """The kinds --kueue-workloads names: `all` is every kind but MPIJob, whose Workloads
+    Kueue's own `kubeflow.org/mpijob` integration (on as Kueue ships) keeps at both
+    versions; naming mpijob takes it too, for a Kueue with that integration off."""
+    if [n.lower() for n in names] == ["all"]:
+        return [k for k in KINDS if k != "MPIJob"]
+    return _kinds("--kueue-workloads", names)
 
 
 def _init_template(path: Path) -> str | None:

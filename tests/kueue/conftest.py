@@ -25,17 +25,20 @@ it (the tests that do not test it set their pods Running at once)."""
 
 
 def with_kueue(logs: Path, *flags: str, name: str, config: dict[str, Any],
-               job_controllers: bool = False) -> Iterator[TestAPIServer]:
+               job_controllers: bool = False, released: bool = False
+               ) -> Iterator[TestAPIServer]:
     """An API server with trainop (started with `flags`) and a Kueue named `name` (its
-    Configuration given `config` besides waitForPodsReady) on it; Kueue's CRDs are there
-    before trainop starts, which queues with Kueue where it finds its API as it starts."""
+    Configuration, the release's own where `released`, given `config` besides
+    waitForPodsReady) on it; Kueue's CRDs are there before trainop starts, which queues
+    with Kueue where it finds its API as it starts."""
     if reason := kueue.unavailable():
         cannot_run(reason)
     trainop = start_trainop(logs, *flags, prepare=kueue.install)
     api, _ = next(trainop)
     try:
         peer = kueue.Kueue(api, logs, name=name, config={"waitForPodsReady": {
-            "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}, **config})
+            "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}, **config},
+            released=released)
         # a v2beta1 MPIJob's launcher is a batch/v1 Job: its controller makes its pod
         jobs = JobControllers(api, logs / "job-controllers.log") if job_controllers else None
         try:
@@ -68,20 +71,21 @@ def queues(kube: Kube) -> Queues:
     return Queues(kube)
 
 
-EXTERNAL_KINDS = ("PyTorchJob", "MXJob", "TFJob")
-"""Kinds trainop keeps the Workloads of on the `external` cluster (MXJob: no Kueue release
-has a built-in integration for it)."""
+EXTERNAL_KINDS = ("TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob")
+"""Kinds trainop keeps the Workloads of on the `external` cluster (`--kueue-workloads all`):
+every kind but MPIJob, which Kueue's own `kubeflow.org/mpijob` integration keeps."""
 
 
 @pytest.fixture(scope="session")
 def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
-    """A second API server, where Kueue has none of its own integrations on and lists
-    EXTERNAL_KINDS as external frameworks, and trainop keeps their Workloads
-    (--kueue-workloads): the README's configuration for a Kueue as it ships today."""
-    flags = [arg for kind in EXTERNAL_KINDS for arg in ("--kueue-workloads", kind)]
-    yield from with_kueue(tmp_path_factory.mktemp("kueue-external"), *flags,
-                          name="kueue-external", config={"integrations": {
-                              "frameworks": [], "externalFrameworks": [
+    """A second API server, with Kueue's release as it ships (its own Configuration: the
+    v1 kinds' integrations off, kubeflow.org/mpijob, pods, batch Jobs... on) plus only the
+    README's `externalFrameworks` lines, and trainop keeping the Workloads of those kinds
+    (`--kueue-workloads all`)."""
+    integrations = kueue.as_released()["integrations"]
+    yield from with_kueue(tmp_path_factory.mktemp("kueue-external"), "--kueue-workloads",
+                          "all", name="kueue-external", released=True, config={
+                              "integrations": {**integrations, "externalFrameworks": [
                                   f"{kind}.v1.kubeflow.org" for kind in EXTERNAL_KINDS]}})
 
 

@@ -77,37 +77,73 @@ def test_a_job_is_queued_admitted_run_and_finished_through_trainops_workload(
         "finalizers") in (None, []))
 
 
-def test_a_preempted_job_gives_its_quota_back_and_runs_again(
+def test_a_job_of_every_kind_preempted_gives_its_quota_back_and_runs_again(
         ext_kube: Kube, ext_queues: Queues) -> None:
     kube, queues = ext_kube, ext_queues
     low, high = f"{kube.ns}-low", f"{kube.ns}-high"
     priority_class(kube, low, 100)
     priority_class(kube, high, 1000)
-    queues.create(cpu="4", preemption={"withinClusterQueue": "LowerPriority"})
-    kube.apply(queued("MXJob", "low", spec={"runPolicy": {"schedulingPolicy": {
-        "priorityClass": low}}}))
-    wait_pods_of(kube, "low", 4)
-    assert queues.wait_workload("MXJob", "low")["spec"]["priority"] == 100
-    run(kube, "MXJob", "low")
+    # one CPU a pod: the low jobs fill all but one CPU; the high one needs it all
+    lows = {kind: sum(TYPICAL[kind].values()) for kind in EXTERNAL_KINDS}  # type: ignore
+    quota = sum(lows.values()) + 1
+    queues.create(cpu=str(quota), preemption={"withinClusterQueue": "LowerPriority"})
+    for kind in EXTERNAL_KINDS:
+        kube.apply(queued(kind, kind.lower(), spec={"runPolicy": {"schedulingPolicy": {
+            "priorityClass": low}}}))
+    for kind, count in lows.items():
+        wait_pods_of(kube, kind.lower(), count)
+        assert queues.wait_workload(kind, kind.lower())["spec"]["priority"] == 100
+        run(kube, kind, kind.lower())
 
-    kube.apply(queued("PyTorchJob", "high", template={"priorityClassName": high}))
-    assert queues.wait_workload("PyTorchJob", "high")["spec"]["priority"] == 1000
-    evicted = queues.wait_condition("MXJob", "low", "Evicted")
-    assert evicted["reason"] == "Preempted"
-    # trainop suspends it, its pods go, and then the quota: Requeued, QuotaReserved False
-    wait_for("the low job's pods gone", lambda: pods_of(kube, "low") == [])
-    requeued = queues.wait_condition("MXJob", "low", "Requeued")
-    assert requeued["reason"] == "Preempted"
-    assert kube.job("MXJob", "low")["spec"]["runPolicy"]["suspend"] is True
-    assert ("Stopped", evicted["message"]) in events(kube, "low")
-    wait_pods_of(kube, "high", 3)
-    run(kube, "PyTorchJob", "high")
-    succeed(kube, "PyTorchJob", "high")
-    # the high job's quota goes with it: the low one is admitted again and runs
-    wait_pods_of(kube, "low", 4, timeout=60)
-    run(kube, "MXJob", "low")
-    succeed(kube, "MXJob", "low")
-    assert queues.wait_condition("MXJob", "low", "Finished")["reason"] == "Succeeded"
+    big = queued("JAXJob", "high", template={"priorityClassName": high})
+    for rs in big["spec"]["jaxReplicaSpecs"].values():
+        rs["replicas"] = 1
+        rs["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = str(quota)
+    kube.apply(big)
+    assert queues.wait_workload("JAXJob", "high")["spec"]["priority"] == 1000
+    for kind in EXTERNAL_KINDS:
+        name = kind.lower()
+        evicted = queues.wait_condition(kind, name, "Evicted")
+        assert evicted["reason"] == "Preempted", kind
+        # trainop suspends it, its pods go, and then the quota: Requeued, QuotaReserved False
+        wait_for(f"the {kind}'s pods gone", lambda name=name: pods_of(kube, name) == [])
+        assert queues.wait_condition(kind, name, "Requeued")["reason"] == "Preempted"
+        assert kube.job(kind, name)["spec"]["runPolicy"]["suspend"] is True
+        assert ("Stopped", evicted["message"]) in events(kube, name)
+        # a preemption counts nothing against the job
+        status = kube.job(kind, name).get("status") or {}
+        assert not any(rs.get("restarts") for rs in (status.get("replicaStatuses") or {}
+                                                     ).values()), kind
+    wait_pods_of(kube, "high", 1)
+    run(kube, "JAXJob", "high")
+    succeed(kube, "JAXJob", "high")
+    # the high job's quota goes with it: every low one is admitted again, runs and ends
+    for kind, count in lows.items():
+        wait_pods_of(kube, kind.lower(), count, timeout=60)
+        run(kube, kind, kind.lower())
+        succeed(kube, kind, kind.lower())
+        finished = queues.wait_condition(kind, kind.lower(), "Finished")
+        assert finished["reason"] == "Succeeded", kind
+
+
+def test_an_mpijob_is_kueues_own_one_workload_and_trainop_makes_none(
+        ext_kube: Kube, ext_queues: Queues) -> None:
+    # Kueue as it ships keeps kubeflow.org/mpijob on: it queues a v1 MPIJob too (read at
+    # v2beta1), and `--kueue-workloads all` leaves MPIJob to it: never two Workloads
+    kube, queues = ext_kube, ext_queues
+    queues.create(cpu="8")
+    kube.apply(queued("MPIJob"))
+    wait_pods_of(kube, "job", 3)
+    (made,) = [w for w in kube.items("workloads.kueue.x-k8s.io")]
+    owner = made["metadata"]["ownerReferences"][0]
+    assert (owner["apiVersion"], owner["kind"], owner["name"]) == (
+        "kubeflow.org/v2beta1", "MPIJob", "job")
+    run(kube, "MPIJob", "job")
+    succeed(kube, "MPIJob", "job")
+    finished = queues.wait_condition("MPIJob", "job", "Finished")
+    assert finished["reason"] == "Succeeded"
+    assert len(kube.items("workloads.kueue.x-k8s.io")) == 1
+    assert "WorkloadKeptByKueue" not in [r for r, _ in events(kube, "job")]
 
 
 def test_a_workload_deleted_by_hand_stops_the_job_until_a_new_one_is_admitted(

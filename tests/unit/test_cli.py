@@ -194,3 +194,11 @@ def test_the_namespace_comes_from_kubeflow_namespace(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setenv("KUBEFLOW_NAMESPACE", "team-a")  # main.go:98
     assert manager.make_context("manager", []).params["namespace"] == "team-a"
+
+
+def test_kueue_workloads_all_leaves_mpijob_to_kueues_own_integration() -> None:
+    from trainop.cli import queued_kinds_of
+
+    assert queued_kinds_of(("all",)) == [
+        "TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob", "JAXJob", "MXJob"]
+    assert queued_kinds_of(("MPIJob", "mpijob", "tfjob")) == ["MPIJob", "TFJob"]

@@ -3,12 +3,15 @@ integration reads, and the admitted job the engine makes pods from."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 from tests.jobs import TYPICAL, job, manifest
 from trainop.api import Job, load_job
 from trainop.cluster.client import Client
-from trainop.cluster.kueue import Queueing, admitted_job, job_state
+from trainop.cluster.kueue import Queueing, WorkloadRecord, admitted_job, job_state
+from trainop.cluster.records import meta_of
+from trainop.engine import workload as wl
 from trainop.engine.plan import Event
 from trainop.engine.queueing import JobState
 from trainop.engine.workload import PodSetInfo
@@ -87,3 +90,37 @@ def test_why_a_workload_waits_is_told_once_per_reason() -> None:
     q.tell_pending(job("TFJob"), {}, [pending_workload("u2", "Pending", "couldn't assign "
                                                                         "flavors")])
     assert len(told.events) == 5
+
+
+class OwnedBy:
+    """The Workload informer's lookups, over a fixed list."""
+
+    def __init__(self, *records: Any) -> None:
+        self.records = records
+
+    def owned_by(self, key: str) -> list[Any]:
+        return list(self.records)
+
+    def get(self, key: str) -> None:
+        return None
+
+
+def test_a_job_whose_workload_kueue_keeps_is_left_to_kueue_and_that_is_told_once() -> None:
+    told = Told()
+    doc = manifest("MPIJob", TYPICAL["MPIJob"], uid="uid-1")
+    doc["metadata"]["labels"] = {wl.QUEUE_LABEL: "q"}
+    j = load_job(doc)
+    kueues = wl.desired(j, wl.Priority())
+    kueues["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v2beta1"
+    kueues["metadata"]["uid"] = "w1"
+    # no client: a write of any kind would fail the test
+    q = Queueing(cast(Client, None), cast(Any, OwnedBy(WorkloadRecord(meta_of(kueues), kueues))),
+                 cast(Any, None), cast(Any, told))
+    for _ in range(2):
+        assert asyncio.run(q.sync(j, j, doc)) is j  # the engine runs it as Kueue has it
+    name = kueues["metadata"]["name"]
+    assert told.events == [(
+        "Warning", "WorkloadKeptByKueue",
+        f"Workload default/{name} is kept by Kueue's own integration of MPIJob "
+        "kubeflow.org/v2beta1: trainop leaves it to Kueue (--kueue-workloads names mpijob "
+        "too)")]

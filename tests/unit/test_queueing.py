@@ -256,3 +256,21 @@ def test_a_condition_keeps_its_transition_time_while_its_status_stays() -> None:
     assert flipped[-1]["lastTransitionTime"] == q.clock.fmt(NOW)
     long = q.conditions_with(before, "Finished", "True", "Failed", "x" * 40000, NOW)
     assert len(long[-1]["message"]) == q.MAX_CONDITION_MESSAGE
+
+
+def test_a_workload_kueues_own_integration_keeps_is_not_the_jobs_to_keep() -> None:
+    # Kueue's kubeflow.org/mpijob owns an MPIJob's Workload at v2beta1, under the name
+    # trainop's would have: where it holds one, trainop keeps none for the job
+    doc = manifest("MPIJob", TYPICAL["MPIJob"], uid="uid-1")
+    doc["metadata"]["labels"] = {wl.QUEUE_LABEL: "q"}
+    mpi = parse_job(doc)
+    ours = wl.desired(mpi, wl.Priority())
+    kueues = copy.deepcopy(ours)
+    kueues["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v2beta1"
+    assert kueues["metadata"]["name"] == ours["metadata"]["name"]
+    assert q.kept_by_another(mpi, [kueues]) is kueues
+    assert q.kept_by_another(mpi, [ours]) is None
+    # a Workload at another version of another job is no sign
+    other = copy.deepcopy(kueues)
+    other["metadata"]["ownerReferences"][0]["uid"] = "uid-2"
+    assert q.kept_by_another(mpi, [other]) is None

@@ -22,7 +22,7 @@ from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected
 from trainop.cluster.informer import Change, Informer
-from trainop.cluster.kueue import Queueing, WorkloadRecord
+from trainop.cluster.kueue import Queueing, WorkloadRecord, job_state
 from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
@@ -300,13 +300,14 @@ class JobController:
                 await self._fail_invalid(obj, err)
                 return None
             self._parsed.put((self.kind, key), rv, job, len(rec.raw))
+        kueue_reads = None
         if self.queueing is not None and wl.queue_name(job):
             # the Workload is built from the job as stored, as Kueue reads it
             written = await asyncio.to_thread(lambda: parse_job(rec.object()))
             queued = await self.queueing.sync(written, job, obj)
             if queued is None:
                 return None  # the caches will show what it wrote, and bring the job back
-            job = queued
+            job, kueue_reads = queued, job_state(job)
         await self.applier.look_again(key, job.namespace)
         exited = dict(self._exited.get(key, {}))
         observed = self.observed(job, tuple(exited.items()))
@@ -316,6 +317,11 @@ class JobController:
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        self.framework, self.addr, self.config.engine)
         requeue = await self.applier.apply(key, obj, plan, written_for(job))
+        if kueue_reads is not None and plan.status_changed and job_state(
+                job.model_copy(update={"status": plan.status})) != kueue_reads:
+            # what Kueue reads of the job changed (running, ended): the Workload's step
+            # is decided again now, as this write of our own brings no event back
+            requeue = 0.0
         self.tell_launcher(key, job, observed)
         told = self._exited.get(key)
         if told is not None:

@@ -152,6 +152,10 @@ class Queueing:
         now (its templates given the admission's additions), or None: the step changed
         the job or its Workloads, and the engine runs once the caches show that."""
         workloads = self.of(written)
+        theirs = queueing.kept_by_another(written, workloads)
+        if theirs is not None:
+            self.tell_kept_by_another(written, obj, theirs)
+            return job
         state, now = job_state(job), wallclock.now()
         try:
             step = queueing.decide(written, state, workloads, wl.desired(written, Priority()),
@@ -204,6 +208,25 @@ class Queueing:
             self.recorder.record(obj, Event(kind, "Pending",
                                             f"Workload {queueing.key(workload)}: {why[1]}"))
             return
+
+    def tell_kept_by_another(self, written: Job, obj: dict[str, Any],
+                             workload: Mapping[str, Any]) -> None:
+        """Say once on the job that Kueue's own integration keeps its Workload (both were
+        set to: Kueue's built-in integration of the kind is on, and --kueue-workloads names
+        it), and that trainop leaves it to Kueue."""
+        owner = queueing.controller(workload) or {}
+        told = (workload["metadata"].get("uid", ""), "kept by another")
+        if self._told.get((written.kind, written.key)) == told:
+            return
+        self._told[(written.kind, written.key)] = told
+        log.warning("%s %s: Kueue's own integration keeps its Workload %s; trainop leaves "
+                    "it alone (take %s off --kueue-workloads)", written.kind, written.key,
+                    queueing.key(workload), written.kind.lower())
+        self.recorder.record(obj, Event(
+            "Warning", "WorkloadKeptByKueue",
+            f"Workload {queueing.key(workload)} is kept by Kueue's own integration of "
+            f"{owner.get('kind', written.kind)} {owner.get('apiVersion', '')}: trainop "
+            f"leaves it to Kueue (--kueue-workloads names {written.kind.lower()} too)"))
 
     def forget(self, kind: str, key: str) -> None:
         """A deleted job's memory of what it was told."""

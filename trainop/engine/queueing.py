@@ -134,9 +134,26 @@ def prebuilt_name(job: Job) -> str | None:
         (meta.annotations or {}).get(PREBUILT_LABEL) or None
 
 
-def _controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
+def controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Workload's controlling owner reference, or None."""
     refs = (workload.get("metadata") or {}).get("ownerReferences") or []
     return next((dict(r) for r in refs if r.get("controller")), None)
+
+
+def kept_by_another(job: Job, workloads: Sequence[Mapping[str, Any]]
+                    ) -> Mapping[str, Any] | None:
+    """The job's Workload that Kueue's own integration keeps, or None: one the job
+    controls at another version of its kind (Kueue's `kubeflow.org/mpijob` owns an MPIJob's
+    Workload at v2beta1). Kueue names a job's Workload by its kind and group only
+    (GetWorkloadNameForOwnerWithGVK), so two integrations of a kind would both claim one
+    name: where Kueue's holds it, trainop leaves the job to Kueue's."""
+    uid = job.metadata.uid or ""
+    for w in workloads:
+        owner = controller(w)
+        if owner is not None and owner.get("uid") == uid \
+                and owner.get("apiVersion") != job.api_version:
+            return w
+    return None
 
 
 def pods_ready(state: JobState, workload: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -248,7 +265,7 @@ def _one_workload(job: Job, state: JobState, workloads: Sequence[Mapping[str, An
                       if (w.get("metadata") or {}).get("name") == prebuilt), None)
         if named is None:
             return None
-        owner = _controller(named)
+        owner = controller(named)
         if owner is not None and owner.get("uid") != (job.metadata.uid or ""):
             return None  # another object's: not touched
         if owner is None:
