@@ -76,17 +76,32 @@ EXTERNAL_KINDS = ("TFJob", "PyTorchJob", "XGBoostJob", "PaddleJob", "JAXJob", "M
 every kind but MPIJob, which Kueue's own `kubeflow.org/mpijob` integration keeps."""
 
 
+def external_config(multikueue: bool = False) -> dict[str, Any]:
+    """What the `external` cluster's Kueue has besides its release's Configuration: the
+    README's `externalFrameworks` lines (and, for a MultiKueue manager cluster, the same
+    kinds for MultiKueue's generic adapter)."""
+    kinds = [f"{kind}.v1.kubeflow.org" for kind in EXTERNAL_KINDS]
+    integrations = kueue.as_released()["integrations"]
+    config: dict[str, Any] = {"integrations": {**integrations, "externalFrameworks": kinds}}
+    if multikueue:
+        config["multiKueue"] = {"externalFrameworks": [{"name": kind} for kind in kinds]}
+        # MultiKueue watches every integration's kind on its workers, which serve no Ray,
+        # JobSet, LeaderWorkerSet, AppWrapper or TrainJob here: those are left out
+        config["integrations"]["frameworks"] = [
+            f for f in integrations["frameworks"]
+            if "/" not in f or f.split("/")[0] in ("batch", "kubeflow.org")]
+    return config
+
+
 @pytest.fixture(scope="session")
 def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
     """A second API server, with Kueue's release as it ships (its own Configuration: the
     v1 kinds' integrations off, kubeflow.org/mpijob, pods, batch Jobs... on) plus only the
     README's `externalFrameworks` lines, and trainop keeping the Workloads of those kinds
     (`--kueue-workloads all`)."""
-    integrations = kueue.as_released()["integrations"]
     yield from with_kueue(tmp_path_factory.mktemp("kueue-external"), "--kueue-workloads",
-                          "all", name="kueue-external", released=True, config={
-                              "integrations": {**integrations, "externalFrameworks": [
-                                  f"{kind}.v1.kubeflow.org" for kind in EXTERNAL_KINDS]}})
+                          "all", name="kueue-external", released=True,
+                          config=external_config())
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from tests.kueue.queues import Queues
 from tests.kueue.test_kueue import pods_of, priority_class, queued, run, succeed, wait_pods_of
 from trainop.api import parse_job
 from trainop.engine import workload as wl
+from trainop.engine.queueing import PREBUILT_LABEL
 
 pytestmark = pytest.mark.kueue
 
@@ -203,3 +204,25 @@ def test_why_a_job_waits_is_said_on_it(ext_kube: Kube, ext_queues: Queues) -> No
     told = [e for e in kube.items("events") if e["reason"] == "Pending"
             and e["involvedObject"]["name"] == "lost"]
     assert len(told) == 1 and told[0].get("count", 1) == 1
+
+
+def test_a_job_naming_a_prebuilt_workload_waits_for_it_then_adopts_it(
+        ext_kube: Kube, ext_queues: Queues) -> None:
+    # MultiKueue's way on a worker cluster, here with the job first: it waits, stopped,
+    # until the Workload it names is made (without an owner), then owns it and runs
+    kube, queues = ext_kube, ext_queues
+    queues.create()
+    doc = queued("MXJob")
+    doc["metadata"]["annotations"] = {PREBUILT_LABEL: "made-before"}
+    kube.apply(doc)
+    assert kube.wait_condition("MXJob", "job", "Suspended")["reason"] == "MXJobSuspended"
+    assert kube.items("workloads.kueue.x-k8s.io") == []
+    prebuilt = wl.desired(parse_job(kube.job("MXJob", "job")), wl.Priority())
+    prebuilt["metadata"] = {"name": "made-before", "namespace": kube.ns}
+    kube.apply(prebuilt)
+    wait_pods_of(kube, "job", 4)
+    adopted = queues.wait_workload("MXJob", "job")
+    assert adopted["metadata"]["name"] == "made-before"
+    assert adopted["metadata"]["labels"][wl.JOB_UID_LABEL] == kube.job("MXJob", "job")[
+        "metadata"]["uid"]
+    assert len(kube.items("workloads.kueue.x-k8s.io")) == 1

@@ -61,6 +61,8 @@ v1_only_spec = {
     "mainContainer": names,
     "cleanPodPolicy": st.sampled_from(["All", "Running", "None"]),
     "transport": st.sampled_from(["KubectlExec", "SSH"]),
+    "managedBy": st.sampled_from(["kubeflow.org/training-operator",
+                                  "kueue.x-k8s.io/multikueue"]),
 }
 status = st.fixed_dictionaries({}, optional={
     "conditions": st.lists(st.fixed_dictionaries(

@@ -653,6 +653,15 @@ def test_a_job_managed_by_someone_else_is_left_alone() -> None:
     assert c.job.status.conditions is None
 
 
+def test_a_job_whose_spec_managed_by_names_multikueue_is_left_alone() -> None:
+    # trainop's spec.managedBy, which Kueue's MultiKueue generic adapter reads
+    c = Cluster(job("MXJob", spec={"managedBy": "kueue.x-k8s.io/multikueue"}))
+    plan = c.step()
+    assert plan.writes == 0 and plan.events == [] and plan.on_created == []
+    c = Cluster(job("MXJob", spec={"managedBy": "kubeflow.org/training-operator"}))
+    assert len(names(c.step(), "Pod")) == 4
+
+
 def test_a_job_managed_by_the_training_operator_name_is_ours() -> None:
     c = Cluster(job("PyTorchJob", spec={"runPolicy": {
         "managedBy": "kubeflow.org/training-operator"}}))

@@ -85,6 +85,36 @@ def test_managed_by_takes_upstreams_two_values(kind: str, value: str, allowed: b
             f'"{OURS}", "{MQ}"')
 
 
+@pytest.mark.parametrize(("spec", "problem"), [
+    ({"managedBy": MQ}, None),
+    ({"managedBy": MQ, "runPolicy": {"managedBy": MQ}}, None),
+    ({"managedBy": "a/b"}, f'spec.managedBy: Unsupported value: "a/b": supported values: '
+                           f'"{OURS}", "{MQ}"'),
+    ({"managedBy": MQ, "runPolicy": {"managedBy": OURS}},
+     f'spec.managedBy: "{MQ}" names another controller than spec.runPolicy.managedBy '
+     f'"{OURS}"; set one of them'),
+], ids=["multikueue", "both-agree", "unknown", "both-disagree"])
+def test_spec_managed_by_takes_upstreams_values_and_agrees_with_run_policy(
+        spec: dict[str, Any], problem: str | None) -> None:
+    # trainop's field (for Kueue's MultiKueue generic adapter), checked for every kind
+    out = validate_review(review(manifest("MXJob", TYPICAL["MXJob"], spec=spec)))["response"]
+    assert out["allowed"] is (problem is None)
+    if problem is not None:
+        assert out["status"]["message"].endswith(problem)
+
+
+@pytest.mark.parametrize(("old", "new", "allowed"), [
+    (None, MQ, False), (MQ, None, False), (MQ, MQ, True)])
+def test_spec_managed_by_is_immutable(old: str | None, new: str | None, allowed: bool) -> None:
+    before = manifest("JAXJob", TYPICAL["JAXJob"], spec={"managedBy": old} if old else {})
+    after = manifest("JAXJob", TYPICAL["JAXJob"], spec={"managedBy": new} if new else {})
+    after["spec"]["jaxReplicaSpecs"]["Worker"]["replicas"] = 4
+    out = validate_review(review(after, "UPDATE", before))["response"]
+    assert out["allowed"] is allowed
+    if not allowed:
+        assert out["status"]["message"].endswith("spec.managedBy: is immutable")
+
+
 def test_defaulting_patch_replaces_the_spec_with_the_defaulted_one() -> None:
     out = default_review(review(manifest("PyTorchJob", {"worker": None})))["response"]
     assert out["allowed"] and out["patchType"] == "JSONPatch"

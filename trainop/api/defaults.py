@@ -40,6 +40,12 @@ def our_manager(job: Job) -> str:
                              OUR_MANAGER)
 
 
+def manager_of(job: Job) -> str | None:
+    """The controller `job` names to run it: `spec.managedBy` (trainop's, for Kueue's
+    MultiKueue generic adapter), else `runPolicy.managedBy`, else None."""
+    return job.spec.managed_by or job.spec.run_policy.managed_by
+
+
 def default_job(job: Job) -> Job:
     """Return a defaulted copy of `job`; the input is left untouched. Idempotent."""
     job = job.model_copy(deep=True)

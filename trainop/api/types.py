@@ -188,6 +188,13 @@ class JobSpec(Model):
 
     run_policy: RunPolicy = Field(default_factory=RunPolicy)
     replica_specs: dict[str, ReplicaSpec] = Field(default_factory=dict)
+    managed_by: str | None = Field(
+        None,
+        description="trainop: the controller that runs the job, as runPolicy.managedBy "
+        "(where both are set they agree): kueue.x-k8s.io/multikueue for a job Kueue's "
+        "MultiKueue dispatches through its generic adapter, which reads and clears this "
+        "field. Immutable.",
+    )
 
     def elastic(self) -> ElasticPolicy | PaddleElasticPolicy | None:
         """The kind's elastic policy, where it has one."""

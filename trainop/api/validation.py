@@ -345,6 +345,17 @@ def _run_policy_problems(job: Job) -> list[Problem]:
         supported = ", ".join(f'"{m}"' for m in MANAGERS)
         problems.append(Problem("spec.runPolicy.managedBy", f'Unsupported value: '
                                 f'"{rp.managed_by}": supported values: {supported}'))
+    managed_by = job.spec.managed_by
+    if managed_by is not None:
+        # trainop's field, for Kueue's MultiKueue generic adapter: upstream's values
+        if managed_by not in MANAGERS:
+            supported = ", ".join(f'"{m}"' for m in MANAGERS)
+            problems.append(Problem("spec.managedBy", f'Unsupported value: "{managed_by}": '
+                                    f"supported values: {supported}"))
+        elif rp.managed_by is not None and rp.managed_by != managed_by:
+            problems.append(Problem("spec.managedBy", f'"{managed_by}" names another '
+                                    f'controller than spec.runPolicy.managedBy '
+                                    f'"{rp.managed_by}"; set one of them'))
     return problems
 
 
@@ -427,6 +438,8 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     if job.spec.checks_managed_by and \
             before.spec.run_policy.managed_by != job.spec.run_policy.managed_by:
         problems.append(Problem("spec.runPolicy.managedBy", "is immutable"))
+    if before.spec.managed_by != job.spec.managed_by:
+        problems.append(Problem("spec.managedBy", "is immutable"))
     problems.extend(job.spec.update_problems(before.spec))
     if problems:
         raise InvalidJob(problems)

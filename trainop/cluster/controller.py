@@ -194,6 +194,14 @@ class JobController:
                      old: WorkloadRecord | None) -> None:
         rec = new or old
         assert rec is not None
+        if rec.meta.owner_uid is None and new is not None:
+            # a Workload made before its job (MultiKueue's, on a worker cluster): the job
+            # that names it, waiting for it, adopts it
+            for job_rec in list(self.jobs.items.values()):
+                if job_rec.prebuilt == rec.meta.name and \
+                        job_rec.meta.namespace == rec.meta.namespace:
+                    self.queue.add(job_rec.key)
+            return
         if rec.meta.owner_kind != self.kind or not rec.meta.job_owner or \
                 not rec.meta.owner_name:
             return

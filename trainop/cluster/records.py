@@ -14,6 +14,7 @@ from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
 from trainop.engine.observed import BatchJob, Ended, Waiting
+from trainop.engine.queueing import PREBUILT_LABEL
 
 
 @dataclass(slots=True)
@@ -254,6 +255,9 @@ class JobRecord:
     kind: str
     status: dict[str, Any]
     raw: bytes
+    prebuilt: str | None = None
+    """The Workload made for it beforehand that it names (MultiKueue's copy on a worker
+    cluster), or None."""
 
     @property
     def key(self) -> str:
@@ -278,5 +282,7 @@ def job_record(obj: dict[str, Any]) -> JobRecord:
     if "managedFields" in meta:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     status = obj.get("status")
+    prebuilt = (meta.get("labels") or {}).get(PREBUILT_LABEL) or \
+        (meta.get("annotations") or {}).get(PREBUILT_LABEL) or None
     return JobRecord(meta_of(obj), str(obj.get("apiVersion", "")), str(obj.get("kind", "")),
-                     status if isinstance(status, dict) else {}, orjson.dumps(obj))
+                     status if isinstance(status, dict) else {}, orjson.dumps(obj), prebuilt)

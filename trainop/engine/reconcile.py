@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from trainop.api import FailureInfo, Job, JobStatus, ReplicaStatus
-from trainop.api.defaults import our_manager
+from trainop.api.defaults import manager_of, our_manager
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS, JOBS, Resource
@@ -131,7 +131,7 @@ class _Run:
     # -- the steps --------------------------------------------------------------------
     def run(self) -> Plan:
         job = self.job
-        managed_by = job.spec.run_policy.managed_by
+        managed_by = manager_of(job)
         if managed_by and managed_by != our_manager(job):
             return self.plan  # another controller's job: observe, never act
         if job.metadata.deletion_timestamp:
