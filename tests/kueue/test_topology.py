@@ -45,13 +45,22 @@ metadata:
                          check=False)
 
 
-@pytest.fixture
-def nodes(kube: Kube) -> Iterator[list[str]]:
+def two_nodes(kube: Kube) -> Iterator[list[str]]:
     names = [f"{kube.ns}-n1", f"{kube.ns}-n2"]
     for name in names:
         node(kube, name)
     yield names
     kube.api.kubectl("delete", "node", *names, "--ignore-not-found", check=False)
+
+
+@pytest.fixture
+def nodes(kube: Kube) -> Iterator[list[str]]:
+    yield from two_nodes(kube)
+
+
+@pytest.fixture
+def ext_nodes(ext_kube: Kube) -> Iterator[list[str]]:
+    yield from two_nodes(ext_kube)
 
 
 def placed(kube: Kube, job: str, count: int) -> dict[str, dict[str, Any]] | None:
@@ -64,12 +73,17 @@ def placed(kube: Kube, job: str, count: int) -> dict[str, dict[str, Any]] | None
     return pods
 
 
+def topology(queues: Queues, ns: str) -> None:
+    """A Topology of blocks and hosts, and a ClusterQueue of 8 CPUs whose flavor uses it."""
+    queues.apply({"apiVersion": API, "kind": "Topology", "metadata": {"name": ns},
+                  "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": HOSTNAME}]}})
+    queues.create(cpu="8", flavor={"nodeLabels": {"trainop.test/pool": ns},
+                                   "topologyName": ns})
+
+
 def test_pods_are_placed_by_kueue_and_remade_with_the_gate_when_their_node_fails(
         kube: Kube, queues: Queues, nodes: list[str]) -> None:
-    queues.apply({"apiVersion": API, "kind": "Topology", "metadata": {"name": kube.ns},
-                  "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": HOSTNAME}]}})
-    queues.create(cpu="8", flavor={"nodeLabels": {"trainop.test/pool": kube.ns},
-                                   "topologyName": kube.ns})
+    topology(queues, kube.ns)
     doc = queued("PyTorchJob")
     for rs in doc["spec"]["pytorchReplicaSpecs"].values():
         rs["restartPolicy"] = "OnFailure"
@@ -118,3 +132,30 @@ def test_pods_are_placed_by_kueue_and_remade_with_the_gate_when_their_node_fails
     run(kube, "PyTorchJob", "job")
     succeed(kube, "PyTorchJob", "job")
     assert queues.wait_condition("PyTorchJob", "job", "Finished")["reason"] == "Succeeded"
+
+
+def test_kueue_places_the_ranks_of_a_job_trainop_queues_in_order(
+        ext_kube: Kube, ext_queues: Queues, ext_nodes: list[str]) -> None:
+    # trainop's Workload asks for the topology with the replica-index label as the pod
+    # index: Kueue's ungater fills a host with consecutive ranks before the next
+    kube, queues = ext_kube, ext_queues
+    topology(queues, kube.ns)
+    doc = queued("JAXJob", cpu="2")
+    worker = doc["spec"]["jaxReplicaSpecs"]["Worker"]
+    worker["replicas"] = 4
+    worker["template"]["metadata"] = {"annotations": {
+        "kueue.x-k8s.io/podset-required-topology": BLOCK}}
+    kube.apply(doc)
+    request = queues.wait_workload("JAXJob", "job")["spec"]["podSets"][0]["topologyRequest"]
+    assert request["podIndexLabel"] == "training.kubeflow.org/replica-index"
+    pods = wait_for("Kueue's ungater to place every pod", lambda: placed(kube, "job", 4))
+    # the stored job keeps its template: the gate is on the pods only
+    assert "schedulingGates" not in kube.job("JAXJob", "job")["spec"]["jaxReplicaSpecs"][
+        "Worker"]["template"]["spec"]
+    host = {int(p["metadata"]["labels"]["training.kubeflow.org/replica-index"]):
+            p["spec"]["nodeSelector"][HOSTNAME] for p in pods.values()}
+    assert host[0] == host[1] != host[2] == host[3], host
+    assert {host[0], host[2]} == set(ext_nodes)
+    run(kube, "JAXJob", "job")
+    succeed(kube, "JAXJob", "job")
+    assert queues.wait_condition("JAXJob", "job", "Finished")["reason"] == "Succeeded"
