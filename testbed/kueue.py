@@ -104,6 +104,7 @@ class Kueue:
         here)."""
         self.api = api
         self.name = name
+        self._args = (folder, config, released)
         self.log_path = folder / f"{name}.log"
         self.webhook_port, self.metrics_port, self.health_port = (
             free_port(), free_port(), free_port())
@@ -144,7 +145,7 @@ class Kueue:
         self.proc = subprocess.Popen(
             [str(binary()), f"--config={path}"],
             env={**os.environ, "KUBECONFIG": str(api.kubeconfig)},
-            stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+            stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
         Kueue.running.add(self)
 
     def webhook_configurations(self, ca_pem: bytes, frameworks: list[str]
@@ -182,6 +183,13 @@ class Kueue:
             doc["webhooks"] = hooks
             docs.append(doc)
         return docs
+
+    def again(self) -> Kueue:
+        """A new Kueue as this one was started (this one stopped first): Kueue down and
+        back."""
+        self.stop()
+        folder, config, released = self._args
+        return Kueue(self.api, folder, name=self.name, config=config, released=released)
 
     def wait_ready(self, timeout: float = 120) -> Kueue:
         """Wait for /readyz (its caches are synced and its webhook serves)."""

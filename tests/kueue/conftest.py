@@ -24,6 +24,10 @@ PODS_READY_TIMEOUT = 45
 it (the tests that do not test it set their pods Running at once)."""
 
 
+KUEUES: dict[str, kueue.Kueue] = {}
+"""The Kueue running on each of the suite's API servers (by URL): a test may restart it."""
+
+
 def with_kueue(logs: Path, *flags: str, name: str, config: dict[str, Any],
                job_controllers: bool = False, released: bool = False
                ) -> Iterator[TestAPIServer]:
@@ -41,6 +45,7 @@ def with_kueue(logs: Path, *flags: str, name: str, config: dict[str, Any],
             released=released)
         # a v2beta1 MPIJob's launcher is a batch/v1 Job: its controller makes its pod
         jobs = JobControllers(api, logs / "job-controllers.log") if job_controllers else None
+        KUEUES[api.url] = peer
         try:
             peer.wait_ready()
             if jobs is not None:
@@ -49,7 +54,7 @@ def with_kueue(logs: Path, *flags: str, name: str, config: dict[str, Any],
         finally:
             if jobs is not None:
                 jobs.stop()
-            peer.stop()
+            KUEUES.pop(api.url).stop()
     finally:
         trainop.close()
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, condition_of, wait_for
 from tests.jobs import TYPICAL
-from tests.kueue.conftest import EXTERNAL_KINDS
+from tests.kueue.conftest import EXTERNAL_KINDS, KUEUES
 from tests.kueue.queues import Queues
 from tests.kueue.test_kueue import pods_of, priority_class, queued, run, succeed, wait_pods_of
 from trainop.api import parse_job
@@ -226,3 +227,44 @@ def test_a_job_naming_a_prebuilt_workload_waits_for_it_then_adopts_it(
     assert adopted["metadata"]["labels"][wl.JOB_UID_LABEL] == kube.job("MXJob", "job")[
         "metadata"]["uid"]
     assert len(kube.items("workloads.kueue.x-k8s.io")) == 1
+
+
+def test_while_kueue_is_down_jobs_wait_and_nothing_runs_twice(
+        external: TestAPIServer, ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create(cpu="4")  # room for the first job (3 CPUs), not for both
+    kube.apply(queued("PyTorchJob", "running"))
+    run_pods = {p["metadata"]["name"]: p["metadata"]["uid"]
+                for p in wait_pods_of(kube, "running", 3)}
+    run(kube, "PyTorchJob", "running")
+    queues.wait_condition("PyTorchJob", "running", "PodsReady")
+    admitted = queues.workload("PyTorchJob", "running")
+    assert admitted is not None
+
+    peer = KUEUES[external.url]
+    peer.stop()
+    try:
+        # a job made while Kueue is down: trainop makes its Workload and keeps the job
+        # suspended; nothing of it runs outside the quota
+        kube.apply(queued("TFJob", "waiting"))
+        made = queues.wait_workload("TFJob", "waiting")
+        assert kube.wait_condition("TFJob", "waiting", "Suspended")["status"] == "True"
+        assert pods_of(kube, "waiting") == []
+    finally:
+        KUEUES[external.url] = peer.again().wait_ready()
+
+    # Kueue back: the running job keeps its Workload, quota and pods; the waiting one keeps
+    # its Workload and waits for the quota, then runs once
+    wait_for("the waiting job's Workload pending", lambda: condition_of(
+        queues.workload("TFJob", "waiting"), "QuotaReserved", "False"))
+    assert {p["metadata"]["name"]: p["metadata"]["uid"]
+            for p in pods_of(kube, "running")} == run_pods
+    still = queues.workload("PyTorchJob", "running")
+    assert still is not None and wl.is_admitted(still)
+    assert still["metadata"]["uid"] == admitted["metadata"]["uid"]
+    succeed(kube, "PyTorchJob", "running")
+    wait_pods_of(kube, "waiting", 4, timeout=60)
+    again = queues.workload("TFJob", "waiting")
+    assert again is not None and again["metadata"]["uid"] == made["metadata"]["uid"]
+    assert sorted(w["metadata"]["name"] for w in kube.items("workloads.kueue.x-k8s.io")) == \
+        sorted([admitted["metadata"]["name"], made["metadata"]["name"]])
