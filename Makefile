@@ -25,8 +25,12 @@ run: venv
 test: venv
 	bash hack/system-deps.sh
 	bash hack/node-deps.sh
-	$(BIN)/pip install -q --no-cache-dir -e '.[train,e2e,bench,dev]'
-	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" && export KUBEBUILDER_ASSETS && \
+	@# the Go builds (CPU) run while pip downloads PyTorch (network): a cold run's longest
+	@# two steps side by side
+	bash hack/test-assets.sh >.test-assets & assets=$$!; \
+	$(BIN)/pip install -q --no-cache-dir -e '.[train,e2e,bench,dev]'; installed=$$?; \
+	wait $$assets && [ $$installed -eq 0 ]
+	KUBEBUILDER_ASSETS="$$(cat .test-assets)" && export KUBEBUILDER_ASSETS && \
 	export PATH="$$KUBEBUILDER_ASSETS:$$PATH" && \
 	$(BIN)/ruff check . && \
 	$(BIN)/mypy && \
