@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import os
 import re
+import ssl
 import subprocess
+import urllib.request
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -195,6 +197,17 @@ class Kueue:
         """Wait for /readyz (its caches are synced and its webhook serves)."""
         wait_ready(self.proc, self.health_port, timeout, self.name, self.log)
         return self
+
+    def metrics(self) -> str:
+        """Its Prometheus metrics, as a scrape with a token of the API server's reads them
+        (Kueue's metrics server authenticates and authorizes through the API server)."""
+        context = ssl.create_default_context(cadata=certificates()[0].decode())
+        context.check_hostname = False  # its serving certificate names the Service
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{self.metrics_port}/metrics",
+            headers={"Authorization": f"Bearer {self.api.admin_token}"})
+        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+            return str(answer.read().decode())
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]

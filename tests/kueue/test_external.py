@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, condition_of, wait_for
@@ -32,9 +33,17 @@ def events(kube: Kube, job: str) -> list[tuple[str, str]]:
             if e["involvedObject"]["name"] == job]
 
 
+def admitted_total(api: TestAPIServer, cluster_queue: str) -> float:
+    """kueue_admitted_workloads_total of `cluster_queue`, as Kueue's metrics say it."""
+    families = text_string_to_metric_families(KUEUES[api.url].metrics())
+    return sum(s.value for f in families if f.name == "kueue_admitted_workloads"
+               for s in f.samples if s.name == "kueue_admitted_workloads_total"
+               and s.labels.get("cluster_queue") == cluster_queue)
+
+
 @pytest.mark.parametrize("kind", EXTERNAL_KINDS)
 def test_a_job_is_queued_admitted_run_and_finished_through_trainops_workload(
-        ext_kube: Kube, ext_queues: Queues, kind: str) -> None:
+        external: TestAPIServer, ext_kube: Kube, ext_queues: Queues, kind: str) -> None:
     kube, queues = ext_kube, ext_queues
     queues.create(cpu="1", flavor={"nodeLabels": {"pool": "a"}, "tolerations": [TOLERATION]})
     kube.apply(queued(kind))  # too large for the queue: it waits
@@ -69,6 +78,8 @@ def test_a_job_is_queued_admitted_run_and_finished_through_trainops_workload(
                             ].values():
         assert "nodeSelector" not in rs["template"]["spec"]
     assert ("Started", f"Admitted by clusterQueue {queues.name}") in events(kube, "job")
+    # Kueue's metrics count trainop's Workload as any other
+    assert admitted_total(external, queues.name) == 1.0
 
     run(kube, kind, "job")
     assert queues.wait_condition(kind, "job", "PodsReady")["reason"] == "Started"
