@@ -279,3 +279,27 @@ def test_while_kueue_is_down_jobs_wait_and_nothing_runs_twice(
     assert again is not None and again["metadata"]["uid"] == made["metadata"]["uid"]
     assert sorted(w["metadata"]["name"] for w in kube.items("workloads.kueue.x-k8s.io")) == \
         sorted([admitted["metadata"]["name"], made["metadata"]["name"]])
+
+
+def test_replicas_that_are_done_give_their_quota_to_the_next_job(
+        ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create(cpu="3")
+    kube.apply(queued("PyTorchJob", "first"))
+    wait_pods_of(kube, "first", 3)
+    run(kube, "PyTorchJob", "first")
+    nxt = queued("JAXJob", "next")
+    nxt["spec"]["jaxReplicaSpecs"]["Worker"]["replicas"] = 2
+    kube.apply(nxt)
+    wait_for("the next job pending", lambda: condition_of(
+        queues.workload("JAXJob", "next"), "QuotaReserved", "False"))
+    # the first job's workers succeed while its master runs: their two CPUs go back, and
+    # the next job is admitted beside it
+    for name in ("first-worker-0", "first-worker-1"):
+        kube.set_pod(name, "Succeeded", exit_code=0)
+    released = wait_for("the workers reclaimable", lambda: (
+        queues.workload("PyTorchJob", "first") or {}).get("status", {}).get(
+        "reclaimablePods"))
+    assert released == [{"name": "worker", "count": 2}]
+    wait_pods_of(kube, "next", 2)
+    assert kube.get("pod", "first-master-0")["status"]["phase"] == "Running"

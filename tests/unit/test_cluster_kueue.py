@@ -31,7 +31,8 @@ def test_the_state_kueue_reads_of_a_job() -> None:
               "replicaStatuses": {"Master": {"active": 1}, "Worker": {"succeeded": 2}},
               "conditions": [{"type": "Running", "status": "True"}]}
     assert job_state(with_status(status)) == JobState(
-        suspended=False, active=True, running=True, ended=None, started=True)
+        suspended=False, active=True, running=True, ended=None, started=True,
+        succeeded={"Worker": 2})
     status = {**status, "replicaStatuses": {"Master": {"failed": 1}}, "conditions": [
         {"type": "Running", "status": "False"},
         {"type": "Failed", "status": "True", "message": "it failed"}]}

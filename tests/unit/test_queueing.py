@@ -274,3 +274,43 @@ def test_a_workload_kueues_own_integration_keeps_is_not_the_jobs_to_keep() -> No
     other = copy.deepcopy(kueues)
     other["metadata"]["ownerReferences"][0]["uid"] = "uid-2"
     assert q.kept_by_another(mpi, [other]) is None
+
+
+def test_replicas_that_are_done_give_their_quota_back_and_never_take_it_again() -> None:
+    j = job()
+    admitted = workload_of(j, *ADMITTED)
+    done = JobState(suspended=False, active=True, running=True, succeeded={"Worker": 1})
+    patch, = decide(j, done, admitted).status
+    assert patch.conditions is None and patch.reclaimable_pods == [
+        {"name": "worker", "count": 1}]
+    # told: nothing more until another is done; a count never goes down
+    admitted["status"]["reclaimablePods"] = [{"name": "worker", "count": 1}]
+    assert decide(j, done, admitted) == Step()
+    fewer = JobState(suspended=False, active=True, running=True, succeeded={})
+    assert decide(j, fewer, admitted) == Step()
+    both = JobState(suspended=False, active=True, running=True,
+                    succeeded={"Worker": 2, "Master": 1})
+    patch, = decide(j, both, admitted).status
+    assert patch.reclaimable_pods == [{"name": "master", "count": 1},
+                                      {"name": "worker", "count": 2}]
+
+
+def test_no_replica_is_reclaimable_that_would_run_again() -> None:
+    done = JobState(suspended=False, active=True, running=True, succeeded={"Worker": 2})
+    # restartPolicy Always: a pod that succeeded is made again
+    always = job()
+    always.spec.replica_specs["Worker"].restart_policy = "Always"
+    assert decide(always, done, workload_of(always, *ADMITTED)) == Step()
+    # restartScope Job: a restart runs every replica again
+    whole = job()
+    whole.spec.run_policy.restart_scope = "Job"
+    assert decide(whole, done, workload_of(whole, *ADMITTED)) == Step()
+    # not admitted, or evicted: nothing to give back
+    j = job()
+    pending = decide(j, done, workload_of(j, ("QuotaReserved", "False", "Pending")))
+    assert all(p.reclaimable_pods is None for p in pending.status)
+    evicted = workload_of(j, *ADMITTED, ("Evicted", "True", "Preempted"))
+    evicted["status"]["reclaimablePods"] = [{"name": "worker", "count": 2}]
+    gone = JobState(suspended=True, active=False, running=False)
+    patch, = decide(j, gone, evicted).status
+    assert patch.clear_admission and patch.reclaimable_pods == []  # readmitted, all run

@@ -82,9 +82,13 @@ def job_state(job: Job) -> JobState:
                 ended = (ctype == "Succeeded", c.message or "")
     active = status is not None and any(
         (rs.active or 0) > 0 for rs in (status.replica_statuses or {}).values())
+    succeeded = {rtype: rs.succeeded or 0
+                 for rtype, rs in ((status.replica_statuses or {}) if status else {}).items()
+                 if rs.succeeded}
     return JobState(suspended=bool(job.spec.run_policy.suspend), active=active,
                     running=status is not None and cond.is_true(status, "Running"),
-                    ended=ended, started=status is not None and bool(status.start_time))
+                    ended=ended, started=status is not None and bool(status.start_time),
+                    succeeded=succeeded)
 
 
 def admitted_job(job: Job, infos: Mapping[str, wl.PodSetInfo]) -> Job:
@@ -271,9 +275,13 @@ class Queueing:
         """The Workload's status, as of the version read (a conflict: read again)."""
         meta = patch.workload["metadata"]
         body: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                                "status": {"conditions": patch.conditions}}
+                                "status": {}}
+        if patch.conditions is not None:
+            body["status"]["conditions"] = patch.conditions
         if patch.clear_admission:
             body["status"]["admission"] = None
+        if patch.reclaimable_pods is not None:
+            body["status"]["reclaimablePods"] = patch.reclaimable_pods or None
         await self.client.patch(WORKLOADS.path(meta["namespace"], meta["name"], "status"),
                                 body)
 

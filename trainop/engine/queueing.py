@@ -48,6 +48,8 @@ class JobState:
     started: bool = True
     """It ran once (status.startTime): a job that never did is suspended without a word,
     as Kueue's webhook suspends a queued job it admits to the API server."""
+    succeeded: Mapping[str, int] = field(default_factory=dict)
+    """Replica type -> pods of it that succeeded (status.replicaStatuses[*].succeeded)."""
 
 
 @dataclass
@@ -56,8 +58,11 @@ class StatusPatch:
     quota is given back."""
 
     workload: Mapping[str, Any]
-    conditions: list[dict[str, Any]]
+    conditions: list[dict[str, Any]] | None
+    """None: the conditions are left as they are."""
     clear_admission: bool = False
+    reclaimable_pods: list[dict[str, Any]] | None = None
+    """status.reclaimablePods to write (None: left as they are)."""
 
 
 @dataclass
@@ -140,6 +145,27 @@ def controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     return next((dict(r) for r in refs if r.get("controller")), None)
 
 
+def reclaimable(job: Job, state: JobState, workload: Mapping[str, Any]
+                ) -> list[dict[str, Any]]:
+    """The Workload's reclaimablePods: per pod set, its replicas that succeeded and are not
+    run again (not `restartPolicy: Always`), so Kueue lends their quota to others (Kueue's
+    own kubeflow integration tells none). None of a job that restarts every replica
+    together (`restartScope: Job`). A count never goes down (Kueue refuses that while the
+    Workload holds quota: validateReclaimablePodsUpdate)."""
+    sizes = {ps.get("name"): int(ps.get("count") or 0)
+             for ps in (workload.get("spec") or {}).get("podSets") or []}
+    before = {r.get("name"): int(r.get("count") or 0)
+              for r in (workload.get("status") or {}).get("reclaimablePods") or []}
+    counts = dict(before)
+    if job.spec.run_policy.restart_scope != "Job":
+        for rtype, spec in job.spec.replica_specs.items():
+            name, done = rtype.lower(), state.succeeded.get(rtype, 0)
+            if done and spec.restart_policy != "Always" and name in sizes:
+                counts[name] = max(min(done, sizes[name]), before.get(name, 0))
+    return [{"name": name, "count": counts[name]} for name in sizes
+            if counts.get(name)]
+
+
 def kept_by_another(job: Job, workloads: Sequence[Mapping[str, Any]]
                     ) -> Mapping[str, Any] | None:
     """The job's Workload that Kueue's own integration keeps, or None: one the job
@@ -210,6 +236,13 @@ def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
         step.events.append(Event("Normal", "FinishedWorkload",
                                  f"Workload '{key(workload)}' is declared finished"))
         return step
+    released = reclaimable(job, state, workload) if has_quota(workload) and not \
+        state.suspended and wl.condition(workload, "Evicted") is None else None
+    if released is not None and released != list(
+            (workload.get("status") or {}).get("reclaimablePods") or []):
+        # jobframework step 4 (JobWithReclaimablePods): the quota of replicas that are done
+        step.status.append(StatusPatch(workload, None, reclaimable_pods=released))
+        return step
     if wait_for_pods_ready:
         status, reason, message = pods_ready(state, workload)
         before = _condition(workload, "PodsReady")
@@ -232,7 +265,9 @@ def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
                 conditions = conditions_with(workload, "Admitted", "False", "NoReservation",
                                              "The workload has no reservation", now,
                                              conditions)
-            step.status.append(StatusPatch(workload, conditions, clear_admission=True))
+            # the pods made again on readmission run every replica: none is reclaimable
+            step.status.append(StatusPatch(workload, conditions, clear_admission=True,
+                                           reclaimable_pods=[]))
         return step
     if state.suspended:
         if wl.is_admitted(workload):
