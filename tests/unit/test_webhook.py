@@ -222,6 +222,20 @@ def test_the_namespaced_role_grants_what_the_cluster_role_grants() -> None:
     assert role["rules"] == cluster["rules"]
 
 
+def test_the_namespaced_install_grants_the_cluster_scoped_reads_a_role_cannot() -> None:
+    # a Role's rules for cluster-scoped resources grant nothing: the namespaced overlay
+    # grants those of the ClusterRole's rules in a ClusterRole of their own
+    cluster = yaml.safe_load((REPO / "config/rbac/cluster/role.yaml").read_text())
+    docs = list(yaml.safe_load_all((REPO / "config/namespaced/cluster_reads.yaml").read_text()))
+    reads = next(d for d in docs if d["kind"] == "ClusterRole")
+    scoped = {"resourceflavors", "workloadpriorityclasses", "priorityclasses"}
+    assert reads["rules"] == [r for r in cluster["rules"] if set(r["resources"]) & scoped]
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == reads["metadata"]["name"]
+    listed = yaml.safe_load((REPO / "config/namespaced/kustomization.yaml").read_text())
+    assert "cluster_reads.yaml" in listed["resources"]
+
+
 def test_the_cluster_role_lets_owner_references_block_deletion() -> None:
     # OwnerReferencesPermissionEnforcement: blockOwnerDeletion needs update on finalizers
     role = yaml.safe_load((REPO / "config/rbac/cluster/role.yaml").read_text())
