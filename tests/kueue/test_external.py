@@ -303,3 +303,26 @@ def test_replicas_that_are_done_give_their_quota_to_the_next_job(
     assert released == [{"name": "worker", "count": 2}]
     wait_pods_of(kube, "next", 2)
     assert kube.get("pod", "first-master-0")["status"]["phase"] == "Running"
+
+
+def test_an_elastic_job_admitted_partly_runs_the_workers_kueue_admitted(
+        ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create(cpu="2")
+    doc = queued("PyTorchJob", spec={"elasticPolicy": {
+        "minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d"}})
+    del doc["spec"]["pytorchReplicaSpecs"]["Master"]
+    doc["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 4
+    kube.apply(doc)
+    queues.wait_condition("PyTorchJob", "job", "Admitted")
+    made = queues.wait_workload("PyTorchJob", "job")
+    assert made["spec"]["podSets"][0]["minCount"] == 2
+    assert made["status"]["admission"]["podSetAssignments"][0]["count"] == 2
+    pods = wait_pods_of(kube, "job", 2)
+    assert sorted(p["metadata"]["name"] for p in pods) == ["job-worker-0", "job-worker-1"]
+    # the stored job asks for four still: two were admitted, two run
+    assert kube.job("PyTorchJob", "job")["spec"]["pytorchReplicaSpecs"]["Worker"][
+        "replicas"] == 4
+    run(kube, "PyTorchJob", "job")
+    succeed(kube, "PyTorchJob", "job")
+    assert queues.wait_condition("PyTorchJob", "job", "Finished")["reason"] == "Succeeded"

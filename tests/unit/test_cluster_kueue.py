@@ -125,3 +125,13 @@ def test_a_job_whose_workload_kueue_keeps_is_left_to_kueue_and_that_is_told_once
         f"Workload default/{name} is kept by Kueue's own integration of MPIJob "
         "kubeflow.org/v2beta1: trainop leaves it to Kueue (--kueue-workloads names mpijob "
         "too)")]
+
+
+def test_a_job_admitted_partly_runs_as_many_replicas_as_were_admitted() -> None:
+    j = job("PyTorchJob", {"Worker": 4},
+            spec={"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}})
+    admitted = admitted_job(j, {"worker": PodSetInfo(count=2)})
+    assert admitted.spec.replica_specs["Worker"].replicas == 2
+    assert j.spec.replica_specs["Worker"].replicas == 4  # the manager's copy unchanged
+    assert admitted_job(j, {"worker": PodSetInfo(count=4)}).spec.replica_specs[
+        "Worker"].replicas == 4

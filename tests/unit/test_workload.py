@@ -294,3 +294,23 @@ def test_every_kind_has_a_workload() -> None:
         assert wl.matches(j, made)
         assert [s["name"] for s in made["spec"]["podSets"]] == [
             r.lower() for r in KINDS[kind].replica_types if r in TYPICAL[kind]]
+
+
+def test_an_elastic_jobs_workers_may_be_admitted_partly() -> None:
+    elastic = job("PyTorchJob", {"Worker": 4},
+                  spec={"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}})
+    (workers,) = wl.pod_sets(elastic)
+    assert (workers["count"], workers["minCount"]) == (4, 2)
+    paddle = job("PaddleJob", {"Worker": 3},
+                 spec={"elasticPolicy": {"minReplicas": 1, "maxReplicas": 3}})
+    assert wl.pod_sets(paddle)[0]["minCount"] == 1
+    # not elastic, or asking for no more than the least: every replica or none
+    assert all("minCount" not in ps for ps in wl.pod_sets(job("PyTorchJob")))
+    full = job("PyTorchJob", {"Worker": 2},
+               spec={"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}})
+    assert "minCount" not in wl.pod_sets(full)[0]
+    # the admission's count is what the pods are made for
+    made = wl.desired(elastic, Priority())
+    made["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+        {"name": "worker", "flavors": {}, "count": 3}]}}
+    assert wl.admitted(made, {})["worker"].count == 3

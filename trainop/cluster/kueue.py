@@ -93,7 +93,8 @@ def job_state(job: Job) -> JobState:
 
 def admitted_job(job: Job, infos: Mapping[str, wl.PodSetInfo]) -> Job:
     """`job` with each replica type's template given its admission's additions (what
-    Kueue's built-in integrations write into the stored templates), for the engine."""
+    Kueue's built-in integrations write into the stored templates), and as many replicas
+    as were admitted (an elastic job's workers, admitted partly), for the engine."""
     if not infos:
         return job
     specs = {}
@@ -104,7 +105,10 @@ def admitted_job(job: Job, infos: Mapping[str, wl.PodSetInfo]) -> Job:
             continue
         template = copy.deepcopy(spec.template or {})
         wl.apply(template, info, rtype.lower())
-        specs[rtype] = spec.model_copy(update={"template": template})
+        update: dict[str, Any] = {"template": template}
+        if info.count is not None and info.count < (spec.replicas or 1):
+            update["replicas"] = info.count  # admitted partly: as many as Kueue admitted
+        specs[rtype] = spec.model_copy(update=update)
     return job.model_copy(update={"spec": job.spec.model_copy(update={"replica_specs": specs})})
 
 

@@ -163,13 +163,29 @@ def pod_sets(job: Job) -> list[dict[str, Any]]:
             continue
         template = copy.deepcopy(spec.template or {})
         annotations = (template.get("metadata") or {}).get("annotations") or {}
-        sets.append({
+        count = 1 if spec.replicas is None else spec.replicas
+        pod_set: dict[str, Any] = {
             "name": rtype.lower(),
-            "count": 1 if spec.replicas is None else spec.replicas,
+            "count": count,
             "template": template,
             "topologyRequest": topology_request(annotations),
-        })
+        }
+        least = min_count(job, rtype)
+        if least is not None and least < count:
+            pod_set["minCount"] = least
+        sets.append(pod_set)
     return sets
+
+
+def min_count(job: Job, rtype: str) -> int | None:
+    """The fewest replicas of `rtype` the job can run with, where it can run partly: an
+    elastic job's workers (elasticPolicy.minReplicas), which Kueue may then admit fewer of
+    than asked (partial admission). trainop's own: Kueue's kubeflow integration asks for
+    every replica."""
+    elastic = job.spec.elastic()
+    if rtype != "Worker" or elastic is None or elastic.min_replicas is None:
+        return None
+    return max(elastic.min_replicas, 1)
 
 
 @dataclass(frozen=True)
@@ -281,6 +297,8 @@ class PodSetInfo:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     scheduling_gates: list[dict[str, Any]] = field(default_factory=list)
+    count: int | None = None
+    """The replicas admitted (fewer than asked where Kueue admitted the pod set partly)."""
 
     def merge(self, other: PodSetInfo, where: str) -> None:
         """Add `other`'s, refusing a key set to another value (PodSetInfo.Merge)."""
@@ -311,7 +329,8 @@ def admitted(workload: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any
     for assignment in admission.get("podSetAssignments") or []:
         ps_name = assignment.get("name", "")
         info = PodSetInfo(labels={PODSET_LABEL: ps_name},
-                          annotations={WORKLOAD_ANNOTATION: workload["metadata"]["name"]})
+                          annotations={WORKLOAD_ANNOTATION: workload["metadata"]["name"]},
+                          count=assignment.get("count"))
         if assignment.get("topologyAssignment") is not None:
             request = sets.get(ps_name, {}).get("topologyRequest") or {}
             if not any(k in request for k in ("required", "preferred", "unconstrained")):
