@@ -100,6 +100,14 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--mpi-kubectl-delivery-image",), "engine.mpi_kubectl_delivery_image",
          "Image of the MPI launcher's init container that brings kubectl (MPIJobs of the "
          "KubectlExec transport)."),
+    Flag(("--kueue-manage-jobs-without-queue-name",), "kueue_without_queue_name",
+         "Of the kinds of --kueue-workloads, queue jobs that name no queue too, as Kueue's "
+         "manageJobsWithoutQueueName: set it as Kueue's Configuration does. Not in upstream.",
+         is_flag=True),
+    Flag(("--kueue-managed-jobs-namespace-selector",), "kueue_namespace_selector",
+         "Queue jobs (of the kinds of --kueue-workloads) only in the namespaces this label "
+         "selector matches, as Kueue's managedJobsNamespaceSelector ('': every namespace): "
+         "set it as Kueue's Configuration does. Not in upstream."),
     own("--wait-for-dns", "engine.wait_for_dns",
         "Give pods that dial a peer by name as they start, without retrying the lookup "
         "(XGBoost's workers), an init container `wait-for-dns` that waits for that name "

@@ -57,10 +57,11 @@ class Manager(ManagerProcess):
 class Kube:
     """One test's namespace on a test API server (or the real node's)."""
 
-    def __init__(self, api: Cluster, ns: str | None = None):
+    def __init__(self, api: Cluster, ns: str | None = None, existing: bool = False):
         self.api = api
         self.ns = ns or f"t-{uuid.uuid4().hex[:8]}"
-        api.kubectl("create", "namespace", self.ns)
+        if not existing:
+            api.kubectl("create", "namespace", self.ns)
 
     def kubectl(self, *args: str, input: str | None = None) -> str:
         return self.api.kubectl(*args, "-n", self.ns, input=input).stdout

@@ -159,6 +159,34 @@ def test_an_mpijob_is_kueues_own_one_workload_and_trainop_makes_none(
     assert "WorkloadKeptByKueue" not in [r for r, _ in events(kube, "job")]
 
 
+def test_a_new_job_naming_no_queue_takes_its_namespaces_default_one(
+        ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    before = queued("XGBoostJob", "before")
+    del before["metadata"]["labels"]
+    kube.apply(before)  # no LocalQueue `default` yet: it runs unqueued
+    replicas = sum(TYPICAL["XGBoostJob"].values())  # type: ignore[arg-type]
+    wait_pods_of(kube, "before", replicas)
+    queues.create()
+    queues.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                  "metadata": {"name": "default", "namespace": kube.ns},
+                  "spec": {"clusterQueue": queues.name}})
+    wait_for("LocalQueue default active", lambda: queues.active(
+        "localqueues", "default", namespaced=True))
+    doc = queued("XGBoostJob")
+    del doc["metadata"]["labels"]
+    kube.apply(doc)
+    made = queues.wait_workload("XGBoostJob", "job")
+    assert made["spec"]["queueName"] == "default"
+    assert kube.job("XGBoostJob", "job")["metadata"]["labels"][wl.QUEUE_LABEL] == "default"
+    queues.wait_condition("XGBoostJob", "job", "Admitted")
+    wait_pods_of(kube, "job", replicas)
+    # a job that ran before the LocalQueue was made is left as it is
+    assert wl.QUEUE_LABEL not in (kube.job("XGBoostJob", "before")["metadata"].get(
+        "labels") or {})
+    assert queues.workload("XGBoostJob", "before") is None
+
+
 def test_a_workload_deleted_by_hand_stops_the_job_until_a_new_one_is_admitted(
         ext_kube: Kube, ext_queues: Queues) -> None:
     kube, queues = ext_kube, ext_queues
@@ -326,3 +354,4 @@ def test_an_elastic_job_admitted_partly_runs_the_workers_kueue_admitted(
     run(kube, "PyTorchJob", "job")
     succeed(kube, "PyTorchJob", "job")
     assert queues.wait_condition("PyTorchJob", "job", "Finished")["reason"] == "Succeeded"
+

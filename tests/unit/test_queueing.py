@@ -314,3 +314,40 @@ def test_no_replica_is_reclaimable_that_would_run_again() -> None:
     gone = JobState(suspended=True, active=False, running=False)
     patch, = decide(j, gone, evicted).status
     assert patch.clear_admission and patch.reclaimable_pods == []  # readmitted, all run
+
+
+def test_a_jobs_changed_queue_name_moves_its_waiting_workload() -> None:
+    waiting = workload_of(job(), ("QuotaReserved", "False", "Inadmissible"))
+    moved = job(**{wl.QUEUE_LABEL: "other"})
+    step = decide(moved, QUEUED, waiting)
+    assert step.replace_spec == [(waiting, {"queueName": "other"})] and step.events == []
+    # the label taken off: the Workload names no queue either (and waits for one)
+    unnamed = job()
+    del unnamed.metadata.labels[wl.QUEUE_LABEL]  # type: ignore[union-attr]
+    assert decide(unnamed, QUEUED, waiting).replace_spec == [(waiting, {"queueName": None})]
+    # not while it holds an admission (Kueue's validation refuses it)
+    admitted = workload_of(job(), ("QuotaReserved", "True", "QuotaReserved"))
+    assert decide(moved, QUEUED, admitted).replace_spec == []
+
+
+def test_kueue_queues_only_in_the_namespaces_it_manages() -> None:
+    named, unnamed = job(), job()
+    del unnamed.metadata.labels[wl.QUEUE_LABEL]  # type: ignore[union-attr]
+    assert q.queued(named, managed_namespace=True, without_queue_name=False)
+    assert not q.queued(named, managed_namespace=False, without_queue_name=True)
+    assert not q.queued(unnamed, managed_namespace=True, without_queue_name=False)
+    assert q.queued(unnamed, managed_namespace=True, without_queue_name=True)
+    # ... and its Workload then names no queue (Kueue's pattern refuses an empty name)
+    assert "queueName" not in wl.desired(unnamed, wl.Priority())["spec"]
+
+
+def test_only_a_new_job_naming_no_queue_is_given_the_default_one() -> None:
+    unnamed = job()
+    del unnamed.metadata.labels[wl.QUEUE_LABEL]  # type: ignore[union-attr]
+    assert q.wants_default_queue(unnamed) and not q.wants_default_queue(job())
+    doc = unnamed.model_dump(by_alias=True, exclude_none=True)
+    doc["status"] = {"conditions": [{"type": "Created", "status": "True",
+                                     "reason": "PyTorchJobCreated", "message": "m",
+                                     "lastUpdateTime": EARLIER,
+                                     "lastTransitionTime": EARLIER}]}
+    assert not q.wants_default_queue(parse_job(doc))  # it ran before: left as it is

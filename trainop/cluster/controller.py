@@ -39,7 +39,6 @@ from trainop.engine import (
     rejected,
 )
 from trainop.engine import conditions as cond
-from trainop.engine import workload as wl
 from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name, replica_type_of
 from trainop.frameworks import framework_for
@@ -309,7 +308,10 @@ class JobController:
                 return None
             self._parsed.put((self.kind, key), rv, job, len(rec.raw))
         kueue_reads = None
-        if self.queueing is not None and wl.queue_name(job):
+        takes = False if self.queueing is None else await self.queueing.takes(job)
+        if takes is None:
+            return None  # labelled with its namespace's default queue: it comes back
+        if self.queueing is not None and takes:
             # the Workload is built from the job as stored, as Kueue reads it
             written = await asyncio.to_thread(lambda: parse_job(rec.object()))
             queued = await self.queueing.sync(written, job, obj)

@@ -38,6 +38,8 @@ WORKLOAD_PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadprior
                                      "WorkloadPriorityClass", namespaced=False)
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass",
                             namespaced=False)
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
 @dataclass(slots=True)
@@ -69,6 +71,12 @@ def informers(client: Client, namespace: str | None
                      lambda r: r.meta.owner_key, namespace),
             Informer(client, RESOURCE_FLAVORS, flavor_record, lambda r: r.meta.name,
                      lambda r: None))
+
+
+def managed_namespaces(client: Client, selector: str) -> Informer[Meta]:
+    """The namespaces `selector` matches (the API server selects them)."""
+    return Informer(client, NAMESPACES, meta_of, lambda r: r.name, lambda r: None,
+                    label_selector=selector)
 
 
 def job_state(job: Job) -> JobState:
@@ -116,14 +124,53 @@ class Queueing:
     """The Workloads of the queued jobs of the kinds trainop queues, and their steps."""
 
     def __init__(self, client: Client, workloads: Informer[WorkloadRecord],
-                 flavors: Informer[FlavorRecord], recorder: EventRecorder):
+                 flavors: Informer[FlavorRecord], recorder: EventRecorder, *,
+                 namespaces: Informer[Meta] | None = None, without_queue_name: bool = False):
         self.client = client
         self.workloads = workloads
         self.flavors = flavors
         self.recorder = recorder
+        self.namespaces = namespaces
+        """The namespaces whose jobs are queued (None: every one)."""
+        self.without_queue_name = without_queue_name
         self._tasks: set[asyncio.Task[None]] = set()
         self._told: dict[tuple[str, str], tuple[str, str]] = {}
         """(kind, job key) -> (Workload UID, message) of the last Pending event told."""
+
+    def informers(self) -> list[Informer[Any]]:
+        return [self.workloads, self.flavors, *([self.namespaces] if self.namespaces else [])]
+
+    async def takes(self, job: Job) -> bool | None:
+        """Whether Kueue's rules queue the job (engine.queueing.queued), or None where it
+        was just given the default LocalQueue: it comes back labelled."""
+        if not await self._managed(job.namespace):
+            return False
+        if queueing.wants_default_queue(job) and await self._has_default_queue(job.namespace):
+            await self.client.patch(job_resource(job.kind).path(job.namespace, job.name), {
+                "metadata": {"labels": {wl.QUEUE_LABEL: queueing.DEFAULT_QUEUE}}})
+            log.info("%s %s: queued in the namespace's LocalQueue %s, as it names none",
+                     job.kind, job.key, queueing.DEFAULT_QUEUE)
+            return None
+        return queueing.queued(job, managed_namespace=True,
+                               without_queue_name=self.without_queue_name)
+
+    async def _managed(self, namespace: str) -> bool:
+        if self.namespaces is None or self.namespaces.get(namespace) is not None:
+            return True
+        # not (yet) in the cache, maybe only just made: the API server decides
+        found = await self.client.get(NAMESPACES.path(), {
+            "labelSelector": self.namespaces.label_selector or "",
+            "fieldSelector": f"metadata.name={namespace}"})
+        return bool(found.get("items"))
+
+    async def _has_default_queue(self, namespace: str) -> bool:
+        try:
+            await self.client.get(LOCAL_QUEUES.path(namespace, queueing.DEFAULT_QUEUE))
+        except APIError as err:
+            if err.not_found:
+                return False
+            raise
+        return True
 
     def of(self, job: Job) -> list[dict[str, Any]]:
         """The job's Workloads (those it owns, and the prebuilt one it names)."""

@@ -98,8 +98,20 @@ async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorde
                     "(--kueue-workloads)", api.api_version, ", ".join(queued))
         return None
     workloads, flavors = kueue.informers(client, opts.namespace)
-    log.info("keeping Kueue Workloads for queued jobs of %s", ", ".join(queued))
-    return kueue.Queueing(client, workloads, flavors, recorder)
+    namespaces = None
+    if opts.kueue_namespace_selector:
+        try:
+            await client.get(kueue.NAMESPACES.path(), {
+                "labelSelector": opts.kueue_namespace_selector, "limit": "1"})
+        except APIError as err:
+            raise StartupError(f"--kueue-managed-jobs-namespace-selector "
+                               f"{opts.kueue_namespace_selector!r}: {err}") from None
+        namespaces = kueue.managed_namespaces(client, opts.kueue_namespace_selector)
+    log.info("keeping Kueue Workloads for queued jobs of %s%s (in namespaces %s)",
+             ", ".join(queued), ", those naming no queue too" if
+             opts.kueue_without_queue_name else "", opts.kueue_namespace_selector or "all")
+    return kueue.Queueing(client, workloads, flavors, recorder, namespaces=namespaces,
+                          without_queue_name=opts.kueue_without_queue_name)
 
 
 class Components:
@@ -189,8 +201,7 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
     extra = await _discover(client, opts)
     caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
     queueing = await _queueing(client, opts, recorder)
-    kueue_informers: list[Informer[Any]] = \
-        [queueing.workloads, queueing.flavors] if queueing else []
+    kueue_informers = queueing.informers() if queueing else []
     for informer in [*caches.all(), *kueue_informers]:
         probes.informers[informer.resource.plural] = components.task(
             f"{informer.resource.plural} informer", informer.run())

@@ -35,6 +35,11 @@ class ManagerOptions:
     kinds: list[str] = field(default_factory=lambda: list(KINDS))
     kueue_kinds: list[str] = field(default_factory=list)
     """Kinds whose queued jobs' Kueue Workloads the manager keeps (--kueue-workloads)."""
+    kueue_without_queue_name: bool = False
+    """Queue their jobs that name no queue too (Kueue's manageJobsWithoutQueueName)."""
+    kueue_namespace_selector: str = "kubernetes.io/metadata.name notin (kube-system,kueue-system)"
+    """The namespaces whose jobs are queued (Kueue's managedJobsNamespaceSelector, as a
+    label selector; its default with Kueue in kueue-system)."""
     namespace: str | None = None
     leader_elect: bool = False
     leader_election_namespace: str | None = None

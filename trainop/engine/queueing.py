@@ -23,6 +23,9 @@ from trainop.engine.plan import Event
 PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 """A job label (or annotation) naming the Workload made for it beforehand (MultiKueue's
 copy on a worker cluster)."""
+DEFAULT_QUEUE = "default"
+"""The LocalQueue a new job that names none is given where its namespace has a LocalQueue
+of this name (Kueue's LocalQueueDefaulting, GA)."""
 MAX_CONDITION_MESSAGE = 32 * 1024
 """Kueue cuts a condition's message there (pkg/util/api: maxConditionMsgSize)."""
 
@@ -131,6 +134,21 @@ def pending(workload: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def has_quota(workload: Mapping[str, Any]) -> bool:
     return wl.condition(workload, "QuotaReserved") is not None
+
+
+def queued(job: Job, *, managed_namespace: bool, without_queue_name: bool) -> bool:
+    """Whether Kueue's rules queue `job` (ReconcileGenericJob's first checks): only in a
+    namespace its managedJobsNamespaceSelector matches (respected for every job since
+    v0.19), and there a job that names a queue or, with manageJobsWithoutQueueName, any
+    job (one naming no queue then waits for one: Kueue admits no Workload without)."""
+    return managed_namespace and (wl.queue_name(job) is not None or without_queue_name)
+
+
+def wants_default_queue(job: Job) -> bool:
+    """Whether the job is given the default LocalQueue where its namespace has one
+    (ApplyDefaultLocalQueue): it names no queue and is new. Kueue's webhook writes the
+    label as the job is created; trainop before it first writes the job's status."""
+    return wl.queue_name(job) is None and not (job.status and job.status.conditions)
 
 
 def prebuilt_name(job: Job) -> str | None:
@@ -275,6 +293,11 @@ def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
             queue = ((workload.get("status") or {}).get("admission") or {}).get(
                 "clusterQueue", "")
             step.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {queue}"))
+        elif not (workload.get("status") or {}).get("admission") and \
+                (workload.get("spec") or {}).get("queueName") != wl.queue_name(job):
+            # the job's queue-name label changed while it waits (QueueNameChange); Kueue
+            # refuses the change while the Workload holds an admission
+            step.replace_spec.append((workload, {"queueName": wl.queue_name(job)}))
         return step
     if not wl.is_admitted(workload):
         _stop(state, step, "Not admitted by cluster queue")

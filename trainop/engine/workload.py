@@ -223,7 +223,10 @@ def desired(job: Job, priority: Priority) -> dict[str, Any]:
               if k.startswith(PROVISIONING_PREFIX) or k == ADMISSION_GATED_BY}
     if copied:
         meta["annotations"] = copied
-    spec: dict[str, Any] = {"podSets": pod_sets(job), "queueName": queue_name(job) or ""}
+    spec: dict[str, Any] = {"podSets": pod_sets(job)}
+    if queue_name(job):
+        # none where Kueue manages jobs without a queue name (the Workload waits for one)
+        spec["queueName"] = queue_name(job)
     spec.update(priority.fields())
     seconds = max_execution_seconds(job)
     if seconds is not None:

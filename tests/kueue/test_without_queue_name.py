@@ -1,0 +1,75 @@
+"""Jobs that name no queue, on a Kueue as released configured to manage them too
+(`manageJobsWithoutQueueName: true`) and trainop started to match
+(--kueue-manage-jobs-without-queue-name): such a job waits with a Workload that names no
+queue until it is given one; Kueue's managedJobsNamespaceSelector (its default: not in
+kube-system or kueue-system) leaves a namespace's jobs unqueued, whatever they name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from testbed.apiserver import TestAPIServer
+from tests.integration.kube import Kube, wait_for
+from tests.jobs import TYPICAL
+from tests.kueue.conftest import external_config, with_kueue
+from tests.kueue.queues import QUEUE, Queues
+from tests.kueue.test_external import events
+from tests.kueue.test_kueue import pods_of, queued, run, succeed, wait_pods_of
+from trainop.engine.workload import QUEUE_LABEL
+
+pytestmark = pytest.mark.kueue
+
+
+@pytest.fixture(scope="module")
+def unnamed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
+    """A cluster whose Kueue and trainop queue jobs that name no queue too."""
+    yield from with_kueue(
+        tmp_path_factory.mktemp("kueue-without-queue-name"), "--kueue-workloads", "all",
+        "--kueue-manage-jobs-without-queue-name", name="kueue-without-queue-name",
+        released=True, config={**external_config(), "manageJobsWithoutQueueName": True})
+
+
+def unlabelled(kind: str, name: str = "job") -> dict[str, Any]:
+    doc = queued(kind, name)
+    del doc["metadata"]["labels"]
+    return doc
+
+
+def test_a_job_naming_no_queue_waits_until_it_is_given_one(unnamed: TestAPIServer) -> None:
+    kube = Kube(unnamed)
+    queues = Queues(kube)
+    queues.create()
+    kube.apply(unlabelled("TFJob"))
+    made = queues.wait_workload("TFJob", "job")
+    assert "queueName" not in made["spec"]
+    wait_for("the job suspended", lambda: kube.job("TFJob", "job")["spec"]["runPolicy"].get(
+        "suspend"))
+    assert pods_of(kube, "job") == [] and queues.condition("TFJob", "job", "Admitted") is None
+    said = f"Workload {kube.ns}/{made['metadata']['name']}: LocalQueue  doesn't exist"
+    wait_for("why it waits said", lambda: ("Pending", said) in events(kube, "job"))
+    # given a queue: the same Workload names it, is admitted, and the job runs to its end
+    kube.kubectl("label", "tfjob", "job", f"{QUEUE_LABEL}={QUEUE}")
+    admitted = queues.wait_condition("TFJob", "job", "Admitted")
+    assert queues.workload("TFJob", "job")["metadata"]["uid"] == made["metadata"]["uid"]
+    assert admitted["reason"] == "Admitted"
+    wait_pods_of(kube, "job", sum(TYPICAL["TFJob"].values()))  # type: ignore[arg-type]
+    run(kube, "TFJob", "job")
+    succeed(kube, "TFJob", "job")
+    queues.wait_condition("TFJob", "job", "Finished")
+
+
+def test_a_namespace_kueue_does_not_manage_runs_its_jobs_unqueued(
+        unnamed: TestAPIServer) -> None:
+    kube = Kube(unnamed, "kube-system", existing=True)
+    kube.apply(queued("PyTorchJob", "named"))  # names a queue that is not even there
+    kube.apply(unlabelled("PyTorchJob", "unnamed"))
+    try:
+        for name in ("named", "unnamed"):
+            wait_pods_of(kube, name, sum(TYPICAL["PyTorchJob"].values()))  # type: ignore
+            assert "suspend" not in kube.job("PyTorchJob", name)["spec"].get("runPolicy", {})
+        assert kube.items("workloads.kueue.x-k8s.io") == []
+    finally:
+        kube.kubectl("delete", "pytorchjobs", "named", "unnamed", "--wait=false")
