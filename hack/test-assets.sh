@@ -15,7 +15,8 @@
 #     training-operator-VERSION (the differential suite and bench/ run it beside trainop);
 #   from sigs.k8s.io/controller-tools: controller-gen (upstream's CRD generator; `make crds`
 #     and a test make the pod template's schema with it from the Kubernetes API types);
-#   from sigs.k8s.io/kueue: Kueue's manager, as kueue-VERSION, and beside it
+#   from sigs.k8s.io/kueue: Kueue's manager, as kueue-VERSION, its CLI, as
+#     kueuectl-VERSION, and beside them
 #     kueue-VERSION-config, the CRDs, webhook configuration and manager Configuration of
 #     that release's config/
 #     (the Kueue suite installs them on its API server);
@@ -49,7 +50,7 @@ log() { echo "test-assets: $*" >&2; }
 kube=(kube-apiserver kubectl)
 upstream=("training-operator-$upstream_version" "controller-gen-$controller_tools_version")
 kueue_config="kueue-$kueue_version-config"
-kueue=("kueue-$kueue_version" "$kueue_config/manager-config.yaml")
+kueue=("kueue-$kueue_version" "kueuectl-$kueue_version" "$kueue_config/manager-config.yaml")
 mpi_operator=("mpi-operator-$mpi_operator_version")
 containerd=()
 if [[ $real_node != 0 ]]; then
@@ -149,7 +150,8 @@ fi
 if [[ -n "$(missing "$assets" "${kueue[@]}")" ]]; then
   # its own go.mod pins every dependency; it replaces nothing
   build_module sigs.k8s.io/kueue "$kueue_version" "-s -w" "" \
-    "sigs.k8s.io/kueue/cmd/kueue=${kueue[0]}" </dev/null
+    "sigs.k8s.io/kueue/cmd/kueue=${kueue[0]}" "sigs.k8s.io/kueue/cmd/kueuectl=${kueue[1]}" \
+    </dev/null
   # The manifests are in the module's zip, which `go get` above put in the module cache.
   # Copied, not linked: the module cache is read-only and may be cleaned.
   config="$cache/go/sigs.k8s.io_kueue@$kueue_version/config"

@@ -45,6 +45,11 @@ def binary() -> Path:
     return find_assets() / f"kueue-{version()}"
 
 
+def kueuectl() -> Path:
+    """Kueue's CLI of the same release."""
+    return find_assets() / f"kueuectl-{version()}"
+
+
 def manifests() -> Path:
     """The release's config/ as hack/test-assets.sh copied it: crd/*.yaml, webhooks.yaml."""
     return find_assets() / f"kueue-{version()}-config"
@@ -70,7 +75,7 @@ def as_released() -> dict[str, Any]:
 
 def unavailable() -> str | None:
     """Why Kueue cannot run here, or None."""
-    if not binary().is_file() or not manifests().is_dir():
+    if not binary().is_file() or not kueuectl().is_file() or not manifests().is_dir():
         return f"no kueue-{version()} in {find_assets()} (hack/test-assets.sh builds it)"
     probe = METRICS_CERTS  # a system folder
     while not probe.exists():

@@ -106,7 +106,7 @@ def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer
     (`--kueue-workloads all`)."""
     yield from with_kueue(tmp_path_factory.mktemp("kueue-external"), "--kueue-workloads",
                           "all", name="kueue-external", released=True,
-                          config=external_config())
+                          config=external_config(), job_controllers=True)
 
 
 @pytest.fixture

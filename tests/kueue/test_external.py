@@ -4,11 +4,13 @@ finishes it as it would a built-in kind's. MXJob too, which no Kueue release int
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from testbed import kueue
 from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, condition_of, wait_for
 from tests.jobs import TYPICAL
@@ -355,3 +357,37 @@ def test_an_elastic_job_admitted_partly_runs_the_workers_kueue_admitted(
     succeed(kube, "PyTorchJob", "job")
     assert queues.wait_condition("PyTorchJob", "job", "Finished")["reason"] == "Succeeded"
 
+
+def kueuectl(api: TestAPIServer, *args: str) -> str:
+    out = subprocess.run([str(kueue.kueuectl()), "--kubeconfig", str(api.kubeconfig), *args],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout
+
+
+def test_kueuectl_lists_stops_and_resumes_a_job_trainop_queues(
+        external: TestAPIServer, ext_kube: Kube, ext_queues: Queues) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create()
+    kube.apply(queued("PaddleJob"))
+    made = queues.wait_workload("PaddleJob", "job")
+    replicas = sum(TYPICAL["PaddleJob"].values())  # type: ignore[arg-type]
+    wait_pods_of(kube, "job", replicas)
+    listed = kueuectl(external, "list", "workload", "-n", kube.ns, "--for", "paddlejob/job")
+    header, row = listed.splitlines()
+    assert header.split()[:5] == ["NAME", "JOB", "TYPE", "JOB", "NAME"]
+    assert row.split()[:6] == [made["metadata"]["name"], "paddlejob", "job",
+                               "queue", queues.name, "ADMITTED"]
+
+    # stopped (its Workload deactivated): Kueue evicts it, trainop stops the job
+    kueuectl(external, "stop", "workload", made["metadata"]["name"], "-n", kube.ns)
+    evicted = queues.wait_condition("PaddleJob", "job", "Evicted")
+    assert evicted["reason"] == "Deactivated"
+    wait_for("the job suspended", lambda: kube.job("PaddleJob", "job")["spec"]["runPolicy"]
+             .get("suspend"))
+    wait_for("its pods gone", lambda: pods_of(kube, "job") == [])
+    wait_for("the quota given back", lambda: condition_of(
+        queues.workload("PaddleJob", "job"), "QuotaReserved", "False"))
+    # resumed: admitted again, and it runs
+    kueuectl(external, "resume", "workload", made["metadata"]["name"], "-n", kube.ns)
+    wait_pods_of(kube, "job", replicas)
+    assert not kube.job("PaddleJob", "job")["spec"]["runPolicy"]["suspend"]

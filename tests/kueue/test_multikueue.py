@@ -146,10 +146,16 @@ def test_a_job_dispatched_by_multikueue_runs_on_the_worker_only(
     assert told == []
 
 
+@pytest.mark.parametrize("clusters", [("manager_cluster", "kube", "queues"),
+                                      ("external_manager", "ext_kube", "ext_queues")],
+                         ids=["builtin", "released"])
 def test_a_v2beta1_mpijob_dispatched_by_multikueue_runs_on_the_worker_only(
-        manager_cluster: TestAPIServer, kube: Kube, queues: Queues) -> None:
-    # kubernetes-sigs/kueue#13035: a worker cluster must serve MPIJob at v2beta1
-    local = Kube(manager_cluster, kube.ns)
+        clusters: tuple[str, str, str], request: pytest.FixtureRequest) -> None:
+    # on Kueue's built-in configuration, and on its release's (kubeflow.org/mpijob on, the
+    # README's lines added); kubernetes-sigs/kueue#13035: a worker cluster must serve
+    # MPIJob at v2beta1
+    manager, kube, queues = (request.getfixturevalue(name) for name in clusters)
+    local = Kube(manager, kube.ns)
     queues.create(cpu="3")
     Queues(local).create(cpu="3", admission_checks=["workers"])
     local.apply(mpijob_v2beta1())
