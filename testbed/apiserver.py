@@ -105,6 +105,10 @@ class TestAPIServer:
     disabled_admission: str = "ServiceAccount"
     ca: CertPair | None = None
     """The CA it trusts for client certificates and signs its own with (made if None)."""
+    aggregation: bool = False
+    """Serve APIServices of extension API servers (Kueue's visibility API): a front-proxy
+    CA and client certificate, as kubeadm sets them, and requests routed to the
+    endpoints of an APIService's Service (there is no kube-proxy here)."""
     url: str = ""
     admin_token: str = "trainop-admin-token"
     kubeconfig: Path = Path()
@@ -177,12 +181,29 @@ class TestAPIServer:
             # turns its reconciler off the same way)
             *(("--endpoint-reconciler-type", "none")
               if ipaddress.ip_address(self.address).is_loopback else ()),
+            *(self._aggregation_args() if self.aggregation else ()),
             *self.extra_args,
         ]
         self._spawn("kube-apiserver", self._apiserver_args)
         self.kubeconfig = w / "kubeconfig"
         self.kubeconfig.write_text(yaml.safe_dump(self.kubeconfig_dict(self.admin_token)))
         self._wait_ready(timeout)
+
+    def _aggregation_args(self) -> list[str]:
+        w = self.workdir
+        ca = new_ca("front-proxy-ca")
+        client = issue(ca, "front-proxy-client")
+        (w / "front-proxy-ca.crt").write_bytes(ca.cert_pem)
+        (w / "front-proxy-client.crt").write_bytes(client.cert_pem)
+        (w / "front-proxy-client.key").write_bytes(client.key_pem)
+        return ["--requestheader-client-ca-file", str(w / "front-proxy-ca.crt"),
+                "--requestheader-allowed-names", "front-proxy-client",
+                "--requestheader-username-headers", "X-Remote-User",
+                "--requestheader-group-headers", "X-Remote-Group",
+                "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+                "--proxy-client-cert-file", str(w / "front-proxy-client.crt"),
+                "--proxy-client-key-file", str(w / "front-proxy-client.key"),
+                "--enable-aggregator-routing=true"]
 
     def kubeconfig_dict(self, token: str, user: str = "admin") -> dict[str, object]:
         """A kubeconfig for this server that authenticates with `token`."""

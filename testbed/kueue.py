@@ -22,7 +22,8 @@ import yaml
 
 from testbed.apiserver import TestAPIServer, find_assets, free_port, release
 from testbed.manager import terminate, wait_ready
-from trainop.cluster.certs import issue, new_ca
+from testbed.node import node_ip
+from trainop.cluster.certs import CertPair, issue, new_ca
 
 FRAMEWORKS = ("kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
               "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob")
@@ -56,14 +57,23 @@ def manifests() -> Path:
 
 
 @cache
+def _ca() -> CertPair:
+    return new_ca("kueue-test-ca", days=30)
+
+
+@cache
 def certificates() -> tuple[bytes, bytes, bytes]:
     """A CA, and a serving certificate and key it signed for 127.0.0.1: one set per test
     process, shared by every Kueue it starts (the metrics folder is fixed)."""
-    ca = new_ca("kueue-test-ca", days=30)
-    serving = issue(ca, "kueue-webhook-service.kueue-system.svc",
+    serving = issue(_ca(), "kueue-webhook-service.kueue-system.svc",
                     dns_names=["kueue-webhook-service.kueue-system.svc"],
                     ips=["127.0.0.1"], days=30)
-    return ca.cert_pem, serving.cert_pem, serving.key_pem
+    return _ca().cert_pem, serving.cert_pem, serving.key_pem
+
+
+VISIBILITY_SERVICE = "kueue-visibility-server"
+VISIBILITY_CERTS = Path("/visibility")
+"""Where Kueue's visibility server reads its certificate (fixed: pkg/visibility certDir)."""
 
 
 def as_released() -> dict[str, Any]:
@@ -73,16 +83,21 @@ def as_released() -> dict[str, Any]:
     return loaded
 
 
-def unavailable() -> str | None:
-    """Why Kueue cannot run here, or None."""
+def unavailable(visibility: bool = False) -> str | None:
+    """Why Kueue cannot run here (`visibility`: with its visibility API), or None."""
     if not binary().is_file() or not kueuectl().is_file() or not manifests().is_dir():
         return f"no kueue-{version()} in {find_assets()} (hack/test-assets.sh builds it)"
-    probe = METRICS_CERTS  # a system folder
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK):
-        return f"Kueue reads its metrics certificate from {METRICS_CERTS}, which this " \
-               "user cannot write"
+    for folder, what in ((METRICS_CERTS, "metrics"),
+                         *([(VISIBILITY_CERTS, "visibility server")] if visibility else [])):
+        probe = folder  # a system folder
+        while not probe.exists():
+            probe = probe.parent
+        if not os.access(probe, os.W_OK):
+            return f"Kueue reads its {what} certificate from {folder}, which this user " \
+                   "cannot write"
+    if visibility and node_ip() == "127.0.0.1":
+        return "the API server reaches an extension API server at a Service's endpoint, " \
+               "which may not be a loopback address: this host has no other"
     return None
 
 
@@ -103,15 +118,18 @@ class Kueue:
     """Those started and not stopped (they share METRICS_CERTS, removed after the last)."""
 
     def __init__(self, api: TestAPIServer, folder: Path, *, name: str = "kueue",
-                 config: dict[str, Any] | None = None, released: bool = False):
+                 config: dict[str, Any] | None = None, released: bool = False,
+                 visibility: bool = False):
         """`folder`: its configuration, certificates and log; `config`: fields merged into
         its Configuration (waitForPodsReady, featureGates...), which is the release's own
         where `released` (else one with the integrations of FRAMEWORKS), either run as a
         process here (its ports on the loopback, no leader election, certificates made
-        here)."""
+        here); `visibility`: its visibility API on (one Kueue at a time: its certificate's
+        folder is fixed), served through `api`, which must have been started with
+        aggregation."""
         self.api = api
         self.name = name
-        self._args = (folder, config, released)
+        self._args = (folder, config, released, visibility)
         self.log_path = folder / f"{name}.log"
         self.webhook_port, self.metrics_port, self.health_port = (
             free_port(), free_port(), free_port())
@@ -134,9 +152,11 @@ class Kueue:
                         "certDir": str(certs)},
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
-            # its extension API server would want an APIService and a fixed port
-            "featureGates": {"VisibilityOnDemand": False},
+            # its extension API server: an APIService, and a fixed certificate folder
+            "featureGates": {"VisibilityOnDemand": visibility},
         }
+        if visibility:
+            settings["visibilityServer"] = self._serve_visibility()
         for key, value in (config or {}).items():
             if isinstance(value, dict) and isinstance(settings.get(key), dict):
                 settings[key] = {**settings[key], **value}
@@ -150,10 +170,43 @@ class Kueue:
             api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                         input=yaml.safe_dump(doc))
         self.proc = subprocess.Popen(
-            [str(binary()), f"--config={path}"],
+            # --kubeconfig, not only $KUBECONFIG: the visibility server's delegated
+            # authentication reads the flag
+            [str(binary()), f"--config={path}", f"--kubeconfig={api.kubeconfig}"],
             env={**os.environ, "KUBECONFIG": str(api.kubeconfig)},
             stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
         Kueue.running.add(self)
+
+    def _serve_visibility(self) -> dict[str, Any]:
+        """Kueue's visibility server at this host's address (a Service's endpoint may not
+        be a loopback one) and a free port, its certificate in VISIBILITY_CERTS, and the
+        APIService, Service and EndpointSlice through which the API server calls it; its
+        `visibilityServer` settings."""
+        address, port = node_ip(), free_port()
+        service = f"{VISIBILITY_SERVICE}.{NAMESPACE}.svc"
+        serving = issue(_ca(), service, dns_names=[service], days=30)
+        VISIBILITY_CERTS.mkdir(parents=True, exist_ok=True)
+        (VISIBILITY_CERTS / "tls.crt").write_bytes(serving.cert_pem)
+        (VISIBILITY_CERTS / "tls.key").write_bytes(serving.key_pem)
+        (VISIBILITY_CERTS / "tls.key").chmod(0o600)
+        meta = {"name": VISIBILITY_SERVICE, "namespace": NAMESPACE}
+        docs = [
+            {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+                "ports": [{"name": "https", "port": 443, "targetPort": port}]}},
+            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {
+                **meta, "labels": {"kubernetes.io/service-name": VISIBILITY_SERVICE}},
+             "addressType": "IPv4", "endpoints": [{"addresses": [address]}],
+             "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
+            {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+             "metadata": {"name": "v1beta2.visibility.kueue.x-k8s.io"}, "spec": {
+                 "group": "visibility.kueue.x-k8s.io", "version": "v1beta2",
+                 "groupPriorityMinimum": 100, "versionPriority": 100,
+                 "caBundle": base64.b64encode(_ca().cert_pem).decode(),
+                 "service": {"name": VISIBILITY_SERVICE, "namespace": NAMESPACE,
+                             "port": 443}}}]
+        self.api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+                         input="---\n".join(yaml.safe_dump(d) for d in docs))
+        return {"bindAddress": address, "bindPort": port}
 
     def webhook_configurations(self, ca_pem: bytes, frameworks: list[str]
                                ) -> list[dict[str, Any]]:
@@ -195,8 +248,9 @@ class Kueue:
         """A new Kueue as this one was started (this one stopped first): Kueue down and
         back."""
         self.stop()
-        folder, config, released = self._args
-        return Kueue(self.api, folder, name=self.name, config=config, released=released)
+        folder, config, released, visibility = self._args
+        return Kueue(self.api, folder, name=self.name, config=config, released=released,
+                     visibility=visibility)
 
     def wait_ready(self, timeout: float = 120) -> Kueue:
         """Wait for /readyz (its caches are synced and its webhook serves)."""

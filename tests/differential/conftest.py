@@ -41,13 +41,13 @@ def start_upstream(logs: Path, *args: str
 
 
 def start_trainop(logs: Path, *args: str,
-                  prepare: Callable[[TestAPIServer], None] | None = None
-                  ) -> Iterator[tuple[TestAPIServer, Manager]]:
+                  prepare: Callable[[TestAPIServer], None] | None = None,
+                  aggregation: bool = False) -> Iterator[tuple[TestAPIServer, Manager]]:
     """An API server with trainop's CRDs (and the PodGroup kinds), its webhook registered
     as shipped and its MPIJob conversion called, the manager on it (`prepare`: what to do
-    on the API server before the manager starts)."""
+    on the API server before the manager starts; `aggregation`: see TestAPIServer)."""
     logs.mkdir(parents=True, exist_ok=True)
-    api = TestAPIServer().start()
+    api = TestAPIServer(aggregation=aggregation).start()
     try:
         api.kubectl("apply", "--server-side", "-k", str(CRDS))
         api.kubectl("apply", "--server-side", "-f", str(PODGROUPS))

@@ -29,20 +29,21 @@ KUEUES: dict[str, kueue.Kueue] = {}
 
 
 def with_kueue(logs: Path, *flags: str, name: str, config: dict[str, Any],
-               job_controllers: bool = False, released: bool = False
-               ) -> Iterator[TestAPIServer]:
+               job_controllers: bool = False, released: bool = False,
+               visibility: bool = False) -> Iterator[TestAPIServer]:
     """An API server with trainop (started with `flags`) and a Kueue named `name` (its
     Configuration, the release's own where `released`, given `config` besides
-    waitForPodsReady) on it; Kueue's CRDs are there before trainop starts, which queues
-    with Kueue where it finds its API as it starts."""
-    if reason := kueue.unavailable():
+    waitForPodsReady; `visibility`: its visibility API served through the API server) on
+    it; Kueue's CRDs are there before trainop starts, which queues with Kueue where it
+    finds its API as it starts."""
+    if reason := kueue.unavailable(visibility):
         cannot_run(reason)
-    trainop = start_trainop(logs, *flags, prepare=kueue.install)
+    trainop = start_trainop(logs, *flags, prepare=kueue.install, aggregation=visibility)
     api, _ = next(trainop)
     try:
         peer = kueue.Kueue(api, logs, name=name, config={"waitForPodsReady": {
             "timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}, **config},
-            released=released)
+            released=released, visibility=visibility)
         # a v2beta1 MPIJob's launcher is a batch/v1 Job: its controller makes its pod
         jobs = JobControllers(api, logs / "job-controllers.log") if job_controllers else None
         KUEUES[api.url] = peer
