@@ -118,3 +118,15 @@ def ext_kube(external: TestAPIServer) -> Kube:
 @pytest.fixture
 def ext_queues(ext_kube: Kube) -> Queues:
     return Queues(ext_kube)
+
+
+@pytest.fixture(scope="session")
+def opted_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
+    """A third API server, with what the other two leave off: Kueue as released with
+    `manageJobsWithoutQueueName: true` and trainop started to match
+    (--kueue-manage-jobs-without-queue-name, --kueue-workloads all), and Kueue's
+    visibility API served through the API server's aggregation layer."""
+    yield from with_kueue(
+        tmp_path_factory.mktemp("kueue-opted-in"), "--kueue-workloads", "all",
+        "--kueue-manage-jobs-without-queue-name", name="kueue-opted-in", released=True,
+        config={**external_config(), "manageJobsWithoutQueueName": True}, visibility=True)

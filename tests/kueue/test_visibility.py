@@ -1,13 +1,12 @@
 """Kueue's visibility API (an extension API server in Kueue's manager, served through the
 API server's aggregation layer) and `kueuectl` show where trainop's queued jobs wait, as
-for any kind Kueue integrates itself: Kueue as released plus the README's lines, trainop
-keeping the Workloads (`--kueue-workloads all`)."""
+for any kind Kueue integrates itself (the `opted_in` cluster: Kueue as released plus the
+README's lines, trainop keeping the Workloads)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,20 +14,12 @@ import pytest
 from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, wait_for
 from tests.jobs import TYPICAL
-from tests.kueue.conftest import external_config, with_kueue
 from tests.kueue.queues import QUEUE, Queues
 from tests.kueue.test_external import kueuectl
 from tests.kueue.test_kueue import queued, wait_pods_of
 
 pytestmark = pytest.mark.kueue
 
-
-@pytest.fixture(scope="module")
-def visible(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
-    """An API server that serves Kueue's visibility API."""
-    yield from with_kueue(tmp_path_factory.mktemp("kueue-visibility"), "--kueue-workloads",
-                          "all", name="kueue-visibility", released=True,
-                          config=external_config(), visibility=True)
 
 
 def pending(api: TestAPIServer, ns: str) -> list[dict[str, Any]]:
@@ -39,8 +30,8 @@ def pending(api: TestAPIServer, ns: str) -> list[dict[str, Any]]:
 
 
 def test_the_visibility_api_and_kueuectl_show_where_trainops_jobs_wait(
-        visible: TestAPIServer) -> None:
-    kube = Kube(visible)
+        opted_in: TestAPIServer) -> None:
+    kube = Kube(opted_in)
     queues = Queues(kube)
     replicas = sum(TYPICAL["PyTorchJob"].values())  # type: ignore[arg-type]
     queues.create(cpu=str(replicas))  # room for one job at a time
@@ -52,7 +43,7 @@ def test_the_visibility_api_and_kueuectl_show_where_trainops_jobs_wait(
     wait_pods_of(kube, "first", replicas)
 
     waiting = wait_for("two pending Workloads", lambda: (lambda items: items if len(
-        items) == 2 else None)(pending(visible, kube.ns)), timeout=30)
+        items) == 2 else None)(pending(opted_in, kube.ns)), timeout=30)
     assert [(w["metadata"]["name"], w["metadata"]["ownerReferences"][0]["kind"],
              w["metadata"]["ownerReferences"][0]["name"], w["positionInLocalQueue"],
              w["localQueueName"]) for w in waiting] == [
@@ -60,7 +51,7 @@ def test_the_visibility_api_and_kueuectl_show_where_trainops_jobs_wait(
         (workloads["third"], "PyTorchJob", "third", 1, QUEUE)]
 
     rows = {line.split()[0]: line.split() for line in kueuectl(
-        visible, "list", "workload", "-n", kube.ns).splitlines()[1:]}
+        opted_in, "list", "workload", "-n", kube.ns).splitlines()[1:]}
     assert rows[workloads["first"]][1:6] == ["pytorchjob", "first", QUEUE, queues.name,
                                              "ADMITTED"]
     for name, position in (("second", "0"), ("third", "1")):

@@ -1,12 +1,11 @@
 """Jobs that name no queue, on a Kueue as released configured to manage them too
-(`manageJobsWithoutQueueName: true`) and trainop started to match
-(--kueue-manage-jobs-without-queue-name): such a job waits with a Workload that names no
-queue until it is given one; Kueue's managedJobsNamespaceSelector (its default: not in
-kube-system or kueue-system) leaves a namespace's jobs unqueued, whatever they name."""
+(`manageJobsWithoutQueueName: true`) and trainop started to match (the `opted_in`
+cluster): such a job waits with a Workload that names no queue until it is given one;
+Kueue's managedJobsNamespaceSelector (its default: not in kube-system or kueue-system)
+leaves a namespace's jobs unqueued, whatever they name."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, wait_for
 from tests.jobs import TYPICAL
-from tests.kueue.conftest import external_config, with_kueue
 from tests.kueue.queues import QUEUE, Queues
 from tests.kueue.test_external import events
 from tests.kueue.test_kueue import pods_of, queued, run, succeed, wait_pods_of
@@ -23,23 +21,14 @@ from trainop.engine.workload import QUEUE_LABEL
 pytestmark = pytest.mark.kueue
 
 
-@pytest.fixture(scope="module")
-def unnamed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]:
-    """A cluster whose Kueue and trainop queue jobs that name no queue too."""
-    yield from with_kueue(
-        tmp_path_factory.mktemp("kueue-without-queue-name"), "--kueue-workloads", "all",
-        "--kueue-manage-jobs-without-queue-name", name="kueue-without-queue-name",
-        released=True, config={**external_config(), "manageJobsWithoutQueueName": True})
-
-
 def unlabelled(kind: str, name: str = "job") -> dict[str, Any]:
     doc = queued(kind, name)
     del doc["metadata"]["labels"]
     return doc
 
 
-def test_a_job_naming_no_queue_waits_until_it_is_given_one(unnamed: TestAPIServer) -> None:
-    kube = Kube(unnamed)
+def test_a_job_naming_no_queue_waits_until_it_is_given_one(opted_in: TestAPIServer) -> None:
+    kube = Kube(opted_in)
     queues = Queues(kube)
     queues.create()
     kube.apply(unlabelled("TFJob"))
@@ -62,8 +51,8 @@ def test_a_job_naming_no_queue_waits_until_it_is_given_one(unnamed: TestAPIServe
 
 
 def test_a_namespace_kueue_does_not_manage_runs_its_jobs_unqueued(
-        unnamed: TestAPIServer) -> None:
-    kube = Kube(unnamed, "kube-system", existing=True)
+        opted_in: TestAPIServer) -> None:
+    kube = Kube(opted_in, "kube-system", existing=True)
     kube.apply(queued("PyTorchJob", "named"))  # names a queue that is not even there
     kube.apply(unlabelled("PyTorchJob", "unnamed"))
     try:
