@@ -125,8 +125,17 @@ def opted_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer
     """A third API server, with what the other two leave off: Kueue as released with
     `manageJobsWithoutQueueName: true` and trainop started to match
     (--kueue-manage-jobs-without-queue-name, --kueue-workloads all), and Kueue's
-    visibility API served through the API server's aggregation layer."""
+    visibility API served through the API server's aggregation layer; `waitForPodsReady`
+    quicker (OPTED_IN_READY_TIMEOUT, and Kueue's requeuing back-off from 1 s)."""
     yield from with_kueue(
         tmp_path_factory.mktemp("kueue-opted-in"), "--kueue-workloads", "all",
         "--kueue-manage-jobs-without-queue-name", name="kueue-opted-in", released=True,
-        config={**external_config(), "manageJobsWithoutQueueName": True}, visibility=True)
+        config={**external_config(), "manageJobsWithoutQueueName": True,
+                "waitForPodsReady": {
+                    "timeout": f"{OPTED_IN_READY_TIMEOUT}s", "blockAdmission": False,
+                    "requeuingStrategy": {"backoffBaseSeconds": 1}}},
+        visibility=True)
+
+
+OPTED_IN_READY_TIMEOUT = 15
+"""Seconds the `opted_in` cluster's Kueue gives an admitted job to turn Running."""

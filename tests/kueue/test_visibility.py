@@ -16,7 +16,7 @@ from tests.integration.kube import Kube, wait_for
 from tests.jobs import TYPICAL
 from tests.kueue.queues import QUEUE, Queues
 from tests.kueue.test_external import kueuectl
-from tests.kueue.test_kueue import queued, wait_pods_of
+from tests.kueue.test_kueue import queued, run, wait_pods_of
 
 pytestmark = pytest.mark.kueue
 
@@ -41,6 +41,7 @@ def test_the_visibility_api_and_kueuectl_show_where_trainops_jobs_wait(
         workloads[name] = queues.wait_workload("PyTorchJob", name)["metadata"]["name"]
         time.sleep(1.1)  # Kueue orders by creation time, in whole seconds
     wait_pods_of(kube, "first", replicas)
+    run(kube, "PyTorchJob", "first")  # before Kueue's waitForPodsReady evicts it
 
     waiting = wait_for("two pending Workloads", lambda: (lambda items: items if len(
         items) == 2 else None)(pending(opted_in, kube.ns)), timeout=30)

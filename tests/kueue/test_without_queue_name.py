@@ -13,6 +13,7 @@ import pytest
 from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, wait_for
 from tests.jobs import TYPICAL
+from tests.kueue.conftest import OPTED_IN_READY_TIMEOUT
 from tests.kueue.queues import QUEUE, Queues
 from tests.kueue.test_external import events
 from tests.kueue.test_kueue import pods_of, queued, run, succeed, wait_pods_of
@@ -62,3 +63,33 @@ def test_a_namespace_kueue_does_not_manage_runs_its_jobs_unqueued(
         assert kube.items("workloads.kueue.x-k8s.io") == []
     finally:
         kube.kubectl("delete", "pytorchjobs", "named", "unnamed", "--wait=false")
+
+
+def test_a_job_not_ready_in_time_gives_its_quota_back_and_is_admitted_again(
+        opted_in: TestAPIServer) -> None:
+    # Kueue's waitForPodsReady on a Workload trainop keeps: evicted, the job stopped and its
+    # quota given back, then requeued after Kueue's back-off, admitted and run again
+    kube = Kube(opted_in)
+    queues = Queues(kube)
+    queues.create()
+    kube.apply(queued("JAXJob"))
+    replicas = sum(TYPICAL["JAXJob"].values())  # type: ignore[arg-type]
+    first = {p["metadata"]["uid"] for p in wait_pods_of(kube, "job", replicas)}
+    evicted = queues.wait_condition("JAXJob", "job", "Evicted",
+                                    timeout=OPTED_IN_READY_TIMEOUT + 30)
+    assert evicted["reason"] == "PodsReadyTimeout"
+    assert ("Stopped", evicted["message"]) in events(kube, "job")
+    status = kube.wait_condition("JAXJob", "job", "Suspended")
+    assert status["reason"] == "JAXJobSuspended"
+    # admitted again once Kueue's back-off is over: new pods, and this time they run
+    again = wait_for("new pods", lambda: (lambda pods: pods if len(pods) == replicas and not {
+        p["metadata"]["uid"] for p in pods} & first else None)(pods_of(kube, "job")),
+        timeout=60)
+    assert len(again) == replicas
+    requeued = queues.condition("JAXJob", "job", "Requeued")
+    assert requeued is not None and requeued["reason"] == "BackoffFinished"
+    run(kube, "JAXJob", "job")
+    succeed(kube, "JAXJob", "job")
+    assert queues.wait_condition("JAXJob", "job", "Finished")["reason"] == "Succeeded"
+    # counted against nothing: the job's restarts are untouched
+    assert "restarts" not in kube.job("JAXJob", "job")["status"]["replicaStatuses"]["Worker"]
