@@ -3,6 +3,7 @@ Workloads Kueue makes for its jobs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -27,11 +28,13 @@ class Queues:
 
     def create(self, cpu: str = "4", *, flavor: dict[str, Any] | None = None,
                preemption: dict[str, Any] | None = None,
-               admission_checks: list[str] | None = None) -> str:
+               admission_checks: list[str] | None = None, cohort: str | None = None,
+               lender: str | None = None) -> str:
         """A flavor (`flavor`: its spec), a ClusterQueue of `cpu` CPUs (and ample memory)
-        of it (`admission_checks`: the AdmissionChecks it asks for), and the namespace's
-        LocalQueue QUEUE pointing at it; returns QUEUE once Kueue says the ClusterQueue is
-        active."""
+        of it (`admission_checks`: the AdmissionChecks it asks for; `cohort`: the cohort
+        it is in), and the namespace's LocalQueue QUEUE pointing at it; returns QUEUE once
+        Kueue says the ClusterQueue is active. `lender`: the CPUs of another ClusterQueue
+        of the flavor in the cohort (NAME-lender), which no LocalQueue points at."""
         spec: dict[str, Any] = {
             "namespaceSelector": {},
             "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{
@@ -43,6 +46,8 @@ class Queues:
         if admission_checks:
             spec["admissionChecksStrategy"] = {"admissionChecks": [
                 {"name": name} for name in admission_checks]}
+        if cohort:
+            spec["cohortName"] = cohort
         self.apply(
             {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": self.name},
              "spec": flavor or {}},
@@ -51,6 +56,11 @@ class Queues:
             {"apiVersion": API, "kind": "LocalQueue",
              "metadata": {"name": QUEUE, "namespace": self.kube.ns},
              "spec": {"clusterQueue": self.name}})
+        if lender:
+            other = json.loads(json.dumps(spec))
+            other["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = lender
+            self.apply({"apiVersion": API, "kind": "ClusterQueue",
+                        "metadata": {"name": f"{self.name}-lender"}, "spec": other})
         wait_for(f"ClusterQueue {self.name} active", lambda: self.active(
             "clusterqueues", self.name), timeout=30)
         wait_for(f"LocalQueue {QUEUE} active", lambda: self.active(

@@ -4,6 +4,7 @@ finishes it as it would a built-in kind's. MXJob too, which no Kueue release int
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -187,6 +188,25 @@ def test_a_new_job_naming_no_queue_takes_its_namespaces_default_one(
     assert wl.QUEUE_LABEL not in (kube.job("XGBoostJob", "before")["metadata"].get(
         "labels") or {})
     assert queues.workload("XGBoostJob", "before") is None
+
+
+def test_a_job_borrows_the_quota_its_cohort_lends(ext_kube: Kube, ext_queues: Queues
+                                                  ) -> None:
+    kube, queues = ext_kube, ext_queues
+    queues.create(cpu="1", cohort=kube.ns, lender="8")
+    kube.apply(queued("MXJob"))  # a CPU a pod: more than its ClusterQueue's own one
+    replicas = sum(TYPICAL["MXJob"].values())  # type: ignore[arg-type]
+    queues.wait_condition("MXJob", "job", "Admitted")
+    wait_pods_of(kube, "job", replicas)
+
+    def cpu() -> tuple[str, str]:
+        usage = json.loads(kube.api.kubectl("get", "clusterqueue", queues.name, "-o", "json")
+                           .stdout)["status"]["flavorsUsage"][0]["resources"]
+        found = next(r for r in usage if r["name"] == "cpu")
+        return found.get("total", "0"), found.get("borrowed", "0")
+    # the ClusterQueue's status says it (written a moment after the admission)
+    wanted = (str(replicas), str(replicas - 1))
+    wait_for("the borrowing counted", lambda: cpu() == wanted)
 
 
 def test_a_workload_deleted_by_hand_stops_the_job_until_a_new_one_is_admitted(
