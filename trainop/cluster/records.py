@@ -14,7 +14,7 @@ from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
 from trainop.engine.observed import BatchJob, Ended, Waiting
-from trainop.engine.queueing import PREBUILT_LABEL
+from trainop.engine.queueing import prebuilt_in
 
 
 @dataclass(slots=True)
@@ -282,7 +282,6 @@ def job_record(obj: dict[str, Any]) -> JobRecord:
     if "managedFields" in meta:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     status = obj.get("status")
-    prebuilt = (meta.get("labels") or {}).get(PREBUILT_LABEL) or \
-        (meta.get("annotations") or {}).get(PREBUILT_LABEL) or None
+    prebuilt = prebuilt_in(meta.get("labels"), meta.get("annotations"))
     return JobRecord(meta_of(obj), str(obj.get("apiVersion", "")), str(obj.get("kind", "")),
                      status if isinstance(status, dict) else {}, orjson.dumps(obj), prebuilt)

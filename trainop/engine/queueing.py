@@ -151,10 +151,15 @@ def wants_default_queue(job: Job) -> bool:
     return wl.queue_name(job) is None and not (job.status and job.status.conditions)
 
 
+def prebuilt_in(labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None
+                ) -> str | None:
+    """The Workload made beforehand that a job's label or annotation names, or None."""
+    return (labels or {}).get(PREBUILT_LABEL) or (annotations or {}).get(PREBUILT_LABEL) \
+        or None
+
+
 def prebuilt_name(job: Job) -> str | None:
-    meta = job.metadata
-    return (meta.labels or {}).get(PREBUILT_LABEL) or \
-        (meta.annotations or {}).get(PREBUILT_LABEL) or None
+    return prebuilt_in(job.metadata.labels, job.metadata.annotations)
 
 
 def controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
