@@ -125,17 +125,26 @@ def opted_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer
     """A third API server, with what the other two leave off: Kueue as released with
     `manageJobsWithoutQueueName: true` and trainop started to match
     (--kueue-manage-jobs-without-queue-name, --kueue-workloads all), and Kueue's
-    visibility API served through the API server's aggregation layer; `waitForPodsReady`
+    visibility API served through the API server's aggregation layer; Kueue's own
+    `kubeflow.org/mpijob` off, so that trainop keeps MPIJobs' Workloads too (`--kueue-workloads`
+    names every kind, and `externalFrameworks` lists MPIJob); `waitForPodsReady`
     quicker (OPTED_IN_READY_TIMEOUT, and Kueue's requeuing back-off from 1 s)."""
+    config = external_config()
+    integrations = config["integrations"]
+    integrations["frameworks"] = [f for f in integrations["frameworks"]
+                                  if f != "kubeflow.org/mpijob"]
+    integrations["externalFrameworks"] = [f"{kind}.v1.kubeflow.org" for kind in OPTED_IN_KINDS]
     yield from with_kueue(
-        tmp_path_factory.mktemp("kueue-opted-in"), "--kueue-workloads", "all",
+        tmp_path_factory.mktemp("kueue-opted-in"),
+        *(arg for kind in OPTED_IN_KINDS for arg in ("--kueue-workloads", kind.lower())),
         "--kueue-manage-jobs-without-queue-name", name="kueue-opted-in", released=True,
-        config={**external_config(), "manageJobsWithoutQueueName": True,
+        config={**config, "manageJobsWithoutQueueName": True,
                 "waitForPodsReady": {
                     "timeout": f"{OPTED_IN_READY_TIMEOUT}s", "blockAdmission": False,
                     "requeuingStrategy": {"backoffBaseSeconds": 1}}},
         visibility=True)
 
 
+OPTED_IN_KINDS = (*EXTERNAL_KINDS, "MPIJob")
 OPTED_IN_READY_TIMEOUT = 15
 """Seconds the `opted_in` cluster's Kueue gives an admitted job to turn Running."""

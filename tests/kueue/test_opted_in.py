@@ -1,8 +1,9 @@
-"""Jobs that name no queue, on a Kueue as released configured to manage them too
-(`manageJobsWithoutQueueName: true`) and trainop started to match (the `opted_in`
-cluster): such a job waits with a Workload that names no queue until it is given one;
-Kueue's managedJobsNamespaceSelector (its default: not in kube-system or kueue-system)
-leaves a namespace's jobs unqueued, whatever they name."""
+"""The `opted_in` cluster: Kueue as released, configured to manage jobs that name no queue
+too (`manageJobsWithoutQueueName: true`) and trainop started to match: such a job waits
+with a Workload that names no queue until it is given one; Kueue's
+managedJobsNamespaceSelector (its default: not in kube-system or kueue-system) leaves a
+namespace's jobs unqueued, whatever they name. Its Kueue leaves MPIJob to trainop too, and
+gives a job less time to turn ready."""
 
 from __future__ import annotations
 
@@ -93,3 +94,23 @@ def test_a_job_not_ready_in_time_gives_its_quota_back_and_is_admitted_again(
     assert queues.wait_condition("JAXJob", "job", "Finished")["reason"] == "Succeeded"
     # counted against nothing: the job's restarts are untouched
     assert "restarts" not in kube.job("JAXJob", "job")["status"]["replicaStatuses"]["Worker"]
+
+
+def test_an_mpijob_is_queued_through_trainops_workload_where_kueue_leaves_it(
+        opted_in: TestAPIServer) -> None:
+    # Kueue without its kubeflow.org/mpijob, MPIJob.v1.kubeflow.org among its external
+    # frameworks, and --kueue-workloads mpijob: one Workload, trainop's, at v1
+    kube = Kube(opted_in)
+    queues = Queues(kube)
+    queues.create()
+    kube.apply(queued("MPIJob"))
+    made = queues.wait_workload("MPIJob", "job")
+    owner = made["metadata"]["ownerReferences"][0]
+    assert (owner["apiVersion"], owner["kind"]) == ("kubeflow.org/v1", "MPIJob")
+    assert [ps["name"] for ps in made["spec"]["podSets"]] == ["launcher", "worker"]
+    assert len(kube.items("workloads.kueue.x-k8s.io")) == 1
+    queues.wait_condition("MPIJob", "job", "Admitted")
+    wait_pods_of(kube, "job", sum(TYPICAL["MPIJob"].values()))  # type: ignore[arg-type]
+    run(kube, "MPIJob", "job")
+    succeed(kube, "MPIJob", "job")
+    assert queues.wait_condition("MPIJob", "job", "Finished")["reason"] == "Succeeded"
