@@ -455,3 +455,31 @@ def test_a_failed_pod_keeps_what_the_pod_failure_policy_reads() -> None:
     assert rec.node == "node-1"
     running = pod_record({**pod, "status": {**pod["status"], "phase": "Running"}})
     assert running is not None and running.failure is None  # nothing kept for the living
+
+
+def test_the_managers_components_stop_in_the_reverse_of_their_start() -> None:
+    """controller-runtime's order: what started last (the controllers) stops first, before
+    the lease they act under, the informers and the clients; one that fails to stop holds
+    up none of the rest."""
+    from trainop.cluster.manager import Components
+
+    stopped: list[str] = []
+
+    async def scenario() -> list[str]:
+        components = Components()
+
+        def stop_of(name: str, fails: bool = False) -> Any:
+            async def stop() -> None:
+                stopped.append(name)
+                if fails:
+                    raise RuntimeError(f"{name} would not stop")
+            return stop
+        components.started("clients", stop_of("clients"))
+        components.started("informers", stop_of("informers", fails=True))
+        components.started("lease", stop_of("lease"))
+        forever = components.task("controller", asyncio.Event().wait())
+        await asyncio.sleep(0)
+        await components.stop()
+        assert forever.cancelled()
+        return stopped
+    assert run(scenario()) == ["lease", "informers", "clients"]
