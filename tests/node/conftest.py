@@ -4,6 +4,7 @@ failure instead (tests.require)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +83,39 @@ def manager(cluster: TestCluster, manager_archive: Path) -> Iterator[None]:
     cluster.kubectl("delete", "-k", str(REPO / "config" / "default"), "--wait=false",
                     check=False)
     assert [line for line in logs.splitlines() if "API server warning" in line] == []
+
+
+def manager_with(cluster: TestCluster, *args: str) -> None:
+    """The deployed manager with `args` added, rolled out (undone by manager_as_shipped)."""
+    patch = [{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": arg}
+             for arg in args]
+    cluster.kubectl("-n", NAMESPACE, "patch", "deployment/trainop-manager", "--type=json",
+                    "-p", json.dumps(patch))
+    _rolled_out(cluster)
+
+
+def manager_as_shipped(cluster: TestCluster) -> None:
+    """The deployed manager as it was before manager_with, rolled out and answering."""
+    cluster.kubectl("-n", NAMESPACE, "rollout", "undo", "deployment/trainop-manager")
+    _rolled_out(cluster)
+    wait_for_webhook(cluster)
+
+
+def _rolled_out(cluster: TestCluster) -> None:
+    """Until the Deployment's rollout is done and every pod of before is gone."""
+    cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/trainop-manager",
+                    "--timeout=180s", timeout=200)
+    deployment = json.loads(cluster.kubectl("-n", NAMESPACE, "get",
+                                            "deployment/trainop-manager", "-o", "json").stdout)
+    wanted = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+    def only_new_pods() -> bool:
+        out = cluster.kubectl("-n", NAMESPACE, "get", "pods", "-o", "json", "-l",
+                              "app.kubernetes.io/name=trainop")
+        pods = json.loads(out.stdout)["items"]
+        return bool(pods) and all("deletionTimestamp" not in p["metadata"] and
+                                  p["spec"]["containers"][0]["args"] == wanted for p in pods)
+    wait_for("the manager's old pods to go", only_new_pods, 120)
 
 
 def wait_for_webhook(cluster: TestCluster, timeout: float = 60) -> None:

@@ -35,7 +35,7 @@ from tests.differential.peers import (
 )
 from tests.e2e.conftest import EXAMPLES
 from tests.integration.kube import Kube
-from tests.node.conftest import NAMESPACE, wait_for_webhook
+from tests.node.conftest import manager_as_shipped, manager_with
 from tests.node.kube import python_job, wait_for
 from tests.node.test_examples import on_this_node
 from tests.require import cannot_run
@@ -76,31 +76,6 @@ class NodeSide(Side):
         return component not in NODE_COMPONENTS
 
 
-def manager_scoped_to(cluster: TestCluster, *args: str) -> None:
-    """The deployed manager with `args` added, rolled out, every pod of before gone."""
-    patch = [{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": arg}
-             for arg in args]
-    cluster.kubectl("-n", NAMESPACE, "patch", "deployment/trainop-manager", "--type=json",
-                    "-p", json.dumps(patch))
-    _rolled_out(cluster, args)
-
-
-def _rolled_out(cluster: TestCluster, args: tuple[str, ...]) -> None:
-    cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/trainop-manager",
-                    "--timeout=180s", timeout=200)
-
-    def only_new_pods() -> bool:
-        out = cluster.kubectl("-n", NAMESPACE, "get", "pods", "-o", "json", "-l",
-                              "app.kubernetes.io/name=trainop")
-        pods = json.loads(out.stdout)["items"]
-        return bool(pods) and all(
-            "deletionTimestamp" not in p["metadata"]
-            and all(a in p["spec"]["containers"][0]["args"] for a in args)
-            and not any(a.startswith("--namespace") and a not in args
-                        for a in p["spec"]["containers"][0]["args"]) for p in pods)
-    wait_for("the manager's old pods to go", only_new_pods, 120)
-
-
 @pytest.fixture(scope="module")
 def beside(cluster: TestCluster, manager: None, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[Kube, Kube]]:
@@ -109,7 +84,7 @@ def beside(cluster: TestCluster, manager: None, tmp_path_factory: pytest.TempPat
         cannot_run(f"no {upstream.binary().name} (hack/test-assets.sh builds it)")
     tag = uuid.uuid4().hex[:6]
     theirs, ours = Kube(cluster, f"upstream-{tag}"), Kube(cluster, f"trainop-{tag}")
-    manager_scoped_to(cluster, f"--namespace={ours.ns}")
+    manager_with(cluster, f"--namespace={ours.ns}")
     operator = upstream.UpstreamOperator(
         cluster, "--namespace", theirs.ns, install_crds=False,
         log_path=tmp_path_factory.mktemp("upstream") / "upstream.log",
@@ -119,9 +94,7 @@ def beside(cluster: TestCluster, manager: None, tmp_path_factory: pytest.TempPat
         yield theirs, ours
     finally:
         operator.stop()
-        cluster.kubectl("-n", NAMESPACE, "rollout", "undo", "deployment/trainop-manager")
-        _rolled_out(cluster, ())
-        wait_for_webhook(cluster)
+        manager_as_shipped(cluster)
         for kube in (theirs, ours):
             cluster.kubectl("delete", "namespace", kube.ns, "--wait=false", check=False)
 

@@ -1,6 +1,8 @@
-"""Kueue on the real node: the queued example (examples/kueue/) trains once Kueue admits it;
-a job admitted with topology-aware scheduling is pinned to the node by Kueue's ungater, and
-the real scheduler and kubelet run it to success."""
+"""Kueue as released on the real node, configured as the README says, and the deployed
+manager keeping the Workloads (`--kueue-workloads all`): the queued example
+(examples/kueue/) trains once Kueue admits it; a job admitted with topology-aware
+scheduling is pinned to the node by Kueue's ungater, and the real scheduler and kubelet
+run it to success."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from testbed import kueue
 from testbed.node import TestCluster
 from tests.e2e.conftest import EXAMPLES
 from tests.integration.kube import Kube
+from tests.kueue.conftest import external_config
 from tests.kueue.queues import API, Queues
+from tests.node.conftest import manager_as_shipped, manager_logs, manager_with
 from tests.node.kube import Namespace, python_job, wait_for
 from tests.node.test_examples import on_this_node, run_to_the_end
 from tests.require import cannot_run
@@ -26,16 +30,23 @@ HOSTNAME = "kubernetes.io/hostname"
 @pytest.fixture(scope="module")
 def queueing(cluster: TestCluster, manager: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[kueue.Kueue]:
-    """Kueue beside the deployed manager, for this module's tests only."""
+    """Kueue as released, configured as the README says, beside the deployed manager
+    started with `--kueue-workloads all` (after Kueue's CRDs), for this module's tests
+    only."""
     assert cluster.api is not None
     if reason := kueue.unavailable():
         cannot_run(reason)
     kueue.install(cluster.api)
-    peer = kueue.Kueue(cluster.api, tmp_path_factory.mktemp("kueue-node"))
+    manager_with(cluster, "--kueue-workloads", "all")
     try:
-        yield peer.wait_ready()
+        peer = kueue.Kueue(cluster.api, tmp_path_factory.mktemp("kueue-node"), released=True,
+                           config=external_config())
+        try:
+            yield peer.wait_ready()
+        finally:
+            peer.stop()
     finally:
-        peer.stop()
+        manager_as_shipped(cluster)
 
 
 def test_the_queued_example_trains_once_kueue_admits_it(
@@ -46,7 +57,13 @@ def test_the_queued_example_trains_once_kueue_admits_it(
         with Namespace(cluster, "queued") as ns:
             ns.apply(*queues)
             ns.apply(job)
-            done, logs = run_to_the_end(ns, "PyTorchJob", "pytorch-queued")
+            try:
+                done, logs = run_to_the_end(ns, "PyTorchJob", "pytorch-queued")
+            except AssertionError as err:
+                raise AssertionError(
+                    f"{err}\njob: {ns.get('PyTorchJob', 'pytorch-queued')}\nworkloads: "
+                    f"{ns.items('workloads.kueue.x-k8s.io')}\npods: {ns.items('pods')}\n"
+                    f"manager: {manager_logs(cluster)}") from None
             conditions = {c["type"]: c["status"] for c in done["status"]["conditions"]}
             assert conditions["Succeeded"] == "True", (done["status"], logs)
             assert logs.count("allreduce sum 6") == 3, logs
