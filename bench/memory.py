@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import time
 from typing import Any
 
@@ -58,10 +59,23 @@ BIG_ENV = [{"name": f"V{i}", "value": "x" * 1000} for i in range(1300)]
 """A template environment of 1.3 MiB: jobs this large the API server still takes."""
 
 
-def big_job(name: str, ns: str) -> dict[str, Any]:
-    doc = job_doc("JAXJob", {"Worker": 1}, name, ns, suspend=True)
-    doc["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = \
-        BIG_ENV
+LAYOUTS = {"TFJob": {"Worker": 1}, "PyTorchJob": {"Master": 1},
+           "MPIJob": {"Launcher": 1, "Worker": 1}, "XGBoostJob": {"Master": 1},
+           "PaddleJob": {"Worker": 1}, "JAXJob": {"Worker": 1},
+           "MXJob": {"Scheduler": 1, "Server": 1, "Worker": 1}}
+"""A small valid layout of every kind (the hostile jobs are of every kind: the manager's
+parsed jobs share one budget, whatever their kinds)."""
+BIG_JOBS = 9
+"""Hostile jobs of each kind."""
+
+
+def big_job(kind: str, name: str, ns: str) -> dict[str, Any]:
+    """A suspended job of `kind` of about 1.3 MiB: its first replica type's container has
+    a long environment."""
+    doc = job_doc(kind, LAYOUTS[kind], name, ns, suspend=True)
+    first = next(iter(doc["spec"][KINDS[kind].replica_specs_field].values()))
+    first["template"] = copy.deepcopy(first["template"])  # job_doc shares one template
+    first["template"]["spec"]["containers"][0]["env"] = BIG_ENV
     return doc
 
 
@@ -71,7 +85,8 @@ async def hostile(cluster: Cluster, client: Client) -> list[Row]:
     ns = cluster.namespace("hostile")
     manager = Manager(cluster, "--namespace", ns, name="hostile").wait_ready()
     start = settle(manager, 0)
-    owner = await client.create(job_resource("JAXJob").path(ns), big_job("owner", ns))
+    owner = await client.create(job_resource("JAXJob").path(ns),
+                                big_job("JAXJob", "owner", ns))
     ref = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "name": "owner",
            "uid": owner["metadata"]["uid"], "controller": True}
     with_owner = settle(manager, 0)
@@ -83,19 +98,22 @@ async def hostile(cluster: Cluster, client: Client) -> list[Row]:
             "data": {"blob": "x" * 1_000_000}})  # the most a ConfigMap may hold
     per_config_map = (settle(manager, 0) - with_owner) / 40 * 1024
     before_jobs = settle(manager, 0)
-    for i in range(60):
-        await client.create(job_resource("JAXJob").path(ns), big_job(f"big-{i}", ns))
+    for kind in LAYOUTS:
+        for i in range(BIG_JOBS):
+            await client.create(job_resource(kind).path(ns),
+                                big_job(kind, f"big-{kind.lower()}-{i}", ns))
     jobs_growth = settle(manager, 0) - before_jobs
     manager.stop()
     again = Manager(cluster, "--namespace", ns, name="hostile-again").wait_ready(300)
     settle(again, 0)
     restarted_peak = again.peak_rss_mib()
     again.stop()
+    jobs = BIG_JOBS * len(LAYOUTS)
     return [
         Row("hostile: growth per 1 MB ConfigMap a user's job controls", per_config_map,
             None, "KiB", "<= 128 KiB"),
-        Row("hostile: growth from 60 suspended jobs of 1.3 MiB (78 MiB of JSON)", jobs_growth,
-            None, "MiB", "<= 100 MiB"),
+        Row(f"hostile: growth from {jobs} suspended jobs of 1.3 MiB, every kind "
+            f"({jobs * 1.3:.0f} MiB of JSON)", jobs_growth, None, "MiB", "<= 100 MiB"),
         Row("hostile: peak of a manager restarted over them", restarted_peak, None, "MiB",
             "<= 300 MiB"),
         Row("hostile: resident memory before any of it", start, None, "MiB"),
@@ -158,9 +176,9 @@ async def main(levels: list[int], foreign: int) -> None:
         "directly, so that only the cache is measured. Foreign pods carry no trainop label; "
         "the API server filters them out of the manager's list and watch. Hostile rows: "
         "one namespace's user creates 40 ConfigMaps of 1 MB labelled as trainop's and "
-        "controlled by their own job, then 60 suspended JAXJobs of 1.3 MiB (a long "
-        "environment); then the manager is restarted over them (its peak is the kernel's "
-        "VmHWM)."))
+        "controlled by their own job, then nine suspended jobs of every kind of 1.3 MiB "
+        "each (a long environment); then the manager is restarted over them (its peak is "
+        "the kernel's VmHWM)."))
 
 
 if __name__ == "__main__":
