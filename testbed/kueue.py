@@ -273,12 +273,16 @@ class Kueue:
 
     def stop(self) -> None:
         """Stop it, and take its webhook configurations away (they fail closed), and the
-        metrics certificate and key once no other one runs."""
+        metrics certificate and key once no other one runs (its visibility server's at
+        once: one Kueue at a time serves it)."""
         terminate(self.proc)
         Kueue.running.discard(self)
-        if not Kueue.running:
+        folders = [METRICS_CERTS] if not Kueue.running else []
+        if self._args[3]:
+            folders.append(VISIBILITY_CERTS)
+        for folder in folders:
             for name in ("tls.crt", "tls.key"):
-                (METRICS_CERTS / name).unlink(missing_ok=True)
+                (folder / name).unlink(missing_ok=True)
         for doc in self.webhooks:
             self.api.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"],
                              "--ignore-not-found", check=False)
