@@ -21,7 +21,7 @@ run: venv
 ## conformance, differential (upstream's operator beside trainop), Kueue, e2e and real-node
 ## tests (a single-node cluster the tests start: see README, Testing), with the binaries
 ## hack/test-assets.sh builds (their kubectl first on PATH); hack/run-tests.sh runs the
-## differential suite beside the others
+## differential and Kueue suites beside the others
 test: venv
 	bash hack/system-deps.sh
 	bash hack/node-deps.sh

@@ -9,11 +9,13 @@ Kubernetes binaries, and copies that release's CRDs and webhook configuration be
 from __future__ import annotations
 
 import base64
+import fcntl
 import os
 import re
 import ssl
 import subprocess
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import yaml
 from testbed.apiserver import TestAPIServer, find_assets, free_port, release
 from testbed.manager import terminate, wait_ready
 from testbed.node import node_ip
-from trainop.cluster.certs import CertPair, issue, new_ca
+from trainop.cluster.certs import issue, new_ca, not_after
 
 FRAMEWORKS = ("kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
               "kubeflow.org/paddlejob", "kubeflow.org/jaxjob", "kubeflow.org/mpijob")
@@ -56,24 +58,58 @@ def manifests() -> Path:
     return find_assets() / f"kueue-{version()}-config"
 
 
-@cache
-def _ca() -> CertPair:
-    return new_ca("kueue-test-ca", days=30)
-
-
-@cache
-def certificates() -> tuple[bytes, bytes, bytes]:
-    """A CA, and a serving certificate and key it signed for 127.0.0.1: one set per test
-    process, shared by every Kueue it starts (the metrics folder is fixed)."""
-    serving = issue(_ca(), "kueue-webhook-service.kueue-system.svc",
-                    dns_names=["kueue-webhook-service.kueue-system.svc"],
-                    ips=["127.0.0.1"], days=30)
-    return _ca().cert_pem, serving.cert_pem, serving.key_pem
-
-
 VISIBILITY_SERVICE = "kueue-visibility-server"
 VISIBILITY_CERTS = Path("/visibility")
 """Where Kueue's visibility server reads its certificate (fixed: pkg/visibility certDir)."""
+_FILES = {METRICS_CERTS: ("ca.crt", "ca.key", "tls.crt", "tls.key"),
+          VISIBILITY_CERTS: ("tls.crt", "tls.key")}
+
+
+@cache
+def certificates() -> dict[Path, dict[str, bytes]]:
+    """The files of METRICS_CERTS (a CA, and a serving certificate it signed for 127.0.0.1,
+    which the webhook serves too) and of VISIBILITY_CERTS (one for the visibility Service),
+    as those folders hold them: made once on this machine (under a lock) and kept while
+    they last, because every Kueue started at once, by this process or another (the Kueue
+    and node suites run side by side), reads those fixed folders and must serve what its
+    API server and scrapes were told to trust."""
+    METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+    with open(METRICS_CERTS.parent / "certs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        files = {folder: {name: (folder / name).read_bytes() for name in names
+                          if (folder / name).is_file()} for folder, names in _FILES.items()}
+        if any(len(files[folder]) < len(names) for folder, names in _FILES.items()) or \
+                not all(_lasts(f["tls.crt"]) for f in files.values()):
+            files = _new_certificates()
+            for folder, named in files.items():
+                folder.mkdir(parents=True, exist_ok=True)
+                for name, data in named.items():
+                    tmp = folder / f".{name}.tmp"
+                    tmp.write_bytes(data)
+                    tmp.chmod(0o600 if name.endswith(".key") else 0o644)
+                    tmp.replace(folder / name)
+    return files
+
+
+def _lasts(cert_pem: bytes) -> bool:
+    return not_after(cert_pem) > datetime.now(UTC) + timedelta(days=7)
+
+
+def _new_certificates() -> dict[Path, dict[str, bytes]]:
+    ca = new_ca("kueue-test-ca", days=90)
+    serving = issue(ca, "kueue-webhook-service.kueue-system.svc",
+                    dns_names=["kueue-webhook-service.kueue-system.svc"],
+                    ips=["127.0.0.1"], days=90)
+    service = f"{VISIBILITY_SERVICE}.{NAMESPACE}.svc"
+    visibility = issue(ca, service, dns_names=[service], days=90)
+    return {METRICS_CERTS: {"ca.crt": ca.cert_pem, "ca.key": ca.key_pem,
+                            "tls.crt": serving.cert_pem, "tls.key": serving.key_pem},
+            VISIBILITY_CERTS: {"tls.crt": visibility.cert_pem, "tls.key": visibility.key_pem}}
+
+
+def ca_pem() -> bytes:
+    """The CA every test Kueue's certificates are signed by."""
+    return certificates()[METRICS_CERTS]["ca.crt"]
 
 
 def as_released() -> dict[str, Any]:
@@ -87,8 +123,7 @@ def unavailable(visibility: bool = False) -> str | None:
     """Why Kueue cannot run here (`visibility`: with its visibility API), or None."""
     if not binary().is_file() or not kueuectl().is_file() or not manifests().is_dir():
         return f"no kueue-{version()} in {find_assets()} (hack/test-assets.sh builds it)"
-    for folder, what in ((METRICS_CERTS, "metrics"),
-                         *([(VISIBILITY_CERTS, "visibility server")] if visibility else [])):
+    for folder, what in ((METRICS_CERTS, "metrics"), (VISIBILITY_CERTS, "visibility server")):
         probe = folder  # a system folder
         while not probe.exists():
             probe = probe.parent
@@ -114,9 +149,6 @@ class Kueue:
     loopback URL with a certificate made here (Kueue's own certificate management would
     make one for its Service's name only)."""
 
-    running: set[Kueue] = set()
-    """Those started and not stopped (they share METRICS_CERTS, removed after the last)."""
-
     def __init__(self, api: TestAPIServer, folder: Path, *, name: str = "kueue",
                  config: dict[str, Any] | None = None, released: bool = False,
                  visibility: bool = False):
@@ -124,23 +156,20 @@ class Kueue:
         its Configuration (waitForPodsReady, featureGates...), which is the release's own
         where `released` (else one with the integrations of FRAMEWORKS), either run as a
         process here (its ports on the loopback, no leader election, certificates made
-        here); `visibility`: its visibility API on (one Kueue at a time: its certificate's
-        folder is fixed), served through `api`, which must have been started with
-        aggregation."""
+        here); `visibility`: its visibility API on, served through `api`, which must have
+        been started with aggregation."""
         self.api = api
         self.name = name
         self._args = (folder, config, released, visibility)
         self.log_path = folder / f"{name}.log"
         self.webhook_port, self.metrics_port, self.health_port = (
             free_port(), free_port(), free_port())
-        ca_pem, cert_pem, key_pem = certificates()
+        serving = certificates()[METRICS_CERTS]
         certs = folder / f"{name}-certs"
         certs.mkdir(parents=True, exist_ok=True)
-        METRICS_CERTS.mkdir(parents=True, exist_ok=True)
-        for where in (certs, METRICS_CERTS):
-            (where / "tls.crt").write_bytes(cert_pem)
-            (where / "tls.key").write_bytes(key_pem)
-            (where / "tls.key").chmod(0o600)
+        for file in ("tls.crt", "tls.key"):
+            (certs / file).write_bytes(serving[file])
+        (certs / "tls.key").chmod(0o600)
         settings: dict[str, Any] = as_released() if released else {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
             "integrations": {"frameworks": list(FRAMEWORKS)}}
@@ -165,7 +194,7 @@ class Kueue:
         path = folder / f"{name}-config.yaml"
         path.write_text(yaml.safe_dump(settings))
         self.webhooks = self.webhook_configurations(
-            ca_pem, settings["integrations"].get("frameworks") or [])
+            ca_pem(), settings["integrations"].get("frameworks") or [])
         for doc in self.webhooks:
             api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                         input=yaml.safe_dump(doc))
@@ -175,20 +204,13 @@ class Kueue:
             [str(binary()), f"--config={path}", f"--kubeconfig={api.kubeconfig}"],
             env={**os.environ, "KUBECONFIG": str(api.kubeconfig)},
             stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)  # noqa: SIM115
-        Kueue.running.add(self)
 
     def _serve_visibility(self) -> dict[str, Any]:
         """Kueue's visibility server at this host's address (a Service's endpoint may not
-        be a loopback one) and a free port, its certificate in VISIBILITY_CERTS, and the
+        be a loopback one) and a free port (its certificate in VISIBILITY_CERTS), and the
         APIService, Service and EndpointSlice through which the API server calls it; its
         `visibilityServer` settings."""
         address, port = node_ip(), free_port()
-        service = f"{VISIBILITY_SERVICE}.{NAMESPACE}.svc"
-        serving = issue(_ca(), service, dns_names=[service], days=30)
-        VISIBILITY_CERTS.mkdir(parents=True, exist_ok=True)
-        (VISIBILITY_CERTS / "tls.crt").write_bytes(serving.cert_pem)
-        (VISIBILITY_CERTS / "tls.key").write_bytes(serving.key_pem)
-        (VISIBILITY_CERTS / "tls.key").chmod(0o600)
         meta = {"name": VISIBILITY_SERVICE, "namespace": NAMESPACE}
         docs = [
             {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
@@ -201,14 +223,14 @@ class Kueue:
              "metadata": {"name": "v1beta2.visibility.kueue.x-k8s.io"}, "spec": {
                  "group": "visibility.kueue.x-k8s.io", "version": "v1beta2",
                  "groupPriorityMinimum": 100, "versionPriority": 100,
-                 "caBundle": base64.b64encode(_ca().cert_pem).decode(),
+                 "caBundle": base64.b64encode(ca_pem()).decode(),
                  "service": {"name": VISIBILITY_SERVICE, "namespace": NAMESPACE,
                              "port": 443}}}]
         self.api.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                          input="---\n".join(yaml.safe_dump(d) for d in docs))
         return {"bindAddress": address, "bindPort": port}
 
-    def webhook_configurations(self, ca_pem: bytes, frameworks: list[str]
+    def webhook_configurations(self, ca: bytes, frameworks: list[str]
                                ) -> list[dict[str, Any]]:
         """Kueue's mutating and validating configurations, with only the webhooks of its own
         kinds and of the integrations `frameworks` names (those of integrations left off
@@ -238,7 +260,7 @@ class Kueue:
                     continue
                 hook["clientConfig"] = {
                     "url": f"https://127.0.0.1:{self.webhook_port}{path}",
-                    "caBundle": base64.b64encode(ca_pem).decode()}
+                    "caBundle": base64.b64encode(ca).decode()}
                 hooks.append(hook)
             doc["webhooks"] = hooks
             docs.append(doc)
@@ -260,7 +282,7 @@ class Kueue:
     def metrics(self) -> str:
         """Its Prometheus metrics, as a scrape with a token of the API server's reads them
         (Kueue's metrics server authenticates and authorizes through the API server)."""
-        context = ssl.create_default_context(cadata=certificates()[0].decode())
+        context = ssl.create_default_context(cadata=ca_pem().decode())
         context.check_hostname = False  # its serving certificate names the Service
         request = urllib.request.Request(
             f"https://127.0.0.1:{self.metrics_port}/metrics",
@@ -272,17 +294,8 @@ class Kueue:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def stop(self) -> None:
-        """Stop it, and take its webhook configurations away (they fail closed), and the
-        metrics certificate and key once no other one runs (its visibility server's at
-        once: one Kueue at a time serves it)."""
+        """Stop it, and take its webhook configurations away (they fail closed)."""
         terminate(self.proc)
-        Kueue.running.discard(self)
-        folders = [METRICS_CERTS] if not Kueue.running else []
-        if self._args[3]:
-            folders.append(VISIBILITY_CERTS)
-        for folder in folders:
-            for name in ("tls.crt", "tls.key"):
-                (folder / name).unlink(missing_ok=True)
         for doc in self.webhooks:
             self.api.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"],
                              "--ignore-not-found", check=False)
