@@ -1,35 +1,102 @@
 """One namespace's storm costs another namespace's jobs a bounded delay: the work queues
-hand out keys, and the client its API budget, in turn among namespaces."""
+hand out keys, and the client its API budget, by fair share among namespaces, and a quiet
+namespace's first work goes before a busy one's backlog."""
 
 from __future__ import annotations
 
 import asyncio
 
 from trainop.cluster.client import FairLimiter, _namespace_of
+from trainop.cluster.fairqueue import FairQueue
 from trainop.cluster.workqueue import WorkQueue
 
 
-def test_the_work_queue_takes_namespaces_in_turn() -> None:
+def drain(queue: FairQueue[str], costs: dict[str, float], n: int) -> list[str]:
+    """Pop `n` items, charging each its flow's cost."""
+    out = []
+    for _ in range(n):
+        flow, item = queue.pop()
+        queue.charge(flow, costs[flow])
+        out.append(item)
+    return out
+
+
+def test_flows_that_all_wait_share_by_cost_not_by_count() -> None:
+    queue: FairQueue[str] = FairQueue()
+    for i in range(50):
+        queue.push("storm", f"s{i}")
+        queue.push("victim", f"v{i}")
+    # a storm item costs twice a victim's: the victim gets two items for each of the storm's
+    order = drain(queue, {"storm": 2, "victim": 1}, 30)
+    assert sum(item.startswith("v") for item in order) == 20, order
+
+
+def test_a_quiet_flow_goes_first_up_to_its_credit_then_shares_equally() -> None:
+    queue: FairQueue[str] = FairQueue(credit=5)
+    for i in range(100):
+        queue.push("storm", f"s{i}")
+    assert drain(queue, {"storm": 1}, 20) == [f"s{i}" for i in range(20)]
+    for i in range(20):
+        queue.push("victim", f"v{i}")
+    order = drain(queue, {"storm": 1, "victim": 1}, 20)
+    # five (its credit) before the storm's next, then one each in turn
+    assert order[:6] == ["v0", "v1", "v2", "v3", "v4", "v5"], order
+    assert order[6:10] == ["s20", "v6", "s21", "v7"], order
+
+
+def test_credit_comes_back_only_as_the_busy_flows_are_served() -> None:
+    queue: FairQueue[str] = FairQueue(credit=3)
+    for i in range(100):
+        queue.push("storm", f"s{i}")
+    drain(queue, {"storm": 1}, 10)
+    for i in range(4):
+        queue.push("victim", f"v{i}")
+    # its credit (three items), and one more while the storm's last one counts
+    assert drain(queue, {"storm": 1, "victim": 1}, 4) == ["v0", "v1", "v2", "v3"]
+    # back at once: no credit left, the storm's turn comes first
+    queue.push("victim", "again")
+    assert drain(queue, {"storm": 1, "victim": 1}, 2) == ["s10", "again"]
+    # quiet while the storm is served as many as at first: as many go first again
+    drain(queue, {"storm": 1}, 4)
+    for i in range(4):
+        queue.push("victim", f"w{i}")
+    assert drain(queue, {"storm": 1, "victim": 1}, 4) == ["w0", "w1", "w2", "w3"]
+
+
+def test_the_ledger_keeps_only_flows_that_matter() -> None:
+    queue: FairQueue[str] = FairQueue(credit=1)
+    for i in range(10_000):  # ten thousand namespaces, one key each, come and go
+        queue.push(f"ns-{i}", "key")
+        queue.push("storm", "key")
+        drain(queue, {f"ns-{i}": 1, "storm": 1}, 2)
+    assert len(queue._used) < 200 and len(queue._heap) < 200
+
+
+def test_the_work_queue_charges_a_namespace_the_seconds_its_keys_took() -> None:
     async def scenario() -> list[str]:
         queue = WorkQueue("fair-test")
         for i in range(100):
             queue.add(f"storm/job-{i}")
+        for _ in range(3):  # the storm keeps the worker busy a while
+            key = await queue.get()
+            await asyncio.sleep(0.05)
+            queue.done(key)
         for i in range(3):
             queue.add(f"victim/job-{i}")
-        assert len(queue) == 103
+        assert len(queue) == 100
         out = []
-        for _ in range(8):
+        for _ in range(5):
             key = await queue.get()
             queue.done(key)
             out.append(key)
         return out
     order = asyncio.run(scenario())
-    # the victim's three keys each wait for one of the storm's, not for all hundred
-    assert order == ["storm/job-0", "victim/job-0", "storm/job-1", "victim/job-1",
-                     "storm/job-2", "victim/job-2", "storm/job-3", "storm/job-4"]
+    # the victim's keys each wait for none of the storm's
+    assert order == ["victim/job-0", "victim/job-1", "victim/job-2",
+                     "storm/job-3", "storm/job-4"]
 
 
-def test_a_key_added_again_while_worked_on_keeps_its_namespaces_turn() -> None:
+def test_a_key_added_again_while_worked_on_keeps_its_namespaces_place() -> None:
     async def scenario() -> list[str]:
         queue = WorkQueue("fair-test-again")
         queue.add("a/x")
@@ -41,8 +108,8 @@ def test_a_key_added_again_while_worked_on_keeps_its_namespaces_turn() -> None:
     assert asyncio.run(scenario()) == ["b/y", "a/x"]
 
 
-def test_the_api_budget_is_shared_in_turn_among_namespaces() -> None:
-    async def scenario() -> list[str]:
+def test_the_api_budget_goes_to_a_quiet_namespace_first() -> None:
+    async def scenario() -> tuple[list[str], int]:
         limiter = FairLimiter(qps=200, burst=1)
         granted: list[str] = []
 
@@ -50,14 +117,19 @@ def test_the_api_budget_is_shared_in_turn_among_namespaces() -> None:
             await limiter.take(flow)
             granted.append(flow)
         storm = [asyncio.ensure_future(request("storm")) for _ in range(60)]
-        await asyncio.sleep(0)  # the storm's requests wait first
+        while len(granted) < 20:
+            await asyncio.sleep(0.005)
         victim = [asyncio.ensure_future(request("victim")) for _ in range(3)]
+        await asyncio.sleep(0)  # they have asked
+        arrived = len(granted)
         await asyncio.gather(*storm, *victim)
-        return granted
-    granted = asyncio.run(scenario())
+        return granted, arrived
+    granted, arrived = asyncio.run(scenario())
     assert len(granted) == 63
-    # the victim's 3 requests are among the first 8 granted, not after the storm's 60
-    assert [i for i, flow in enumerate(granted) if flow == "victim"][-1] < 8, granted[:10]
+    # once the victim's requests arrive: at most the storm's request given its token and
+    # the one waiting for it, then the victim's three
+    victims = [i for i, flow in enumerate(granted) if flow == "victim"]
+    assert victims[0] <= arrived + 2 and victims[-1] - victims[0] == 2, granted
 
 
 def test_a_request_is_of_the_namespace_its_path_names() -> None:

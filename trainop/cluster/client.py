@@ -17,7 +17,7 @@ from prometheus_client import Counter
 
 from trainop.api import nesting
 from trainop.cluster.config import ClusterConfig
-from trainop.cluster.turns import Turns
+from trainop.cluster.fairqueue import QUIET_CREDIT_SECONDS, FairQueue
 
 log = logging.getLogger("trainop.client")
 
@@ -98,13 +98,15 @@ class TokenBucket:
 class FairLimiter:
     """The client's QPS/burst, shared fairly among flows (namespaces), in the spirit of the
     API server's Priority and Fairness: a request takes a token at once while nobody waits;
-    once requests wait, the tokens go to the flows with requests waiting in turn, one each,
-    so that a namespace with thousands of requests queued delays another's next request by
-    one of its own, not by all of them."""
+    once requests wait, the tokens go by fair share (fairqueue) to the flow with requests
+    waiting that has had fewest, and a flow that was quiet may take QUIET_CREDIT_SECONDS of
+    the QPS first, so that a namespace with thousands of requests queued delays another's
+    few by none of them, and another's many by half the budget at most."""
 
     def __init__(self, qps: float, burst: int):
         self.bucket = TokenBucket(qps, burst)
-        self._waiting: Turns[asyncio.Future[None]] = Turns()
+        self._waiting: FairQueue[asyncio.Future[None]] = FairQueue(
+            credit=QUIET_CREDIT_SECONDS * qps)
         self._dispatcher: asyncio.Task[None] | None = None
 
     async def take(self, flow: str = "") -> None:
@@ -113,6 +115,7 @@ class FairLimiter:
             return
         if not self._waiting and self.bucket.ready():
             self.bucket.reserve()
+            self._waiting.charge(flow, 1)
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.push(flow, waiter)
@@ -122,9 +125,10 @@ class FairLimiter:
 
     async def _dispatch(self) -> None:
         while self._waiting:
-            waiter = self._waiting.pop()
+            flow, waiter = self._waiting.pop()
             if waiter.done():
                 continue
+            self._waiting.charge(flow, 1)
             wait = self.bucket.reserve()
             if wait:
                 await asyncio.sleep(wait)

@@ -3,9 +3,11 @@ often it is added, is never handed to two workers at once, and can be added afte
 Retries (add_rate_limited) wait the longer of a per-key exponential back-off and an
 overall token bucket (10/s, burst 100); ordinary adds are not rate limited.
 
-Unlike client-go's, keys are handed out fairly among namespaces: each namespace with keys
-waiting has its turn (its oldest key), in rotation, so that a namespace with thousands of
-keys queued delays another's next key by one key of its own, not by all of them."""
+Unlike client-go's, keys are handed out by fair share among namespaces (fairqueue): the
+next key is the oldest of the namespace with keys waiting that has kept the workers busy
+least, and a namespace that was quiet may take QUIET_CREDIT_SECONDS of a worker first, so
+that a namespace with thousands of keys queued delays another's few keys by the keys under
+way, not by all of them."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from trainop.cluster import metrics
 from trainop.cluster.client import REQUEST_ERRORS, TokenBucket
-from trainop.cluster.turns import Turns
+from trainop.cluster.fairqueue import QUIET_CREDIT_SECONDS, FairQueue
 
 log = logging.getLogger("trainop.controller")
 
@@ -44,8 +46,8 @@ class WorkQueue:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._bucket = TokenBucket(qps, burst)
-        self._queue: Turns[str] = Turns()
-        """The keys waiting, by namespace, handed out in turn."""
+        self._queue: FairQueue[str] = FairQueue(credit=QUIET_CREDIT_SECONDS)
+        """The keys waiting, by namespace, handed out by the workers' seconds each used."""
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
@@ -59,7 +61,7 @@ class WorkQueue:
         return len(self._queue)
 
     def _enqueue(self, key: str) -> None:
-        self._queue.push(key.split("/", 1)[0], key)
+        self._queue.push(_namespace(key), key)
         self._depth_changed()
         self._ready.set()
 
@@ -120,7 +122,7 @@ class WorkQueue:
         while not self._queue:
             self._ready.clear()
             await self._ready.wait()
-        key = self._queue.pop()
+        _, key = self._queue.pop()
         self._depth_changed()
         now = time.monotonic()
         self._queue_seconds.observe(now - self._added_at.pop(key, now))
@@ -133,7 +135,9 @@ class WorkQueue:
         self._processing.discard(key)
         started = self._started_at.pop(key, None)
         if started is not None:
-            self._work_seconds.observe(time.monotonic() - started)
+            seconds = time.monotonic() - started
+            self._work_seconds.observe(seconds)
+            self._queue.charge(_namespace(key), seconds)
         if key in self._dirty:
             self._enqueue(key)
 
@@ -141,6 +145,10 @@ class WorkQueue:
         self.shutting_down = True
         if self._timer is not None:
             self._timer.cancel()
+
+
+def _namespace(key: str) -> str:
+    return key.split("/", 1)[0]
 
 
 def init_controller_metrics(controller: str, workers: int) -> None:
