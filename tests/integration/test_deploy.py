@@ -48,6 +48,27 @@ def test_kustomize_renders_every_overlay() -> None:
                 "kubernetes.io/metadata.name": "ml-team"}} for h in hooks)
 
 
+def test_the_readmes_patch_narrows_the_webhook_port_only(tmp_path: Path) -> None:
+    """README, Install: the one command that narrows 9443 to the control plane's addresses,
+    run on the rendered NetworkPolicy as it is written there."""
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r"kubectl -n trainop-system patch networkpolicy trainop-manager"
+                        r" --type json -p \\\n\s*'(.*)'", readme)
+    assert command is not None, "the README's NetworkPolicy patch is not where it was"
+    out = subprocess.run(["kubectl", "kustomize", str(REPO / "config" / "default")],
+                         capture_output=True, text=True, timeout=60, check=True)
+    policy = next(d for d in yaml.safe_load_all(out.stdout) if d["kind"] == "NetworkPolicy")
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    patched = subprocess.run(["kubectl", "patch", "--local", "-f", str(tmp_path / "policy.yaml"),
+                              "--type", "json", "-p", command[1], "-o", "yaml"],
+                             capture_output=True, text=True, timeout=60)
+    assert patched.returncode == 0, patched.stderr
+    webhook, metrics = yaml.safe_load(patched.stdout)["spec"]["ingress"]
+    assert webhook == {"ports": [{"port": 9443, "protocol": "TCP"}],
+                       "from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}]}
+    assert metrics == policy["spec"]["ingress"][1]
+
+
 def test_server_side_dry_run_of_the_install(apiserver: TestAPIServer) -> None:
     # A dry run persists nothing, so the namespace it would create first must exist.
     apiserver.kubectl("apply", "--server-side", "-f",
