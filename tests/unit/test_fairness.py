@@ -63,6 +63,18 @@ def test_credit_comes_back_only_as_the_busy_flows_are_served() -> None:
     assert drain(queue, {"storm": 1, "victim": 1}, 4) == ["w0", "w1", "w2", "w3"]
 
 
+def test_a_flow_served_without_waiting_is_not_taken_for_a_quiet_one() -> None:
+    queue: FairQueue[str] = FairQueue(credit=5)
+    for _ in range(1000):  # a thousand requests under the limit: none waited
+        queue.serve("steady", 1)
+    for i in range(100):
+        queue.push("storm", f"s{i}")
+    queue.push("steady", "next")
+    # the storm, new, has its credit over the steady flow, no more: not a thousand
+    order = drain(queue, {"storm": 1, "steady": 1}, 10)
+    assert order.index("next") <= 6, order
+
+
 def test_the_ledger_keeps_only_flows_that_matter() -> None:
     queue: FairQueue[str] = FairQueue(credit=1)
     for i in range(10_000):  # ten thousand namespaces, one key each, come and go

@@ -115,7 +115,7 @@ class FairLimiter:
             return
         if not self._waiting and self.bucket.ready():
             self.bucket.reserve()
-            self._waiting.charge(flow, 1)
+            self._waiting.serve(flow, 1)
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.push(flow, waiter)

@@ -67,6 +67,13 @@ class FairQueue(Generic[T]):
             del self._waiting[flow], self._entry[flow]
         return flow, item
 
+    def serve(self, flow: str, cost: float) -> None:
+        """Count an item of `flow` served without waiting (nothing else waited): as if it
+        had been pushed, popped and charged, so that a flow that never had to wait is not
+        taken for a quiet one."""
+        self._served = max(self._served, self._use(flow))
+        self.charge(flow, cost)
+
     def charge(self, flow: str, cost: float) -> None:
         """Count `cost` against `flow` (what one of its items took)."""
         self._used[flow] = self._use(flow) + cost
