@@ -18,10 +18,12 @@ from trainop.engine import (
     PodState,
     SSHKeyPair,
     clock,
+    inplace,
     reconcile,
 )
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
+from trainop.engine.observed import InPlace
 from trainop.frameworks import framework_for
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -44,6 +46,7 @@ class Cluster:
         self.plans: list[Plan] = []
         self.held: tuple[Held, ...] = ()
         """Names other jobs' objects hold (the runtime finds them in its caches)."""
+        self.in_place = InPlaceKubelet(self)
 
     @property
     def observed(self) -> Observed:
@@ -64,12 +67,15 @@ class Cluster:
         for ref in plan.delete:
             if ref.kind == "Pod":
                 self.pods.pop(ref.name, None)
+                self.in_place.pods.pop(ref.name, None)
             else:
                 self.objects.pop((ref.kind, ref.name), None)
         for obj in plan.update:
             meta = obj["metadata"]
             if obj["kind"] == "Job":  # patched: suspended or resumed
                 self.set_job(meta["name"], suspended=bool(obj["spec"]["suspend"]))
+            elif obj["kind"] == "Pod":  # told its attempts (engine/inplace.py)
+                self.in_place.tell(meta["name"], meta["annotations"])
             else:
                 self.created[f"{obj['kind']}/{meta['name']}"] = obj
                 self.objects[(obj["kind"], meta["name"])] = OwnedObject(
@@ -83,6 +89,7 @@ class Cluster:
                 assert replica is not None and rtype is not None
                 self.pods[meta["name"]] = PodState(meta["name"], rtype, replica[1],
                                                    created=clock.fmt(self.now))
+                self.in_place.made(meta["name"], meta.get("annotations") or {})
             else:
                 content = content_of(obj["kind"], obj)
                 self.objects[(obj["kind"], meta["name"])] = OwnedObject(
@@ -102,6 +109,8 @@ class Cluster:
 
     def set(self, name: str, **changes: Any) -> None:
         self.pods[name] = dataclasses.replace(self.pods[name], **changes)
+        if name in self.in_place.pods:  # what its kubelet reports now
+            self.in_place.overridden(name, self.pods[name])
 
     def all(self, phase: str, rtype: str | None = None, **changes: Any) -> None:
         for name, pod in list(self.pods.items()):
@@ -134,3 +143,150 @@ class Cluster:
         c = self.pod(name)["spec"]["containers"][container]
         return {e["name"]: e["value"] if "value" in e else e["valueFrom"]
                 for e in c.get("env", [])}
+
+
+@dataclasses.dataclass
+class InPlacePod:
+    """A pod made to restart in place (engine/inplace.py) as its kubelet runs it: what its
+    annotations tell and what its files show (written again a moment after: `refresh`),
+    its barrier, main container and agent, and what the kubelet last reported of them."""
+
+    told: tuple[int, int, bool]
+    """(attempt, released, finish) as the annotations say."""
+    files: tuple[int, int, bool]
+    barrier: bool = True
+    """The barrier runs (the pod's other containers wait)."""
+    mains: int | None = None
+    """The attempt its main container runs (None: it does not run)."""
+    main_exit: int | None = None
+    """How its main container ended, where it did (and the pod was not restarted since)."""
+    agent: int | None = None
+    """The attempt the agent watches, while it runs."""
+    ended: str | None = None
+    """The pod's phase once it ended (Succeeded, Failed)."""
+    node_restarts: bool = True
+    """Its kubelet restarts it as the agent's rule says (False: it ignores the rule)."""
+    rules_kept: bool = True
+    reported: tuple[PodState, bool, bool] | None = None
+    """The pod's status, alive, held: as the kubelet last reported them."""
+
+    def restart(self) -> None:
+        """RestartAllContainers: every container ends, the barrier starts again."""
+        self.barrier, self.mains, self.main_exit, self.agent = True, None, None, None
+
+    def loop(self) -> bool:
+        """One turn of the barrier's or the agent's loop; True when something moved."""
+        attempt, released, finish = self.files
+        if self.ended:
+            return False
+        if self.barrier:
+            if released == attempt:
+                self.barrier, self.mains, self.agent = False, attempt, attempt
+                return True
+            return False
+        if self.agent is not None and attempt != self.agent:  # exit 88
+            if self.rules_kept and self.node_restarts:
+                self.restart()
+            else:
+                self.agent = None
+            return True
+        if self.agent is not None and finish:  # exit 0
+            self.agent = None
+            if self.mains is None:
+                self.ended = "Succeeded" if self.main_exit == 0 else "Failed"
+            return True
+        return False
+
+
+class InPlaceKubelet:
+    """The kubelet and the barriers and agents of a job's pods made to restart in place, one
+    step at a time. By default it is prompt: files and status follow every change at once;
+    `lagging` leaves them to `refresh` and `report`, as far as a real kubelet's lag goes."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.pods: dict[str, InPlacePod] = {}
+        self.lagging = False
+
+    def made(self, name: str, annotations: dict[str, str]) -> None:
+        if inplace.ATTEMPT not in annotations:
+            return
+        told = (int(annotations[inplace.ATTEMPT]), int(annotations[inplace.RELEASED]),
+                annotations[inplace.FINISH] == "true")
+        self.pods[name] = InPlacePod(told, told)
+        if self.lagging:  # nothing reported yet
+            self.pods[name].reported = (self.cluster.pods[name], True, False)
+            self.show(name)
+        else:
+            self.report(name)
+
+    def tell(self, name: str, annotations: dict[str, str]) -> None:
+        pod = self.pods[name]
+        pod.told = (int(annotations[inplace.ATTEMPT]), int(annotations[inplace.RELEASED]),
+                    annotations[inplace.FINISH] == "true")
+        if not self.lagging:
+            self.settle([name])
+        self.show(name)
+
+    def refresh(self, name: str) -> None:
+        """The kubelet writes the pod's files again from its annotations."""
+        self.pods[name].files = self.pods[name].told
+
+    def fail(self, name: str, code: int) -> None:
+        """Pod `name`'s main container ends with `code` (0: it succeeded)."""
+        pod = self.pods[name]
+        pod.mains, pod.main_exit = None, code
+        if pod.agent is None:
+            pod.ended = "Succeeded" if code == 0 else "Failed"
+        if not self.lagging:
+            self.report(name)
+
+    def settle(self, only: list[str] | None = None) -> None:
+        """The files of every pod (or of `only`) written again, and its barrier and agent
+        looping until nothing moves."""
+        for name, pod in self.pods.items():
+            if only is None or name in only:
+                if not self.lagging:
+                    self.refresh(name)
+                while pod.loop():
+                    pass
+                if not self.lagging:
+                    self.report(name)
+
+    def running(self) -> dict[str, int]:
+        """Pod -> the attempt its main container runs."""
+        return {n: p.mains for n, p in self.pods.items()
+                if p.mains is not None and n in self.cluster.pods}
+
+    def report(self, name: str) -> None:
+        """The kubelet reports the pod's status: the manager's cache shows it."""
+        pod = self.pods[name]
+        state = self.cluster.pods[name]
+        alive = pod.ended is None and (pod.agent is not None or pod.barrier)
+        phase = pod.ended or ("Pending" if pod.barrier else "Running")
+        if alive and pod.main_exit is not None:  # as the manager reads it: records.py
+            phase = "Succeeded" if pod.main_exit == 0 else "Failed"
+        pod.reported = (dataclasses.replace(
+            state, phase=phase, exit_code=pod.main_exit,
+            reason=None if pod.main_exit is None else "Error",
+            exit_codes=() if pod.main_exit is None else (("pytorch", pod.main_exit),)),
+            alive, pod.barrier and pod.mains is None)
+        self.show(name)
+
+    def overridden(self, name: str, state: PodState) -> None:
+        """The test sets what the kubelet reports (a pod evicted: it ended)."""
+        pod = self.pods[name]
+        if state.phase in ("Succeeded", "Failed"):
+            pod.ended, pod.mains, pod.agent, pod.barrier = state.phase, None, None, False
+        held = pod.reported[2] if pod.reported else False
+        pod.reported = (state, pod.ended is None, held)
+        self.show(name)
+
+    def show(self, name: str) -> None:
+        """The pod in the manager's cache: its annotations as told, its status as reported."""
+        pod = self.pods[name]
+        assert pod.reported is not None
+        state, alive, held = pod.reported
+        self.cluster.pods[name] = dataclasses.replace(state, in_place=InPlace(
+            pod.told[0], pod.told[1], pod.told[2], alive=alive, held=held,
+            kept_rules=pod.rules_kept))

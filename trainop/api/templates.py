@@ -23,3 +23,21 @@ def main_container(obj: dict[str, Any] | None, name: str) -> dict[str, Any] | No
     """The container called `name`, else the first one (None when there is none)."""
     found = containers(obj)
     return container(obj, name) or (found[0] if found else None)
+
+
+def restarting_all(obj: dict[str, Any] | None) -> str | None:
+    """The name of a container (or init container) of a pod template whose own
+    `restartPolicyRules` restart every container of the pod (`RestartAllContainers`), or
+    None."""
+    spec = (obj or {}).get("spec")
+    if not isinstance(spec, dict):
+        return None
+    for key in ("initContainers", "containers"):
+        found = spec.get(key)
+        for c in found if isinstance(found, list) else []:
+            rules = c.get("restartPolicyRules") if isinstance(c, dict) else None
+            if isinstance(rules, list) and any(
+                    isinstance(r, dict) and r.get("action") == "RestartAllContainers"
+                    for r in rules):
+                return str(c.get("name"))
+    return None

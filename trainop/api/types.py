@@ -142,6 +142,13 @@ class RunPolicy(SharedRunPolicy):
         description="trainop: Replica (default) restarts only the failed pod; Job restarts "
         "every replica of the job together when one fails retryably.",
     )
+    restart_in_place: bool | None = Field(
+        None,
+        description="trainop: with restartScope Job, restart the job's pods in place (every "
+        "container of every pod, on its node, the pods kept) instead of making them again, "
+        "where the cluster allows it (Kubernetes 1.35+); unset: as the manager's "
+        "--restart-in-place says.",
+    )
     pod_failure_policy: PodFailurePolicy | None = None
     startup_deadline_seconds: int | None = Field(
         None,

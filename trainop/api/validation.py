@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainop.api import templates
 from trainop.api.conversion import ConversionError, convert, strays
 from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import API_VERSION, GROUP, JOB_MODELS, KINDS, OTHER_VERSIONS
@@ -231,6 +232,13 @@ def _replica_problems(job: Job, rtype: str, rspec: ReplicaSpec, path: str) -> li
             problems.append(Problem(f"{cpath}.name", "is required"))
         if not c.get("image"):
             problems.append(Problem(f"{cpath}.image", "is required"))
+    if job.spec.run_policy.restart_in_place and (
+            own := templates.restarting_all(rspec.template)) is not None:
+        problems.append(Problem(
+            f"{path}.template.spec", f"container {own!r} restarts every container of the "
+            "pod itself (a RestartAllContainers rule): with runPolicy.restartInPlace trainop "
+            "restarts them, every pod of the job together; restart the one container "
+            "(action Restart) or leave restartInPlace unset"))
     main = job.main_container
     # for most kinds the operator finds its container by the default name
     if not job.info.free_container_names and main not in names:
@@ -328,6 +336,10 @@ def _run_policy_problems(job: Job) -> list[Problem]:
     if rp.startup_deadline_seconds is not None and rp.startup_deadline_seconds < 1:
         problems.append(Problem("spec.runPolicy.startupDeadlineSeconds",
                                 f"must be 1 or more, got {rp.startup_deadline_seconds}"))
+    if rp.restart_in_place and rp.restart_scope != "Job":
+        problems.append(Problem("spec.runPolicy.restartInPlace",
+                                "needs restartScope: Job (what restarts in place is the "
+                                "whole job)"))
     sp = rp.scheduling_policy
     if sp is not None:
         if sp.min_available is not None and sp.min_available < 0:

@@ -231,13 +231,14 @@ class JobController:
         main = job.main_container
         pods = tuple(
             PodState(p.meta.name, replica_type_of(job, p.replica_type) or p.replica_type,
-                     p.index, phase=p.phase, terminating=p.terminating,
+                     p.index, phase=p.replica_phase(main), terminating=p.terminating,
                      exit_code=p.exit_code(main), reason=p.reason, restarts=p.restarts,
                      ready=p.ready, last_run=p.last_run(main), waiting=p.waiting,
                      created=p.created, node=p.node,
                      exit_codes=p.failure.exit_codes if p.failure else (),
                      conditions=p.failure.conditions if p.failure else (),
-                     ended=_main_first(p.failure.ended, main) if p.failure else None)
+                     ended=_main_first(p.failure.ended, main) if p.failure else None,
+                     in_place=p.in_place)
             for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content,
                                     self.batch_job(o) if o.job else None)

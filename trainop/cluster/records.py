@@ -10,10 +10,11 @@ import orjson
 
 from trainop.api.kinds import GROUP, OTHER_VERSIONS, VERSION
 from trainop.api.resources import JOBS
+from trainop.engine import inplace
 from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
-from trainop.engine.observed import BatchJob, Ended, Waiting
+from trainop.engine.observed import BatchJob, Ended, InPlace, Waiting
 from trainop.engine.queueing import prebuilt_in
 
 
@@ -105,8 +106,11 @@ class PodRecord:
     """Why a pending pod is not starting, where that is a problem (waiting_cause)."""
     created: str | None = None
     failure: FailureFacts | None = None
-    """What a failed pod tells of its end; None for any other pod."""
+    """What a failed pod tells of its end (of its last run, for one that failed in place);
+    None for any other pod."""
     node: str | None = None
+    in_place: InPlace | None = None
+    """A pod made to restart in place: its attempts and its agent (in_place_of)."""
 
     def exit_code(self, main: str) -> int | None:
         if not self.exit_codes:
@@ -114,6 +118,14 @@ class PodRecord:
         if main in self.exit_codes:
             return self.exit_codes[main]
         return next(iter(self.exit_codes.values()))
+
+    def replica_phase(self, main: str) -> str:
+        """The replica's phase: the pod's, or, for a pod that restarts in place whose main
+        container ended while the pod lives on, that container's end (Succeeded, Failed)."""
+        if self.in_place is not None and self.in_place.alive and self.exit_codes and \
+                (code := self.exit_codes.get(main)) is not None:
+            return "Succeeded" if code == 0 else "Failed"
+        return self.phase
 
     def last_run(self, main: str) -> tuple[int, str | None] | None:
         if not self.last_runs:
@@ -151,6 +163,11 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         if latest and latest.get("exitCode") is not None:
             last[cs.get("name", "")] = (int(latest["exitCode"]), latest.get("reason"))
     phase = status.get("phase") or "Pending"
+    in_place = in_place_of(obj)
+    # a pod that restarts in place lives on when its main container failed (its agent
+    # keeps it): what a failed pod tells of its end is read then too
+    failed = phase == "Failed" or (in_place is not None and in_place.alive and any(
+        code for name, code in codes.items() if name != inplace.AGENT))
     return PodRecord(
         meta=meta, replica_type=rtype, index=index,
         phase=phase,
@@ -159,11 +176,38 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         exit_codes=codes or None, last_runs=last or None,
         waiting=waiting_cause(meta.name, status) if phase == "Pending" else None,
         # (for runPolicy.startupDeadlineSeconds; a pod that started never needs it again)
+        # (pending again, held for an attempt in place, it is no longer starting)
         created=(obj.get("metadata") or {}).get("creationTimestamp")
-        if phase == "Pending" else None,
-        failure=_failure(obj, codes) if phase == "Failed" else None,
+        if phase == "Pending" and not (in_place and restarts) else None,
+        failure=_failure(obj, codes) if failed else None,
         node=sys.intern(node) if (node := (obj.get("spec") or {}).get("nodeName")) else None,
+        in_place=in_place,
     )
+
+
+def in_place_of(obj: dict[str, Any]) -> InPlace | None:
+    """What a pod made to restart in place (engine/inplace.py) says: the attempts its
+    annotations tell, and its barrier's and agent's state (None for any other pod)."""
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    attempt, released = notes.get(inplace.ATTEMPT), notes.get(inplace.RELEASED)
+    if not (isinstance(attempt, str) and attempt.isdigit() and isinstance(released, str)
+            and released.isdigit()):
+        return None
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    agent_spec = next((c for c in spec.get("containers") or []
+                       if isinstance(c, dict) and c.get("name") == inplace.AGENT), {})
+    statuses = status.get("containerStatuses") or []
+    agent: dict[str, Any] = next((cs for cs in statuses if cs.get("name") == inplace.AGENT),
+                                 {})
+    barrier: dict[str, Any] = next((cs for cs in status.get("initContainerStatuses") or []
+                                    if cs.get("name") == inplace.BARRIER), {})
+    return InPlace(
+        int(attempt), int(released), finish=notes.get(inplace.FINISH) == "true",
+        alive=status.get("phase") in ("Pending", "Running", None) and
+        "terminated" not in (agent.get("state") or {}),
+        held="running" in (barrier.get("state") or {}) and
+        not any("running" in (cs.get("state") or {}) for cs in statuses),
+        kept_rules=bool(agent_spec.get("restartPolicyRules")))
 
 
 def _failure(obj: dict[str, Any], codes: dict[str, int]) -> FailureFacts:
@@ -172,6 +216,8 @@ def _failure(obj: dict[str, Any], codes: dict[str, int]) -> FailureFacts:
     init = []
     for key in ("containerStatuses", "initContainerStatuses"):
         for cs in status.get(key) or []:
+            if cs.get("name") in (inplace.BARRIER, inplace.AGENT):
+                continue  # trainop's own (engine/inplace.py): their ends are not the job's
             term = (cs.get("state") or {}).get("terminated")
             if not term or term.get("exitCode") is None:
                 continue

@@ -36,6 +36,16 @@ class EngineConfig:
     SuccessfulCreateService or SuccessfulDeletePod event per job and round, naming the
     objects, instead of one per object."""
 
+    restart_in_place: bool = False
+    """--restart-in-place (trainop's own; off as upstream): jobs with restartScope Job that
+    leave runPolicy.restartInPlace unset restart their pods in place (engine/inplace.py)."""
+    in_place_unavailable: str | None = None
+    """Why this cluster cannot restart pods in place (the manager asks the API server as it
+    starts): then no job does, and a job that asks is told so once."""
+    restart_agent_image: str = "alpine:3.22"
+    """--restart-agent-image: the image of the agent a pod that restarts in place runs (it
+    needs a POSIX sh, cat, sleep and test)."""
+
     batch_jobs: bool = True
     """A replica the kind makes by a batch/v1 Job (Launcher.batch_job) is made so; False:
     as a pod of the engine's own under its rules (the local runtime, which has no Job

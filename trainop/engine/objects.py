@@ -15,7 +15,7 @@ from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.api.templates import containers
-from trainop.engine import batchjob, elastic, gang
+from trainop.engine import batchjob, elastic, gang, inplace
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework, batch_type
 from trainop.engine.labels import replica_name
@@ -77,6 +77,9 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     # API server refuses it, and the applier reads the holder afresh before failing the job
     taken = {h.name for h in observed.held if h.going(job.kind, job.name)}
     spent = 0
+    live = [p for p in observed.pods if not p.terminating]
+    # pods that restart in place are made for the job's attempt (engine/inplace.py)
+    attempt = inplace.attempts(live) if inplace.applies(job, live, config) else None
     for rtype, n in resolve(job).replicas.items():
         may = not out.held and (fw.launcher is None
                                 or fw.launcher.may_create(job, rtype, observed))
@@ -102,6 +105,8 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                     spent += OBJECT_BYTES
             if wants_pod:
                 pod = desired_pod(job, rtype, i, fw, addr, config)
+                if attempt is not None:
+                    inplace.decorate(pod, config, attempt)
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))
                 spent += OBJECT_BYTES + _env_bytes(pod)
@@ -203,12 +208,15 @@ def content_of(kind: str, obj: Mapping[str, Any]) -> str | None:
 
 def patch_of(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The merge patch that brings an object up to date with desired `obj`: what
-    KEPT_CURRENT names, and with a Job resumed, its template's labels, annotations and
+    KEPT_CURRENT names, a pod's annotations (the attempts engine/inplace.py tells it), and
+    with a Job resumed, its template's labels, annotations and
     SCHEDULING where `obj` has a template (batchjob.update leaves it out for a Job that
     ran: Kubernetes refuses to change them then)."""
     kind = obj["kind"]
     if kind == "ConfigMap":
         return {"data": obj.get("data")}
+    if kind == "Pod":  # what engine/inplace.py tells a pod: its annotations
+        return {"metadata": {"annotations": obj["metadata"]["annotations"]}}
     if kind == "Role":
         return {"rules": obj.get("rules")}
     if kind != "Job":

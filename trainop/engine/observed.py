@@ -67,6 +67,26 @@ class PodState:
     node: str | None = None
     ended: Ended | None = None
     """A failed pod's container that failed (the main one where it did), as it ended."""
+    in_place: InPlace | None = None
+    """What a pod made to restart in place says of its attempts (engine/inplace.py); its
+    phase is then its main container's end, where that ended and the pod lives on."""
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A pod made to restart in place: what it was told (its annotations) and what its
+    barrier and agent say (engine/inplace.py)."""
+
+    attempt: int
+    released: int
+    finish: bool = False
+    alive: bool = True
+    """The pod can still restart in place: it has not ended, and neither has its agent."""
+    held: bool = False
+    """Its barrier runs, and none of its other containers does."""
+    kept_rules: bool = True
+    """The API server kept the agent's restartPolicyRules (it drops them where its feature
+    gate is off: then nothing restarts in place)."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,16 @@ from trainop.api.defaults import manager_of, our_manager
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS, JOBS, Resource
-from trainop.engine import batchjob, clock, failures, gang, objects, podfailure, waiting
+from trainop.engine import (
+    batchjob,
+    clock,
+    failures,
+    gang,
+    inplace,
+    objects,
+    podfailure,
+    waiting,
+)
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import (
@@ -55,6 +64,11 @@ class _Run:
         self.batch = batch_type(framework, job, config)
         """The replica type a batch/v1 Job makes (engine/batchjob.py): the Job, not the
         engine, holds the job's backoffLimit, deadline and TTL, and its end is the job's."""
+        self.attempts: inplace.Attempts | None = None
+        """The attempts to tell the job's pods, where they restart in place
+        (engine/inplace.py); told at the end of the round (tell_attempts)."""
+        if self.batch is None and inplace.applies(job, observed.pods, config):
+            self.attempts = inplace.attempts(self.live_pods())
 
     # -- helpers ----------------------------------------------------------------------
     @property
@@ -142,6 +156,8 @@ class _Run:
                 tell=False):
             self.plan.add_metric("created")
             self.tell_also(cond.CREATED, f"{self.kind}Created")
+            if (why := self.config.in_place_unavailable) and inplace.asked(job, self.config):
+                self.event(inplace.UNAVAILABLE, f"{why}: {inplace.FALLBACK}")
         if self.fw.tells_exit_codes:
             # pkg/controller.v1/common/pod.go:343-346 (upstream tells it again on every
             # reconcile; trainop once, when the pod is seen to end)
@@ -157,6 +173,7 @@ class _Run:
             self.active()
             if cond.is_finished(self.status):
                 self.finished(just_now=True)
+        self.tell_attempts()
         self.finish_status()
         return self.plan
 
@@ -287,7 +304,7 @@ class _Run:
             self.plan.requeue(left)
 
         self.scale_down()
-        if self.handle_failures():
+        if self.restart_in_place() or self.handle_failures():
             return
         if self.fw.succeeded(self.job, counts):
             self.succeed()
@@ -312,7 +329,9 @@ class _Run:
             mine = [p for p in pods if p.replica_type == rtype and p.index < n]
             out[rtype] = Counts(
                 replicas=n,
-                active=sum(1 for p in mine if p.phase == Phase.RUNNING and not p.terminating),
+                # (a pod held for an attempt in place runs none of the job's containers)
+                active=sum(1 for p in mine if p.phase == Phase.RUNNING and not p.terminating
+                           and not (p.in_place and p.in_place.held)),
                 succeeded=sum(1 for p in mine if p.phase == Phase.SUCCEEDED),
                 failed=sum(1 for p in mine if p.phase == Phase.FAILED),
                 succeeded_indexes=frozenset(p.index for p in mine
@@ -347,14 +366,20 @@ class _Run:
         policy = self.job.spec.run_policy.pod_failure_policy
         if policy is None and self.config.ignore_disruptions:
             policy = podfailure.IGNORE_DISRUPTIONS
-        judgement = failures.judge(self.job, self.live_pods(), self.status, self.fw, policy)
+        live = self.live_pods()
+        judgement = failures.judge(self.job, live, self.status, self.fw, policy)
         if judgement is None:
             return False
+        in_place = self.attempts is not None and self.restarts_in_place(live)
         if judgement.verdict is not failures.Verdict.FAIL and judgement.ignored:
             # made again, counted nowhere: the pod's end was not the job's doing
-            self.delete_pods([pod for pod, _ in judgement.ignored], "pod failure policy")
+            ignored = [pod for pod, _ in judgement.ignored]
+            self.delete_pods([p for p in ignored if not (in_place and inplace.alive(p))],
+                             "pod failure policy")
             for _, why in judgement.ignored:
                 self.event(podfailure.REASON, f"{why}: the pod is made again, not counted")
+            if in_place and any(inplace.alive(p) for p in ignored):
+                self.next_attempt(live)  # every pod goes on from a new attempt together
         if judgement.verdict is failures.Verdict.IGNORE:
             return True
         if judgement.first is not None:
@@ -365,8 +390,11 @@ class _Run:
                     judgement.by_replicas:
                 self.plan.add_metric("failed")  # not a limit's failure (upstream's counters)
             return True
-        self.delete_pods(list(judgement.restart), "restarting the whole job"
-                         if judgement.whole_job else "restarting")
+        if in_place and judgement.whole_job:
+            self.next_attempt(live)
+        else:
+            self.delete_pods(list(judgement.restart), "restarting the whole job"
+                             if judgement.whole_job else "restarting")
         statuses = self.status.replica_statuses or {}
         for rtype, step in judgement.recreations.items():
             rs = statuses.setdefault(rtype, ReplicaStatus())
@@ -384,6 +412,83 @@ class _Run:
         if judgement.event_message:
             self.event(judgement.reason, judgement.event_message, warning=True)
         return True
+
+    # -- restarts in place (engine/inplace.py) -------------------------------------------
+    def restarts_in_place(self, live: list[PodState]) -> bool:
+        """Whether the job's pods can restart in place: the API server kept their restart
+        rules (else a Normal event says the job restarts by making its pods again)."""
+        if all(p.in_place is None or p.in_place.kept_rules for p in live):
+            return True
+        self.event(inplace.UNAVAILABLE, f"{inplace.DROPPED}: {inplace.FALLBACK}")
+        return False
+
+    def next_attempt(self, live: list[PodState]) -> None:
+        """Move the job to its next attempt: every pod stops the one it runs, and waits at
+        its barrier until the new one is released. Pods that did not run the last attempt
+        (ended, or not past their barrier yet) are made again for it: no pod may start the
+        last one late, which makes every pod held after this move one it restarted."""
+        assert self.attempts is not None
+        if self.attempts.under_way:
+            return  # a restart is under way: every pod stops already
+        self.attempts = inplace.Attempts(self.attempts.current + 1, self.attempts.released)
+        again = [p for p in live if not inplace.ran(p)]
+        self.delete_pods(again, "restarting the whole job")
+        made = f"; {len(again)} made again" if again else ""
+        self.event(inplace.RESTARTING, f"Restarting the {len(live) - len(again)} pod(s) of the "
+                                       f"job in place, attempt {self.attempts.current}{made}")
+
+    def restart_in_place(self) -> bool:
+        """Carry on a restart in place under way: release the new attempt once every pod is
+        held at its barrier for it; make again the pods that ended, and those that did not
+        stop within inplace.STOP_GRACE. True while it is under way (the round ends: nothing
+        of the old attempt is judged, and the job is not Running)."""
+        if self.attempts is None or not self.attempts.under_way:
+            return False
+        attempt = self.attempts.current
+        resolved = resolve(self.job)
+        mine = [p for p in self.live_pods() if resolved.in_spec(p.replica_type, p.index)]
+        # those that ended are made again, and so are those not told this attempt that did
+        # not run the last (the manager stopped before it deleted them: next_attempt)
+        self.delete_pods([p for p in mine if not inplace.alive(p) or (
+            p.in_place is not None and p.in_place.attempt < attempt and not inplace.ran(p))],
+                         "restarting the whole job")
+        held = {(p.replica_type, p.index) for p in mine
+                if inplace.held(p) and p.in_place is not None and p.in_place.attempt == attempt}
+        if all(slot in held for slot in resolved.slots()):
+            self.attempts = inplace.Attempts(attempt, attempt)
+            self.event(inplace.RELEASED_REASON, f"Every pod stopped for attempt {attempt}, "
+                                                f"which starts")
+            return True
+        restarting = cond.get(self.status, cond.RESTARTING)
+        since = clock.parse(restarting.last_transition_time) if restarting and \
+            restarting.last_transition_time else self.now_dt
+        left = inplace.STOP_GRACE - (self.now_dt - since).total_seconds()
+        late = [p for p in mine if inplace.alive(p) and (p.replica_type, p.index) not in held]
+        if left <= 0 and late:
+            self.delete_pods(late, "not restarted in place")
+            self.event(inplace.LATE, f"{shown(p.name for p in late)} did not stop for attempt "
+                                     f"{attempt} within {inplace.STOP_GRACE:.0f}s: made again",
+                       warning=True)
+        elif late:
+            self.plan.requeue(left)
+        self.create_missing()  # made for the new attempt, they wait at the barrier for it
+        return True
+
+    def tell_attempts(self) -> None:
+        """Tell every pod that restarts in place the job's attempts where it was told
+        otherwise, and to finish where its main container succeeded or the job ended (its
+        agent ends, and the pod as its main container did). The pods this round deletes
+        are left alone."""
+        if self.attempts is None:
+            return
+        doomed = {r.name for r in self.plan.delete if r.kind == "Pod"}
+        over = cond.is_finished(self.status)
+        steady = not self.attempts.under_way  # (else every pod restarts, these too)
+        self.plan.update.extend(
+            patch for p in self.live_pods() if p.name not in doomed and (
+                patch := inplace.told(p, self.attempts,
+                                      over or (steady and p.phase == Phase.SUCCEEDED)))
+            is not None)
 
     def record_failure(self, f: failures.Failure) -> None:
         ended = f.pod.ended

@@ -1,0 +1,208 @@
+"""Whole-job restarts in place: every pod of the job restarts its containers where it is
+(same pod, node, IP, volumes and name) instead of being deleted and made again.
+
+The kubelet does the restarting (Kubernetes 1.35+: a container's `restartPolicyRules`
+with the `RestartAllContainers` action ends every container of the pod, keeps the pod and
+starts its init containers again); trainop tells each pod which attempt the job is on
+through annotations the pod reads back as files (a downward API volume, which the kubelet
+writes again a moment after the pod changes). Each pod gets two containers of trainop's:
+
+- the barrier, its first init container, which waits until the attempt the pod was told is
+  `released`: no container of the pod's own starts before;
+- the agent, a container beside the main one, which ends the pod's attempt: when told a
+  newer attempt it exits STOP_EXIT, and its rule restarts every container of the pod
+  (barrier first); when told to `finish` it exits 0, and the pod ends as its main container
+  did.
+
+A main container that fails stays ended (its exit code and message in its status, as the
+failure rules read them), and the agent keeps the pod from ending. The engine then tells
+every pod the next attempt, and releases it once every pod is held at its barrier. It moves
+to a new attempt only once every pod ran the last one (a pod still held for it is made
+again instead), so a pod held after the move was restarted by it: every container of the
+old attempt has ended (the kubelet ends them all before it starts the barrier), and the
+barrier lets the pod go only into the attempt its files name, the newest. No rank of an
+old attempt is ever in a collective with a rank of the new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainop.api import Job, templates
+from trainop.engine.config import EngineConfig
+from trainop.engine.observed import Phase, PodState
+
+PREFIX = "trainop.kubeflow.org"
+ATTEMPT = f"{PREFIX}/attempt"
+RELEASED = f"{PREFIX}/attempt-released"
+FINISH = f"{PREFIX}/finish"
+"""Set on a pod whose main container ended for good: its agent exits and the pod ends."""
+BARRIER = "trainop-barrier"
+AGENT = "trainop-restart"
+FILES = "trainop-attempt"
+"""The downward API volume with the files `attempt`, `released` and `finish`."""
+STATE = "trainop-attempt-state"
+"""An emptyDir (kept through restarts in place): the attempt the barrier let the pod into,
+which the agent watches."""
+STOP_EXIT = 88
+"""The agent's exit code when it stops the pod for a newer attempt."""
+STOP_GRACE = 30.0
+"""Seconds a pod has to come to the barrier of a new attempt; one that has not (its node's
+kubelet does not restart pods in place) is deleted and made again."""
+
+# the events' reasons
+RESTARTING = "RestartingInPlace"
+RELEASED_REASON = "AttemptReleased"
+LATE = "NotRestartedInPlace"
+UNAVAILABLE = "InPlaceRestartUnavailable"
+DROPPED = ("The API server drops containers' restartPolicyRules (its feature gate "
+           "ContainerRestartRules is off)")
+REFUSED = ("The API server refuses the RestartAllContainers action (its feature gate "
+           "RestartAllContainersOnContainerExits is off)")
+FALLBACK = "the job restarts by making its pods again"
+
+_FILES_DIR = "/run/trainop/attempt"
+_STATE_DIR = "/run/trainop/state"
+# POSIX sh (busybox or dash); the files are written whole (the kubelet swaps a link).
+BARRIER_SCRIPT = f"""\
+f={_FILES_DIR}
+until a=$(cat $f/attempt) && [ "$(cat $f/released)" = "$a" ]; do sleep 0.2; done
+echo "$a" >{_STATE_DIR}/attempt
+echo "attempt $a"
+"""
+AGENT_SCRIPT = f"""\
+f={_FILES_DIR}; a=$(cat {_STATE_DIR}/attempt)
+while [ "$(cat $f/attempt)" = "$a" ]; do
+  [ "$(cat $f/finish)" = true ] && exit 0
+  sleep 0.2
+done
+echo "attempt $(cat $f/attempt): stopping attempt $a"
+exit {STOP_EXIT}
+"""
+RESTART_POD = {"action": "RestartAllContainers",
+               "exitCodes": {"operator": "In", "values": [STOP_EXIT]}}
+
+
+def applies(job: Job, pods: tuple[PodState, ...] | list[PodState],
+            config: EngineConfig) -> bool:
+    """Whether the job's pods restart in place: it asks for it (`enabled`), or pods made to
+    are still there (the job goes on as it started: a pod held at its barrier is released
+    by this module only)."""
+    return enabled(job, config) or any(p.in_place is not None for p in pods)
+
+
+def enabled(job: Job, config: EngineConfig) -> bool:
+    """Whether the job's whole-job restarts are in place: it restarts as a whole
+    (`restartScope: Job`), asks for it (`runPolicy.restartInPlace`) or leaves it to the
+    manager (--restart-in-place), and the cluster can."""
+    return asked(job, config) and config.in_place_unavailable is None
+
+
+def asked(job: Job, config: EngineConfig) -> bool:
+    """Whether the job's whole-job restarts are to be in place, where the cluster can (a
+    job whose template restarts its pods itself is not, by the manager's flag: validation
+    refuses it with the field)."""
+    rp = job.spec.run_policy
+    if rp.restart_scope != "Job":
+        return False
+    if rp.restart_in_place is not None:
+        return rp.restart_in_place
+    return config.restart_in_place and not any(
+        templates.restarting_all(r.template) for r in job.spec.replica_specs.values())
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """The job's attempts as its pods are told them."""
+
+    current: int = 0
+    released: int = 0
+
+    @property
+    def under_way(self) -> bool:
+        """A restart is under way: the pods stop the old attempt, the new one waits."""
+        return self.current > self.released
+
+
+def attempts(pods: list[PodState]) -> Attempts:
+    """The job's attempt and the one released: the highest any pod was told (a round that
+    told only some pods, the manager stopped in between, is finished by the next)."""
+    told = [p.in_place for p in pods if p.in_place is not None]
+    return Attempts(max((t.attempt for t in told), default=0),
+                    max((t.released for t in told), default=0))
+
+
+def decorate(pod: dict[str, Any], config: EngineConfig, at: Attempts) -> None:
+    """Make `pod` restart in place: the annotations and the files they become, the barrier
+    (before the template's init containers) and the agent."""
+    meta = pod["metadata"]
+    meta["annotations"] = {**(meta.get("annotations") or {}), ATTEMPT: str(at.current),
+                           RELEASED: str(at.released), FINISH: "false"}
+    spec = pod["spec"]
+    spec["volumes"] = [*(spec.get("volumes") or []), {
+        "name": FILES, "downwardAPI": {"items": [
+            {"path": name, "fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}
+            for name, key in (("attempt", ATTEMPT), ("released", RELEASED),
+                              ("finish", FINISH))]}},
+        {"name": STATE, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}]
+    spec["initContainers"] = [_container(BARRIER, BARRIER_SCRIPT, config),
+                              *(spec.get("initContainers") or [])]
+    agent = _container(AGENT, AGENT_SCRIPT, config)
+    agent.update(restartPolicy="Never", restartPolicyRules=[RESTART_POD])
+    spec["containers"] = [*(spec.get("containers") or []), agent]
+
+
+def _container(name: str, script: str, config: EngineConfig) -> dict[str, Any]:
+    return {
+        "name": name, "image": config.restart_agent_image, "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", script],
+        "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
+                      "requests": {"cpu": "10m", "memory": "10Mi"}},
+        # what a namespace of the restricted Pod Security level admits
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                            "runAsUser": 65534, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumeMounts": [{"name": FILES, "mountPath": _FILES_DIR, "readOnly": True},
+                         {"name": STATE, "mountPath": _STATE_DIR}],
+    }
+
+
+def probe_pod(config: EngineConfig) -> dict[str, Any]:
+    """A pod with what restarting in place asks of the API server (the agent and its
+    rule), for the manager to create with dryRun as it starts: nothing is stored."""
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"generateName": "trainop-restart-in-place-"},
+                           "spec": {"restartPolicy": "Never", "containers": []}}
+    decorate(pod, config, Attempts())
+    return pod
+
+
+def told(pod: PodState, at: Attempts, finish: bool) -> dict[str, Any] | None:
+    """The patch that tells `pod` the job's attempts (and to finish), where it was told
+    otherwise."""
+    ip = pod.in_place
+    if ip is None or (ip.attempt, ip.released, ip.finish) == (at.current, at.released, finish):
+        return None
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": pod.name, "annotations": {ATTEMPT: str(at.current), RELEASED: str(at.released),
+                                          FINISH: str(finish).lower()}}}
+
+
+def alive(pod: PodState) -> bool:
+    """Whether the pod can still restart in place: its main container ended (or not), but
+    the pod did not (its agent runs)."""
+    return pod.in_place is not None and pod.in_place.alive and not pod.terminating
+
+
+def held(pod: PodState) -> bool:
+    """Whether the pod waits at its barrier, none of its own containers running."""
+    return alive(pod) and pod.in_place is not None and pod.in_place.held
+
+
+def ran(pod: PodState) -> bool:
+    """Whether the pod, alive, went past its barrier into the attempt it was told (its main
+    container runs or ran). One that did not may still start that attempt, however long
+    after: the job moves on without it."""
+    return alive(pod) and not held(pod) and pod.phase in (
+        Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED)
