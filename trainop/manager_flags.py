@@ -120,6 +120,15 @@ FLAGS: tuple[Flag, ...] = (
         "For jobs that set no runPolicy.podFailurePolicy: a pod the cluster ended "
         "(preempted, evicted, its node drained: the DisruptionTarget condition) is made again "
         "and counted against no limit."),
+    own("--restart-in-place", "engine.restart_in_place",
+        "Jobs with runPolicy.restartScope Job that leave runPolicy.restartInPlace unset "
+        "restart in place: every container of every pod restarts on its node, the pods "
+        "kept, all ranks starting the next attempt together (Kubernetes 1.35+: where the "
+        "cluster cannot, pods are made again)."),
+    Flag(("--restart-agent-image",), "engine.restart_agent_image",
+         "Image of the two containers a pod that restarts in place gets (a first init container "
+         "that holds the pod until its attempt is released, and one beside the main container "
+         "that ends the attempt): it needs a POSIX sh, cat and sleep. Not in upstream."),
     own("--fallback-to-logs-on-error", "engine.fallback_to_logs_on_error",
         "Give containers whose template leaves terminationMessagePolicy unset "
         "FallbackToLogsOnError: a container that fails without writing a termination message "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -14,9 +15,10 @@ from typing import Any
 
 import aiohttp
 
-from trainop.api import KINDS
+from trainop.api import KINDS, templates
 from trainop.api.resources import (
     PLUGINS_PODGROUPS,
+    PODS,
     VOLCANO_PODGROUPS,
     Resource,
     job_resource,
@@ -32,6 +34,7 @@ from trainop.cluster.informer import Informer, wait_synced
 from trainop.cluster.leader import LeaderElector
 from trainop.cluster.options import ManagerOptions
 from trainop.cluster.webhook import WebhookServer
+from trainop.engine import inplace
 
 log = logging.getLogger("trainop.manager")
 
@@ -79,6 +82,23 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
                                "which is not installed") from None
         extra["PodGroup"] = group
     return extra
+
+
+async def _in_place(client: Client, opts: ManagerOptions) -> str | None:
+    """Why the cluster cannot restart pods in place (None where it can): the API server's
+    answer to a pod with the agent and its rule, created with dryRun."""
+    namespace = opts.namespace or "default"
+    try:
+        made = await client.request("POST", PODS.path(namespace),
+                                    inplace.probe_pod(opts.engine), {"dryRun": "All"})
+    except APIError as err:
+        if err.status == 422 and "RestartAllContainers" in err.message:
+            return inplace.REFUSED
+        log.warning("cannot tell whether the cluster restarts pods in place (a pod created "
+                    "with dryRun in %s: %s): taking it that it does", namespace, err)
+        return None
+    agent = templates.container(made, inplace.AGENT) or {}
+    return None if agent.get("restartPolicyRules") else inplace.DROPPED
 
 
 async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorder
@@ -199,6 +219,12 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
         components.started("webhook", webhook.stop)
         components.task("webhook certificate rotation", webhook.rotate_forever())
     extra = await _discover(client, opts)
+    if (why := await _in_place(client, opts)) is not None:
+        # (said as a warning where the manager's flag asks for restarts in place)
+        log.log(logging.WARNING if opts.engine.restart_in_place else logging.INFO,
+                "%s: jobs restart by making their pods again", why)
+        opts = dataclasses.replace(opts, engine=dataclasses.replace(
+            opts.engine, in_place_unavailable=why))
     caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
     queueing = await _queueing(client, opts, recorder)
     kueue_informers = queueing.informers() if queueing else []

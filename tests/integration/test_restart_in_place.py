@@ -1,0 +1,138 @@
+"""Whole-job restarts in place against a real API server: the pods as it takes them, the
+attempts told and released as the kubelet's statuses (set by the test) say, and a cluster
+whose API server cannot restart pods in place. (The kubelet's part runs in
+tests/node/test_restart_in_place.py.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.apiserver import TestAPIServer
+from testbed.manager import ManagerProcess
+from tests.integration.kube import Kube, Manager, wait_for
+from tests.integration.test_reliability import private_api
+from tests.jobs import manifest
+from trainop.engine import inplace
+
+pytestmark = pytest.mark.integration
+
+PODS = ["job-master-0", "job-worker-0", "job-worker-1"]
+JOB = manifest("PyTorchJob", {"Master": 1, "Worker": 2},
+               spec={"runPolicy": {"restartScope": "Job", "backoffLimit": 3}},
+               replica_extra={rt: {"restartPolicy": "ExitCode"} for rt in ("Master", "Worker")})
+
+
+def report(kube: Kube, name: str, phase: str, barrier: dict[str, Any],
+           main: dict[str, Any], agent: dict[str, Any]) -> None:
+    """Set pod `name`'s status as its kubelet would: its barrier's, main container's and
+    agent's states."""
+    def status(container: str, state: dict[str, Any], restarts: int) -> dict[str, Any]:
+        return {"name": container, "image": "x", "imageID": "", "restartCount": restarts,
+                "ready": "running" in state, "state": state}
+    restarts = int(kube.get("pod", name)["metadata"]["annotations"][inplace.ATTEMPT])
+    body = {"phase": phase,
+            "initContainerStatuses": [status(inplace.BARRIER, barrier, restarts)],
+            "containerStatuses": [status("pytorch", main, restarts),
+                                  status(inplace.AGENT, agent, restarts)]}
+    kube.api.kubectl("patch", "pod", name, "-n", kube.ns, "--subresource=status",
+                     "--type=merge", "-p", json.dumps({"status": body}))
+
+
+RUNNING = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+PASSED = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+WAITING = {"waiting": {"reason": "PodInitializing"}}
+
+
+def attempts(kube: Kube) -> dict[str, tuple[str, str]]:
+    return {p["metadata"]["name"]: (p["metadata"]["annotations"][inplace.ATTEMPT],
+                                    p["metadata"]["annotations"][inplace.RELEASED])
+            for p in kube.items("pods")}
+
+
+def test_a_job_restarts_in_place_through_the_api_server(
+        kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    start_manager("--restart-in-place")
+    kube.apply(JOB)
+    kube.wait_pods(3)
+    pod = kube.get("pod", "job-worker-1")
+    # what the API server took: the barrier first, the agent beside the main container
+    # with its rule, the files from the annotations
+    assert pod["spec"]["initContainers"][0]["name"] == inplace.BARRIER
+    main, agent = pod["spec"]["containers"]
+    assert main["name"] == "pytorch" and "restartPolicyRules" not in main
+    assert agent["name"] == inplace.AGENT and agent["restartPolicy"] == "Never"
+    assert agent["restartPolicyRules"] == [inplace.RESTART_POD]
+    assert {v["name"] for v in pod["spec"]["volumes"]} >= {inplace.FILES, inplace.STATE}
+    assert attempts(kube) == dict.fromkeys(PODS, ("0", "0"))
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pods")}
+    for name in PODS:
+        report(kube, name, "Running", PASSED, RUNNING, RUNNING)
+    kube.wait_condition("PyTorchJob", "job", "Running")
+
+    # worker 1's main container fails; its agent keeps the pod
+    report(kube, "job-worker-1", "Running", PASSED,
+           {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}, RUNNING)
+    wait_for("attempt 1 told", lambda: attempts(kube) == dict.fromkeys(PODS, ("1", "0")))
+    restarting = kube.wait_condition("PyTorchJob", "job", "Restarting")
+    assert "job-worker-1 exited with code 137 (OOMKilled)" in restarting["message"]
+    status = kube.job("PyTorchJob", "job")["status"]
+    assert status["replicaStatuses"]["Worker"]["restarts"] == 1
+    assert status["lastFailure"]["pod"] == "job-worker-1"
+
+    # every agent stops its pod: the kubelet restarts them, each held at its barrier
+    for name in PODS:
+        report(kube, name, "Pending", RUNNING, WAITING, WAITING)
+    wait_for("attempt 1 released", lambda: attempts(kube) == dict.fromkeys(PODS, ("1", "1")))
+    for name in PODS:
+        report(kube, name, "Running", PASSED, RUNNING, RUNNING)
+    kube.wait_condition("PyTorchJob", "job", "Running")
+    # the same pods throughout, counted once
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pods")} == uids
+    assert kube.job("PyTorchJob", "job")["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    reasons = [e["reason"] for e in kube.items("events")]
+    assert inplace.RESTARTING in reasons and inplace.RELEASED_REASON in reasons
+
+
+GATES_OFF = {
+    # the action refused (422): its gate off
+    inplace.REFUSED: "RestartAllContainersOnContainerExits=false",
+    # every container restart rule dropped as the API server stores the pod
+    inplace.DROPPED: "ContainerRestartRules=false,RestartAllContainersOnContainerExits=false",
+}
+
+
+@pytest.fixture(params=list(GATES_OFF), ids=["action-refused", "rules-dropped"])
+def gate_off_api(request: pytest.FixtureRequest) -> Any:
+    """An API server that cannot restart pods in place; the reason trainop gives."""
+    for api in private_api(f"--feature-gates={GATES_OFF[request.param]}"):
+        yield api, request.param
+
+
+def test_a_cluster_that_cannot_restart_in_place_makes_pods_and_says_so(
+        gate_off_api: tuple[TestAPIServer, str], tmp_path: Path) -> None:
+    api, why = gate_off_api
+    kube = Kube(api)
+    log = tmp_path / "manager.log"
+    m = ManagerProcess(api.kubeconfig, "--namespace", kube.ns, "--restart-in-place",
+                       "--enable-scheme", "pytorchjob", log_path=log)
+    try:
+        m.wait_ready()
+        kube.apply(JOB)
+        kube.wait_pods(3)
+        told = wait_for("the event", lambda: [
+            e for e in kube.items("events") if e["reason"] == inplace.UNAVAILABLE] or None)
+    finally:
+        m.stop()
+    assert told[0]["message"] == f"{why}: {inplace.FALLBACK}"
+    assert len(told) == 1 and told[0].get("count", 1) == 1
+    pod = kube.get("pod", "job-worker-0")
+    assert inplace.ATTEMPT not in (pod["metadata"].get("annotations") or {})
+    assert all(c["name"] != inplace.AGENT for c in pod["spec"]["containers"])
+    assert not pod["spec"].get("initContainers")
+    said = [line for line in log.read_text().splitlines() if why in line]
+    assert len(said) == 1
