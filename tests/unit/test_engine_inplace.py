@@ -37,6 +37,16 @@ def started(spec: dict[str, Any] | None = None, **kw: Any) -> Cluster:
     return c
 
 
+def told_lagging(name: str) -> Cluster:
+    """`started`, then `name` fails and the next attempt is told, the pods' files lagging."""
+    c = started()
+    c.in_place.lagging = True
+    c.in_place.fail(name, 137)
+    c.in_place.report(name)
+    c.step()
+    return c
+
+
 def told(plan: Any) -> dict[str, tuple[str, str]]:
     """Pod -> the (attempt, released) a plan tells it."""
     return {o["metadata"]["name"]: (o["metadata"]["annotations"][ATTEMPT],
@@ -191,11 +201,7 @@ def test_a_failed_rank_restarts_every_pod_in_place_and_they_start_together() -> 
 
 
 def test_while_pods_wait_at_their_barrier_the_job_is_not_running() -> None:
-    c = started()
-    c.in_place.lagging = True
-    c.in_place.fail("job-worker-0", 137)
-    c.in_place.report("job-worker-0")
-    c.step()
+    c = told_lagging("job-worker-0")
     for name in PODS:
         c.in_place.refresh(name)
         c.in_place.settle([name])
@@ -256,11 +262,7 @@ def test_the_backoff_limit_counts_restarts_in_place() -> None:
 
 
 def test_a_failure_while_a_restart_is_under_way_joins_it() -> None:
-    c = started()
-    c.in_place.lagging = True
-    c.in_place.fail("job-worker-0", 137)
-    c.in_place.report("job-worker-0")
-    c.step()
+    c = told_lagging("job-worker-0")
     c.in_place.fail("job-worker-1", 137)  # before its agent saw the new attempt
     c.in_place.report("job-worker-1")
     assert told(c.step()) == {}  # still attempt 1, counted once
