@@ -590,6 +590,19 @@ def test_a_failed_main_container_of_a_pod_that_lives_on_is_read_as_its_failure()
     assert record.exit_code("pytorch") == 3
 
 
+def test_a_main_container_that_cannot_start_again_is_told_as_waiting() -> None:
+    # released, its image cannot be pulled any more: the pod runs (its agent does), the
+    # replica is not, and why is told as for a pod just made
+    record = pod_record(kubelet_pod(DONE, {"state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image \"x\""}}},
+        RUNNING, "Running"))
+    assert record is not None and record.replica_phase("pytorch") == "Pending"
+    assert record.waiting is not None and record.waiting.reason == "ImagePullBackOff"
+    assert record.waiting.message == 'container pytorch: Back-off pulling image "x"'
+    starting = pod_record(kubelet_pod(DONE, WAITING, RUNNING, "Running"))
+    assert starting is not None and starting.replica_phase("pytorch") == "Running"
+
+
 def test_the_manager_sees_the_rules_the_api_server_dropped() -> None:
     record = pod_record(kubelet_pod(RUNNING, WAITING, WAITING, "Pending", rules=False))
     assert record is not None and record.in_place is not None

@@ -120,12 +120,14 @@ class PodRecord:
         return next(iter(self.exit_codes.values()))
 
     def replica_phase(self, main: str) -> str:
-        """The replica's phase: the pod's, or, for a pod that restarts in place whose main
-        container ended while the pod lives on, that container's end (Succeeded, Failed)."""
-        if self.in_place is not None and self.in_place.alive and self.exit_codes and \
-                (code := self.exit_codes.get(main)) is not None:
+        """The replica's phase: the pod's, or, for a pod that restarts in place and lives
+        on, its main container's end (Succeeded, Failed) where that ended, and Pending while
+        one of its containers waits for a reason other than being on its way."""
+        if self.in_place is None or not self.in_place.alive:
+            return self.phase
+        if self.exit_codes and (code := self.exit_codes.get(main)) is not None:
             return "Succeeded" if code == 0 else "Failed"
-        return self.phase
+        return "Pending" if self.waiting is not None else self.phase
 
     def last_run(self, main: str) -> tuple[int, str | None] | None:
         if not self.last_runs:
@@ -174,7 +176,10 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
         restarts=restarts, ready=ready and bool(statuses), reason=reason,
         exit_codes=codes or None, last_runs=last or None,
-        waiting=waiting_cause(meta.name, status) if phase == "Pending" else None,
+        # (a pod that restarts in place runs on while its own containers wait to start
+        # again: an image that cannot be pulled any more is told as for a new pod)
+        waiting=waiting_cause(meta.name, status)
+        if phase == "Pending" or (in_place is not None and in_place.alive) else None,
         # (for runPolicy.startupDeadlineSeconds; a pod that started never needs it again)
         # (pending again, held for an attempt in place, it is no longer starting)
         created=(obj.get("metadata") or {}).get("creationTimestamp")
