@@ -31,6 +31,7 @@ from typing import Any
 
 from trainop.api import Job, templates
 from trainop.engine.config import EngineConfig
+from trainop.engine.framework import Framework, batch_type
 from trainop.engine.observed import Phase, PodState
 
 PREFIX = "trainop.kubeflow.org"
@@ -60,6 +61,7 @@ DROPPED = ("The API server drops containers' restartPolicyRules (its feature gat
            "ContainerRestartRules is off)")
 REFUSED = ("The API server refuses the RestartAllContainers action (its feature gate "
            "RestartAllContainersOnContainerExits is off)")
+LOCAL = "The local runtime starts a pod's process again itself"
 FALLBACK = "the job restarts by making its pods again"
 
 _FILES_DIR = "/run/trainop/attempt"
@@ -84,12 +86,14 @@ RESTART_POD = {"action": "RestartAllContainers",
                "exitCodes": {"operator": "In", "values": [STOP_EXIT]}}
 
 
-def applies(job: Job, pods: tuple[PodState, ...] | list[PodState],
+def applies(job: Job, pods: tuple[PodState, ...] | list[PodState], fw: Framework[Any],
             config: EngineConfig) -> bool:
     """Whether the job's pods restart in place: it asks for it (`enabled`), or pods made to
     are still there (the job goes on as it started: a pod held at its barrier is released
-    by this module only)."""
-    return enabled(job, config) or any(p.in_place is not None for p in pods)
+    by this module only); never where a replica is a batch/v1 Job (mpi-operator's
+    launcher, whose API has no restartScope: its own controller restarts it)."""
+    return batch_type(fw, job, config) is None and (
+        enabled(job, config) or any(p.in_place is not None for p in pods))
 
 
 def enabled(job: Job, config: EngineConfig) -> bool:

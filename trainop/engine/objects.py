@@ -79,7 +79,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     spent = 0
     live = [p for p in observed.pods if not p.terminating]
     # pods that restart in place are made for the job's attempt (engine/inplace.py)
-    attempt = inplace.attempts(live) if inplace.applies(job, live, config) else None
+    attempt = inplace.attempts(live) if inplace.applies(job, live, fw, config) else None
     for rtype, n in resolve(job).replicas.items():
         may = not out.held and (fw.launcher is None
                                 or fw.launcher.may_create(job, rtype, observed))

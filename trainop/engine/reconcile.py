@@ -67,7 +67,7 @@ class _Run:
         self.attempts: inplace.Attempts | None = None
         """The attempts to tell the job's pods, where they restart in place
         (engine/inplace.py); told at the end of the round (tell_attempts)."""
-        if self.batch is None and inplace.applies(job, observed.pods, config):
+        if inplace.applies(job, observed.pods, framework, config):
             self.attempts = inplace.attempts(self.live_pods())
 
     # -- helpers ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from trainop import wallclock
 from trainop.api import Job
 from trainop.api.templates import containers
-from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, reconcile
+from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, inplace, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
@@ -25,10 +25,12 @@ from trainop.local.process import LocalPod, NotRunnable, command_of
 
 T = TypeVar("T")
 ENDED = ("Succeeded", "Failed")
-LOCAL_ENGINE = EngineConfig(aggregate_events=True, batch_jobs=False)
+LOCAL_ENGINE = EngineConfig(aggregate_events=True, batch_jobs=False,
+                            in_place_unavailable=inplace.LOCAL)
 """Locally the events go to a terminal: one line per round reads better than one per pod;
-and there is no Job controller, so a launcher mpi-operator makes by a Job is a process
-under the engine's own restart rules."""
+there is no Job controller, so a launcher mpi-operator makes by a Job is a process under
+the engine's own restart rules; and no kubelet restarts a pod in place (a job that asks
+restarts by recreation, told once)."""
 
 TICK = 1.0
 """Seconds between reconciles when nothing happens (deadlines are checked this often)."""
