@@ -11,7 +11,8 @@ layer), which `ctr images import` loads into containerd. The images the tests us
   it, then waits for the job's workers, as upstream's kubectl-delivery image does. It is
   imported under the names the manager's defaults use for its init containers (alpine:3.10
   for PyTorch's wait for the master, kubeflow/kubectl-delivery:latest for MPI), so the
-  manager runs with its defaults.
+  manager runs with its defaults, and as the image of the containers with which pods restart
+  in place (alpine:3.22).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from trainop.engine.config import EngineConfig
 REGISTRY = "trainop.test"
 PAUSE = f"{REGISTRY}/pause:1"
 PYTHON = f"{REGISTRY}/python:1"
-TOOLS = (EngineConfig.pytorch_init_image, EngineConfig.mpi_kubectl_delivery_image)
+TOOLS = (EngineConfig.pytorch_init_image, EngineConfig.mpi_kubectl_delivery_image,
+         EngineConfig.restart_agent_image)
 
 PAUSE_C = r"""
 #include <signal.h>
@@ -254,7 +256,7 @@ def tools_layer(workdir: Path) -> bytes:
     for d in ("bin", "etc", "tmp", "opt"):
         layer.dir(d)
     layer.file("bin/busybox", Path(busybox).read_bytes(), 0o755)
-    for applet in ("cp", "chmod", "cut", "sleep", "cat", "seq"):
+    for applet in ("cp", "chmod", "cut", "sleep", "cat", "seq", "mv"):
         layer.link(f"bin/{applet}", "busybox")
     dash = Path("/usr/bin/dash")
     layer.file("bin/sh", dash.read_bytes(), 0o755)

@@ -582,8 +582,10 @@ DONE = {"state": {"terminated": {"exitCode": 0}}}
     (DONE, {"state": {"terminated": {"exitCode": 3}}}, RUNNING, "Running", True, False),
     (DONE, DONE, DONE, "Succeeded", False, False),
     # its agent ended: nothing restarts it any more
-    (DONE, RUNNING, {"state": {"terminated": {"exitCode": 88}}}, "Running", False, False),
-], ids=["held", "running", "main-ended", "ended", "agent-ended"])
+    (DONE, DONE, DONE, "Running", False, False),
+    # its agent stopped it for a newer attempt: the kubelet is restarting it
+    (DONE, RUNNING, {"state": {"terminated": {"exitCode": 88}}}, "Running", True, False),
+], ids=["held", "running", "main-ended", "ended", "agent-ended", "agent-stopped-it"])
 def test_the_manager_reads_a_pod_that_restarts_in_place(
         init: dict[str, Any], main: dict[str, Any], agent: dict[str, Any], phase: str,
         alive: bool, held: bool) -> None:
@@ -600,6 +602,15 @@ def test_a_failed_main_container_of_a_pod_that_lives_on_is_read_as_its_failure()
     assert record.phase == "Running" and record.replica_phase("pytorch") == "Failed"
     assert record.failure is not None and record.failure.exit_codes == (("pytorch", 3),)
     assert record.exit_code("pytorch") == 3
+
+
+def test_the_agents_exit_is_not_the_pods() -> None:
+    # its 88 is no exit of the job's (no ExitedWithCode, no failure), its restarts no
+    # restarts of the job's containers
+    record = pod_record(kubelet_pod(DONE, RUNNING, {
+        "restartCount": 2, "state": {"terminated": {"exitCode": 88}}}, "Running"))
+    assert record is not None and record.exit_codes is None and record.failure is None
+    assert record.restarts == 0 and record.replica_phase("pytorch") == "Running"
 
 
 def test_a_main_container_that_cannot_start_again_is_told_as_waiting() -> None:

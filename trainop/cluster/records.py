@@ -148,6 +148,8 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
     last: dict[str, tuple[int, str | None]] = {}
     statuses = status.get("containerStatuses") or []
     for cs in statuses:
+        if cs.get("name") == inplace.AGENT:
+            continue  # trainop's own (engine/inplace.py): its end is not the job's
         restarts += int(cs.get("restartCount") or 0)
         ready = ready and bool(cs.get("ready"))
         state = cs.get("state") or {}
@@ -169,7 +171,7 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
     # a pod that restarts in place lives on when its main container failed (its agent
     # keeps it): what a failed pod tells of its end is read then too
     failed = phase == "Failed" or (in_place is not None and in_place.alive and any(
-        code for name, code in codes.items() if name != inplace.AGENT))
+        codes.values()))
     return PodRecord(
         meta=meta, replica_type=rtype, index=index,
         phase=phase,
@@ -206,10 +208,13 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
                                  {})
     barrier: dict[str, Any] = next((cs for cs in status.get("initContainerStatuses") or []
                                     if cs.get("name") == inplace.BARRIER), {})
+    # an agent that stopped its pod for a newer attempt is shown ended (code 88) until the
+    # kubelet, restarting every container, starts it again: the pod lives on
+    ended = (agent.get("state") or {}).get("terminated")
     return InPlace(
         int(attempt), int(released), finish=notes.get(inplace.FINISH) == "true",
         alive=status.get("phase") in ("Pending", "Running", None) and
-        "terminated" not in (agent.get("state") or {}),
+        (ended is None or ended.get("exitCode") == inplace.STOP_EXIT),
         held="running" in (barrier.get("state") or {}) and
         not any("running" in (cs.get("state") or {}) for cs in statuses),
         kept_rules=bool(agent_spec.get("restartPolicyRules")))
