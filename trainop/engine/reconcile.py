@@ -463,7 +463,9 @@ class _Run:
         since = clock.parse(restarting.last_transition_time) if restarting and \
             restarting.last_transition_time else self.now_dt
         left = inplace.STOP_GRACE - (self.now_dt - since).total_seconds()
-        late = [p for p in mine if inplace.alive(p) and (p.replica_type, p.index) not in held]
+        # (a pod made since, for this attempt, is on its way to the barrier: not late)
+        late = [p for p in mine if inplace.alive(p) and (p.replica_type, p.index) not in held
+                and not (p.created and clock.parse(p.created) > since)]
         if left <= 0 and late:
             self.delete_pods(late, "not restarted in place")
             self.event(inplace.LATE, f"{shown(p.name for p in late)} did not stop for attempt "
