@@ -23,7 +23,7 @@ from trainop.engine import (
 )
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
-from trainop.engine.observed import InPlace
+from trainop.engine.observed import InPlace, NodeState
 from trainop.frameworks import framework_for
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -47,11 +47,14 @@ class Cluster:
         self.held: tuple[Held, ...] = ()
         """Names other jobs' objects hold (the runtime finds them in its caches)."""
         self.in_place = InPlaceKubelet(self)
+        self.lost_nodes: tuple[NodeState, ...] = ()
+        """Nodes that stopped reporting: a pod on one is not gone when deleted, only
+        Terminating (no kubelet confirms), unless deleted with grace 0."""
 
     @property
     def observed(self) -> Observed:
         return Observed(pods=tuple(self.pods.values()), objects=tuple(self.objects.values()),
-                        ssh_key=KEY, held=self.held)
+                        ssh_key=KEY, held=self.held, lost_nodes=self.lost_nodes)
 
     def plan(self) -> Plan:
         return reconcile(self.job, self.observed, self.now, framework_for(self.job.kind),
@@ -65,7 +68,11 @@ class Cluster:
     def apply(self, plan: Plan) -> None:
         self.plans.append(plan)
         for ref in plan.delete:
-            if ref.kind == "Pod":
+            pod = self.pods.get(ref.name) if ref.kind == "Pod" else None
+            if pod is not None and ref.grace != 0 and \
+                    pod.node in {n.name for n in self.lost_nodes}:
+                self.pods[ref.name] = dataclasses.replace(pod, terminating=True)
+            elif ref.kind == "Pod":
                 self.pods.pop(ref.name, None)
                 self.in_place.pods.pop(ref.name, None)
             else:

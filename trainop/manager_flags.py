@@ -41,10 +41,11 @@ class Flag:
         return self.dest or self.names[0].lstrip("-").replace("-", "_")
 
 
-def own(name: str, field: str, help: str) -> Flag:
-    """A flag of trainop's own: off by default (upstream has no such behaviour)."""
-    return Flag((name,), field, f"{help} Not in upstream; the shipped Deployment turns it on.",
-                is_flag=True)
+def own(name: str, field: str, help: str, shipped: bool = True) -> Flag:
+    """A flag of trainop's own: off by default (upstream has no such behaviour); `shipped`:
+    config/manager/deployment.yaml turns it on."""
+    where = "the shipped Deployment turns it on" if shipped else "off in the shipped Deployment"
+    return Flag((name,), field, f"{help} Not in upstream; {where}.", is_flag=True)
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -124,7 +125,14 @@ FLAGS: tuple[Flag, ...] = (
         "Jobs with runPolicy.restartScope Job that leave runPolicy.restartInPlace unset "
         "restart in place: every container of every pod restarts on its node, the pods "
         "kept, all ranks starting the next attempt together (Kubernetes 1.35+: where the "
-        "cluster cannot, pods are made again)."),
+        "cluster cannot, pods are made again).", shipped=False),
+    Flag(("--lost-node-grace",), "engine.lost_node_grace",
+         "Watch nodes: a pod on a node whose Ready condition is not True is told at once "
+         "(status.waitingReplicas NodeLost, a Warning), and deleted once the node has not been "
+         "Ready for this many seconds, so that it is made again elsewhere; at once, with grace "
+         "0, where the node carries the taint node.kubernetes.io/out-of-service. Needs list "
+         "and watch on nodes. Not in upstream [default: unset, nodes are not watched].",
+         type=click.FloatRange(min=0)),
     Flag(("--restart-agent-image",), "engine.restart_agent_image",
          "Image of the two containers a pod that restarts in place gets (a first init container "
          "that holds the pod until its attempt is released, and one beside the main container "

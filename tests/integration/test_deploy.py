@@ -127,6 +127,21 @@ def test_the_cluster_role_is_enough_for_a_job_lifecycle(
         assert out.returncode != 0 and "forbidden" in out.stderr.lower(), (forbidden, out)
 
 
+def test_lost_node_grace_without_the_right_to_watch_nodes_stops_the_manager_in_one_line(
+        apiserver: TestAPIServer, installed_rbac: None, tmp_path: Path) -> None:
+    # the shipped roles grant no reads of Nodes (the flag is off in the shipped Deployment)
+    sa = apiserver.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
+    out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
+                          str(sa), "--lost-node-grace", "60", "--enable-scheme", "jaxjob",
+                          "--metrics-bind-address", "127.0.0.1:0",
+                          "--health-probe-bind-address", "127.0.0.1:0", "--webhook-port", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("trainop: --lost-node-grace needs to list and watch nodes: "), last
+    assert "forbidden" in last and "Traceback" not in out.stderr
+
+
 def test_the_cluster_role_is_enough_where_owner_references_are_enforced(
         tmp_path: Path) -> None:
     # OpenShift's admission: setting blockOwnerDeletion needs `update` on the owner's

@@ -12,6 +12,8 @@ import yaml
 
 from tests.jobs import manifest
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def trainop(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "trainop.cli", *args], input=stdin,
@@ -166,6 +168,9 @@ def test_each_manager_flag_fills_its_option() -> None:
     assert (opts.qps, opts.engine.pytorch_init_max_tries) == (0, 7)
     assert opts.engine.aggregate_events and not opts.engine.wait_for_dns
     assert opts.leader_elect and opts.kinds == ["TFJob"]
+    assert opts.engine.lost_node_grace is None
+    grace = manager_options(manager.make_context("manager", ["--lost-node-grace", "40"]).params)
+    assert grace.engine.lost_node_grace == 40
     # port 0: no webhook at all
     off = manager_options(manager.make_context("manager", ["--webhook-port", "0"]).params)
     assert off.webhook is None
@@ -173,6 +178,18 @@ def test_each_manager_flag_fills_its_option() -> None:
     from trainop.cluster.options import ManagerOptions
     assert manager_options(manager.make_context("manager", []).params) == ManagerOptions()
     assert len({f.field for f in FLAGS}) == len(FLAGS)
+
+
+def test_a_flag_of_trainops_own_says_truly_whether_the_shipped_deployment_turns_it_on(
+        ) -> None:
+    from trainop.manager_flags import FLAGS
+
+    deployment = yaml.safe_load((REPO / "config/manager/deployment.yaml").read_text())
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    on = {f.names[0] for f in FLAGS if "the shipped Deployment turns it on" in f.help}
+    off = {f.names[0] for f in FLAGS if "off in the shipped Deployment" in f.help}
+    assert on and "--restart-in-place" in off
+    assert on <= set(args) and not off & {a.split("=")[0] for a in args}
 
 
 @pytest.mark.parametrize(("template", "message"), [

@@ -318,9 +318,11 @@ class PlanApplier:
                                 {"metadata": {"labels": labels}})
 
     async def _delete(self, key: str, ns: str, ref: ObjectRef) -> None:
+        body = None if ref.grace is None else {
+            "apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": ref.grace}
         try:
             await self.client.delete(resource_for(ref.kind, ref.api_version).path(
-                ns, ref.name))
+                ns, ref.name), body)
         except Exception as err:
             if ref.kind == "Pod":
                 self.expectations.lower(key, deletes=[ref.name])

@@ -6,14 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from trainop.api.resources import PODS, SERVICES, Resource, job_resource
+from trainop.api.resources import NODES, PODS, SERVICES, Resource, job_resource
 from trainop.cluster.client import Client
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import (
     JobRecord,
+    NodeRecord,
     ObjectRecord,
     PodRecord,
     job_record,
+    node_record,
     object_record,
     pod_record,
 )
@@ -36,13 +38,16 @@ class Caches:
     pods: Informer[PodRecord] | None = None
     objects: dict[str, Informer[ObjectRecord]] = field(default_factory=dict)
     """Kind -> informer, for Service, PodGroup and what frameworks own (Framework.owned)."""
+    nodes: Informer[NodeRecord] | None = None
+    """Every node, slim (--lost-node-grace; else None)."""
 
     def all(self) -> list[Informer[Any]]:
         return [*self.jobs.values(), *self.shared()]
 
     def shared(self) -> list[Informer[Any]]:
         """The informers of what jobs own, which every kind's controller reads."""
-        return [*([self.pods] if self.pods else []), *self.objects.values()]
+        return [*([self.pods] if self.pods else []), *self.objects.values(),
+                *([self.nodes] if self.nodes else [])]
 
     def owned_objects(self, owner: str) -> list[ObjectRecord]:
         """Objects whose controller is `owner` (records.owner_key)."""
@@ -65,12 +70,14 @@ def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[J
 
 
 def build(client: Client, kinds: list[str], namespace: str | None,
-          extra: dict[str, Resource]) -> Caches:
+          extra: dict[str, Resource], nodes: bool = False) -> Caches:
     """Informers for the enabled kinds and what they own: pods and services always, the
     kinds of `extra` (the gang scheduler's PodGroups), and what the enabled frameworks own
     besides (ConfigMaps, Secrets, MPI's RBAC objects and HPAs are watched only where a
-    framework makes them)."""
+    framework makes them); `nodes`: every Node too."""
     caches = Caches()
+    if nodes:
+        caches.nodes = Informer(client, NODES, node_record, lambda r: r.name, lambda r: None)
     for kind in kinds:
         caches.jobs[kind] = job_informer(client, kind, namespace)
     caches.pods = Informer(client, PODS, _controlled(pod_record), lambda r: r.meta.key,

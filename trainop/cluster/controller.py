@@ -23,7 +23,7 @@ from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected
 from trainop.cluster.informer import Change, Informer
 from trainop.cluster.kueue import Queueing, WorkloadRecord, job_state
-from trainop.cluster.records import JobRecord, ObjectRecord, PodRecord, owner_key
+from trainop.cluster.records import JobRecord, NodeRecord, ObjectRecord, PodRecord, owner_key
 from trainop.cluster.sshkeys import new_key_pair
 from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.engine import (
@@ -41,6 +41,7 @@ from trainop.engine import (
 from trainop.engine import conditions as cond
 from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name, replica_type_of
+from trainop.engine.observed import NodeState
 from trainop.frameworks import framework_for
 
 
@@ -128,6 +129,8 @@ class JobController:
         caches.pods.add_handler(self._on_pod)
         for informer in caches.objects.values():
             informer.add_handler(self._on_object)
+        if caches.nodes is not None:
+            caches.nodes.add_handler(self._on_node)
         if queueing is not None:
             queueing.workloads.add_handler(self._on_workload)
 
@@ -171,11 +174,16 @@ class JobController:
             self.expectations.observed_add(key, rec.meta.name)
         elif change is Change.DELETED:
             self.expectations.observed_delete(key, rec.meta.name)
-        elif new is not None and old is not None and self.framework.tells_exit_codes:
-            main = self.framework.info.default_container
-            code = new.exit_code(main)
-            if code is not None and old.exit_code(main) is None:
-                self._exited.setdefault(key, {})[rec.meta.name] = code
+        elif new is not None and old is not None:
+            if new.terminating and self._on_lost_node(new):
+                # a deletion on a lost node is seen once it is under way: no kubelet may
+                # ever confirm it (engine/lostnode.py)
+                self.expectations.observed_delete(key, rec.meta.name)
+            if self.framework.tells_exit_codes:
+                main = self.framework.info.default_container
+                code = new.exit_code(main)
+                if code is not None and old.exit_code(main) is None:
+                    self._exited.setdefault(key, {})[rec.meta.name] = code
         self.queue.add(key)
 
     def _on_object(self, change: Change, new: ObjectRecord | None,
@@ -188,6 +196,29 @@ class JobController:
         if change is Change.ADDED and (e := expected(rec.kind, rec.meta.name)) is not None:
             self.expectations.observed_add(key, e)
         self.queue.add(key)
+
+    def _on_node(self, change: Change, new: NodeRecord | None, old: NodeRecord | None) -> None:
+        """A node lost, back, or out of service: the jobs of its pods look again (its
+        heartbeats change nothing the record holds, and are dropped here). A deletion of a
+        pod there that the cache shows under way is not waited for (as in _on_pod): the
+        job must see the node go out of service."""
+        if new == old:
+            return
+        rec = new or old
+        assert rec is not None and self.caches.pods is not None
+        for pod in list(self.caches.pods.items.values()):
+            if pod.node == rec.name and (key := self._owner_key(pod)) is not None:
+                if pod.terminating:
+                    self.expectations.observed_delete(key, pod.meta.name)
+                self.queue.add(key)
+
+    def _on_lost_node(self, pod: PodRecord) -> bool:
+        """Whether `pod` is on a node that is not Ready, or gone (--lost-node-grace)."""
+        nodes = self.caches.nodes
+        if nodes is None or not pod.node:
+            return False
+        node = nodes.get(pod.node)
+        return node is None or node.lost() is not None
 
     def _on_workload(self, change: Change, new: WorkloadRecord | None,
                      old: WorkloadRecord | None) -> None:
@@ -247,7 +278,22 @@ class JobController:
         seen = {(h.kind, h.name) for h in cached}
         # and those only the API server showed (anyone's), until they are gone
         named = tuple(h for h in self.applier.held(job.key) if (h.kind, h.name) not in seen)
-        return Observed(pods=pods, objects=objects, exited=exited, held=cached + named)
+        return Observed(pods=pods, objects=objects, exited=exited, held=cached + named,
+                        lost_nodes=self.lost_nodes(pods))
+
+    def lost_nodes(self, pods: tuple[PodState, ...]) -> tuple[NodeState, ...]:
+        """The nodes of `pods` that are not Ready, or gone (--lost-node-grace)."""
+        nodes = self.caches.nodes
+        if nodes is None:
+            return ()
+        out = []
+        for name in sorted({p.node for p in pods if p.node}):
+            rec = nodes.get(name)
+            if rec is None:
+                out.append(NodeState(name, ""))
+            elif (lost := rec.lost()) is not None:
+                out.append(lost)
+        return tuple(out)
 
     def batch_job(self, rec: ObjectRecord) -> BatchJob:
         """A Job's status with what its pods say: how many run, and how its newest failed

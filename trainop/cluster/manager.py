@@ -17,6 +17,7 @@ import aiohttp
 
 from trainop.api import KINDS, templates
 from trainop.api.resources import (
+    NODES,
     PLUGINS_PODGROUPS,
     PODS,
     VOLCANO_PODGROUPS,
@@ -81,6 +82,12 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
                                f"CRD {group.plural}.{group.group} ({group.api_version}), "
                                "which is not installed") from None
         extra["PodGroup"] = group
+    if opts.engine.lost_node_grace is not None:
+        try:
+            await client.get(NODES.path(), {"limit": "1"})
+        except APIError as err:
+            raise StartupError(f"--lost-node-grace needs to list and watch nodes: {err}"
+                               ) from None
     return extra
 
 
@@ -225,7 +232,8 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
                 "%s: jobs restart by making their pods again", why)
         opts = dataclasses.replace(opts, engine=dataclasses.replace(
             opts.engine, in_place_unavailable=why))
-    caches = caches_mod.build(client, opts.kinds, opts.namespace, extra)
+    caches = caches_mod.build(client, opts.kinds, opts.namespace, extra,
+                              nodes=opts.engine.lost_node_grace is not None)
     queueing = await _queueing(client, opts, recorder)
     kueue_informers = queueing.informers() if queueing else []
     for informer in [*caches.all(), *kueue_informers]:

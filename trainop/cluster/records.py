@@ -10,11 +10,11 @@ import orjson
 
 from trainop.api.kinds import GROUP, OTHER_VERSIONS, VERSION
 from trainop.api.resources import JOBS
-from trainop.engine import inplace
+from trainop.engine import inplace, lostnode
 from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
-from trainop.engine.observed import BatchJob, Ended, InPlace, Waiting
+from trainop.engine.observed import BatchJob, Ended, InPlace, NodeState, Waiting
 from trainop.engine.queueing import prebuilt_in
 
 
@@ -267,6 +267,35 @@ def waiting_cause(pod: str, status: dict[str, Any]) -> Waiting | None:
                 return Waiting(str(reason), f"{what} {name}: {message}",
                                f"Error pod {pod} container {name} waiting message: {message}")
     return None
+
+
+@dataclass(slots=True, frozen=True)
+class NodeRecord:
+    """What the lost-node rules read of a Node (engine/lostnode.py)."""
+
+    name: str
+    ready: str
+    """Its Ready condition's status ("True", "False", "Unknown"; "Unknown" where it has
+    none yet)."""
+    since: str | None
+    out_of_service: bool
+
+    def lost(self) -> NodeState | None:
+        """The node as the engine is told it, where it is not Ready."""
+        if self.ready == "True":
+            return None
+        return NodeState(self.name, self.ready, self.since, self.out_of_service)
+
+
+def node_record(obj: dict[str, Any]) -> NodeRecord:
+    status = obj.get("status") or {}
+    ready: dict[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    return NodeRecord(
+        obj["metadata"]["name"], str(ready.get("status") or "Unknown"),
+        ready.get("lastTransitionTime"),
+        any(t.get("key") == lostnode.OUT_OF_SERVICE
+            for t in (obj.get("spec") or {}).get("taints") or []))
 
 
 @dataclass(slots=True)

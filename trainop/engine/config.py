@@ -46,6 +46,11 @@ class EngineConfig:
     """--restart-agent-image: the image of the agent a pod that restarts in place runs (it
     needs a POSIX sh, cat, sleep and test)."""
 
+    lost_node_grace: float | None = None
+    """--lost-node-grace (trainop's own; unset: as upstream, nodes are not watched): a pod on
+    a node that stopped reporting is told at once, and deleted once the node has not been
+    Ready for this many seconds, so that it is made again elsewhere (engine/lostnode.py)."""
+
     batch_jobs: bool = True
     """A replica the kind makes by a batch/v1 Job (Launcher.batch_job) is made so; False:
     as a pod of the engine's own under its rules (the local runtime, which has no Job

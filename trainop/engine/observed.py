@@ -165,6 +165,21 @@ class Held:
 
 
 @dataclass(frozen=True)
+class NodeState:
+    """A node one of the job's pods is on that does not report Ready (engine/lostnode.py),
+    or that is gone."""
+
+    name: str
+    ready: str
+    """Its Ready condition's status, "False" or "Unknown"; "" where the Node is gone."""
+    since: str | None = None
+    """When that condition last changed (RFC 3339)."""
+    out_of_service: bool = False
+    """It carries the taint node.kubernetes.io/out-of-service: someone who knows said it is
+    down (Kubernetes' non-graceful node shutdown)."""
+
+
+@dataclass(frozen=True)
 class SSHKeyPair:
     """Key material for MPI jobs, made by the runtime (the engine makes nothing random)."""
 
@@ -183,6 +198,8 @@ class Observed:
     job's last reconcile (the runtime keeps them until a plan was applied)."""
     held: tuple[Held, ...] = ()
     """Names of the job's pods and services that objects of other jobs hold."""
+    lost_nodes: tuple[NodeState, ...] = ()
+    """The nodes of the job's pods that stopped reporting (watched with --lost-node-grace)."""
 
     def object(self, kind: str, name: str) -> OwnedObject | None:
         for obj in self.objects:

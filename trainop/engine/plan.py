@@ -18,6 +18,9 @@ class ObjectRef:
     kind: str
     name: str
     api_version: str = "v1"
+    grace: int | None = None
+    """The deletion's grace period in seconds (0: at once, without the kubelet); None: the
+    object's own."""
 
 
 @dataclass(frozen=True)

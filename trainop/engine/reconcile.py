@@ -17,6 +17,7 @@ from trainop.engine import (
     failures,
     gang,
     inplace,
+    lostnode,
     objects,
     podfailure,
     waiting,
@@ -69,6 +70,8 @@ class _Run:
         (engine/inplace.py); told at the end of the round (tell_attempts)."""
         if inplace.applies(job, observed.pods, framework, config):
             self.attempts = inplace.attempts(self.live_pods())
+        self.lost = lostnode.Decision()
+        """Its pods on nodes that stopped reporting (engine/lostnode.py)."""
 
     # -- helpers ----------------------------------------------------------------------
     @property
@@ -95,9 +98,11 @@ class _Run:
         """A Normal event of a deletion this plan makes (Plan.on_removed)."""
         self.plan.on_removed.append(Event("Normal", reason, message))
 
-    def delete_pods(self, pods: list[PodState], reason: str) -> None:
+    def delete_pods(self, pods: list[PodState], reason: str, force: bool = False) -> None:
+        """Delete `pods` (`force`: with grace 0, those being deleted too)."""
         pods = [p for p in sorted(pods, key=lambda p: (p.replica_type, -p.index))
-                if not p.terminating and self.plan.remove(ObjectRef("Pod", p.name))]
+                if (force or not p.terminating) and self.plan.remove(
+                    ObjectRef("Pod", p.name, grace=0 if force else None))]
         if not pods or not self.tells_objects:
             return
         if self.config.aggregate_events:
@@ -304,6 +309,7 @@ class _Run:
             self.plan.requeue(left)
 
         self.scale_down()
+        self.lost_nodes()
         if self.restart_in_place() or self.handle_failures():
             return
         if self.fw.succeeded(self.job, counts):
@@ -322,6 +328,20 @@ class _Run:
         pods, services = objects.surplus(self.job, self.observed, self.fw)
         self.delete_pods(pods, "scaled down")
         self.delete_services(services, "scaled down")
+
+    def lost_nodes(self) -> None:
+        """Pods on nodes that stopped reporting (--lost-node-grace, engine/lostnode.py):
+        deleted once the grace ran out, at once where the node is out of service (told in
+        waiting())."""
+        grace = self.config.lost_node_grace
+        if grace is None or not self.observed.lost_nodes:
+            return
+        self.lost = lostnode.decide(self.observed.pods, self.observed.lost_nodes, grace,
+                                    self.now_dt)
+        self.delete_pods(self.lost.delete, "node lost")
+        self.delete_pods(self.lost.force, "node out of service", force=True)
+        if self.lost.next_look is not None:
+            self.plan.requeue(self.lost.next_look)
 
     def counts_by_type(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
@@ -531,7 +551,7 @@ class _Run:
         """Say which replicas wait and why (status.waitingReplicas, an event per new cause);
         True when that fails the job: a pod past runPolicy.startupDeadlineSeconds."""
         survey = waiting.survey(self.job, self.observed, self.status.waiting_replicas,
-                                self.now_dt)
+                                self.now_dt, self.lost.told)
         self.status.waiting_replicas = survey.entries or None
         self.plan.events.extend(survey.events)
         if survey.overdue is not None:

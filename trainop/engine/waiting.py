@@ -4,12 +4,12 @@ of each cause once, and `runPolicy.startupDeadlineSeconds`."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from trainop.api import Job, WaitingReplica
 from trainop.api.resolved import resolve
-from trainop.engine import clock
+from trainop.engine import clock, lostnode
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import Held, Observed, Phase, PodState
 from trainop.engine.plan import Event
@@ -39,8 +39,10 @@ class Survey:
 
 
 def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
-           now: dt.datetime) -> Survey:
-    """The replicas of `job` that wait, with what `before` (the stored status) had of them."""
+           now: dt.datetime, lost: Iterable[lostnode.Told] = ()) -> Survey:
+    """The replicas of `job` that wait, with what `before` (the stored status) had of them;
+    `lost`: its pods on nodes that stopped reporting (what their kubelet last said of them
+    is not told)."""
     out = Survey()
     since = {(w.pod, SAME_CAUSE.get(w.reason, w.reason)): w.since for w in before or []}
     stamp = clock.fmt(now)
@@ -56,11 +58,16 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
                                   event_message))
 
     resolved = resolve(job)
+    lost = [t for t in lost if resolved.in_spec(t.pod.replica_type, t.pod.index)]
+    on_lost_nodes = {t.pod.name for t in lost}
     pending = [p for p in observed.pods if p.phase == Phase.PENDING and not p.terminating
                and resolved.in_spec(p.replica_type, p.index)]
     for p in sorted(pending, key=lambda p: (p.replica_type, p.index)):
-        if p.waiting is not None:
+        if p.waiting is not None and p.name not in on_lost_nodes:
             wait(p.replica_type, p.index, p.name, *p.waiting)
+    for t in lost:
+        wait(t.pod.replica_type, t.pod.index, t.pod.name, lostnode.REASON, t.message,
+             t.event_message)
     if observed.held:
         _held(job, observed.held, out, wait)
     limit = job.spec.run_policy.startup_deadline_seconds
