@@ -12,7 +12,13 @@ import pytest
 from tests.jobs import job
 from trainop.cluster.client import throttle_delay, warning_texts
 from trainop.cluster.expectations import Expectations
-from trainop.cluster.records import job_record, object_record, owner_key, pod_record
+from trainop.cluster.records import (
+    job_record,
+    node_record,
+    object_record,
+    owner_key,
+    pod_record,
+)
 from trainop.cluster.workqueue import WorkQueue
 from trainop.engine import BatchJob, Ended
 from trainop.engine.objects import content_of
@@ -483,3 +489,27 @@ def test_the_managers_components_stop_in_the_reverse_of_their_start() -> None:
         assert forever.cancelled()
         return stopped
     assert run(scenario()) == ["lease", "informers", "clients"]
+
+
+def test_node_record_says_a_node_is_lost_only_where_it_reports_not_ready() -> None:
+    from trainop.engine.observed import NodeState
+
+    def node(ready: str | None, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        conditions = [{"type": "MemoryPressure", "status": "False"}] + (
+            [{"type": "Ready", "status": ready, "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            if ready else [])
+        return {"metadata": {"name": "n1", "labels": {"big": "x" * 1000}},
+                "spec": {"taints": taints or []},
+                "status": {"conditions": conditions, "images": [{"names": ["i"] * 50}]}}
+
+    assert node_record(node("True")).lost() is None
+    assert node_record(node(None)).lost() is None  # registering: nothing runs there yet
+    assert node_record(node("Unknown")).lost() == NodeState(
+        "n1", "Unknown", "2026-01-01T00:00:00Z", False)
+    down = node_record(node("False", [
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown",
+         "effect": "NoExecute"}]))
+    assert down.lost() == NodeState("n1", "False", "2026-01-01T00:00:00Z", True)
+    # a heartbeat changes nothing the record holds: the handler drops it
+    assert node_record(node("True")) == node_record(node("True"))

@@ -274,17 +274,17 @@ class NodeRecord:
     """What the lost-node rules read of a Node (engine/lostnode.py)."""
 
     name: str
-    ready: str
-    """Its Ready condition's status ("True", "False", "Unknown"; "Unknown" where it has
-    none yet)."""
+    ready: str | None
+    """Its Ready condition's status ("True", "False", "Unknown"; None where it has none
+    yet: a node registering, which nothing is scheduled to)."""
     since: str | None
     out_of_service: bool
 
     def lost(self) -> NodeState | None:
-        """The node as the engine is told it, where it is not Ready."""
-        if self.ready == "True":
+        """The node as the engine is told it, where it reports not Ready."""
+        if self.ready in ("True", None):
             return None
-        return NodeState(self.name, self.ready, self.since, self.out_of_service)
+        return NodeState(self.name, str(self.ready), self.since, self.out_of_service)
 
 
 def node_record(obj: dict[str, Any]) -> NodeRecord:
@@ -292,7 +292,7 @@ def node_record(obj: dict[str, Any]) -> NodeRecord:
     ready: dict[str, Any] = next(
         (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     return NodeRecord(
-        obj["metadata"]["name"], str(ready.get("status") or "Unknown"),
+        obj["metadata"]["name"], ready.get("status"),
         ready.get("lastTransitionTime"),
         any(t.get("key") == lostnode.OUT_OF_SERVICE
             for t in (obj.get("spec") or {}).get("taints") or []))
