@@ -67,9 +67,12 @@ def test_the_queued_example_trains_once_kueue_admits_it(
             conditions = {c["type"]: c["status"] for c in done["status"]["conditions"]}
             assert conditions["Succeeded"] == "True", (done["status"], logs)
             assert logs.count("allreduce sum 6") == 3, logs
-            workloads = ns.items("workloads.kueue.x-k8s.io")
-            assert [c["reason"] for w in workloads for c in w["status"]["conditions"]
-                    if c["type"] == "Finished" and c["status"] == "True"] == ["Succeeded"]
+            # the Workload is told the job's end once that end is written (a moment after)
+            finished = wait_for("the Workload finished", lambda: [
+                c["reason"] for w in ns.items("workloads.kueue.x-k8s.io")
+                for c in w["status"]["conditions"]
+                if c["type"] == "Finished" and c["status"] == "True"], timeout=30)
+            assert finished == ["Succeeded"]
     finally:
         for doc in queues[:2]:  # the cluster-scoped ones
             cluster.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"],
