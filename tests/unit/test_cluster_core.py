@@ -513,3 +513,51 @@ def test_node_record_says_a_node_is_lost_only_where_it_reports_not_ready() -> No
     assert down.lost() == NodeState("n1", "False", "2026-01-01T00:00:00Z", True)
     # a heartbeat changes nothing the record holds: the handler drops it
     assert node_record(node("True")) == node_record(node("True"))
+
+
+def test_a_deletion_on_a_lost_node_is_seen_once_under_way() -> None:
+    """No kubelet may ever confirm it: waiting for the pod's DELETED event would hold the
+    job's every decision (the out-of-service taint among them) until the expectation's
+    TTL. A deletion on a node that is Ready is still waited for."""
+    from trainop.cluster.caches import build
+    from trainop.cluster.client import Client
+    from trainop.cluster.config import ClusterConfig
+    from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.engine import EngineConfig
+
+    caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["PyTorchJob"], None,
+                   {}, nodes=True)
+    assert caches.pods is not None and caches.nodes is not None
+    controller = JobController("PyTorchJob", Client(ClusterConfig(server="http://127.0.0.1:1")),
+                               caches, ControllerConfig(EngineConfig(lost_node_grace=60)),
+                               None, lambda: True, ParsedJobs())  # type: ignore[arg-type]
+
+    def node(name: str, ready: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "status": {"conditions": [
+            {"type": "Ready", "status": ready, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+
+    def pod(name: str, on: str, deleting: bool, version: str) -> dict[str, Any]:
+        meta = {**POD["metadata"], "name": name, "uid": name,  # type: ignore[dict-item]
+                "resourceVersion": version}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+        return {"metadata": meta, "spec": {"nodeName": on}, "status": {"phase": "Running"}}
+
+    for name, ready in (("lost", "Unknown"), ("fine", "True"), ("later", "True")):
+        caches.nodes._put(node_record(node(name, ready)))
+    for name, on in (("j-worker-0", "lost"), ("j-worker-1", "fine"), ("j-worker-2", "later")):
+        caches.pods._put(caches.pods.decode(pod(name, on, False, "1")))  # type: ignore[arg-type]
+
+    def deleting(name: str, on: str) -> bool:
+        """Delete `name` as the API server shows it; whether the job may decide again."""
+        controller.expectations.expect("ns/j", [], [name])
+        caches.pods._put(caches.pods.decode(pod(name, on, True, "2")))  # type: ignore[arg-type]
+        return controller.expectations.satisfied("ns/j")
+
+    assert deleting("j-worker-0", "lost")
+    assert not deleting("j-worker-1", "fine")  # its kubelet confirms it: waited for
+    controller.expectations.forget("ns/j")
+    # deleted while its node was Ready, which is lost before the kubelet confirms
+    assert not deleting("j-worker-2", "later")
+    caches.nodes._put(node_record(node("later", "Unknown")))
+    assert controller.expectations.satisfied("ns/j")

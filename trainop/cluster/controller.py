@@ -214,11 +214,15 @@ class JobController:
 
     def _on_lost_node(self, pod: PodRecord) -> bool:
         """Whether `pod` is on a node that is not Ready, or gone (--lost-node-grace)."""
-        nodes = self.caches.nodes
-        if nodes is None or not pod.node:
-            return False
-        node = nodes.get(pod.node)
-        return node is None or node.lost() is not None
+        return pod.node is not None and pod.node != "" and self._lost(pod.node) is not None
+
+    def _lost(self, node: str) -> NodeState | None:
+        """`node` as the engine is told it, where it is not Ready or gone; None where it is
+        Ready or nodes are not watched."""
+        if self.caches.nodes is None:
+            return None
+        rec = self.caches.nodes.get(node)
+        return NodeState(node, "") if rec is None else rec.lost()
 
     def _on_workload(self, change: Change, new: WorkloadRecord | None,
                      old: WorkloadRecord | None) -> None:
@@ -283,17 +287,8 @@ class JobController:
 
     def lost_nodes(self, pods: tuple[PodState, ...]) -> tuple[NodeState, ...]:
         """The nodes of `pods` that are not Ready, or gone (--lost-node-grace)."""
-        nodes = self.caches.nodes
-        if nodes is None:
-            return ()
-        out = []
-        for name in sorted({p.node for p in pods if p.node}):
-            rec = nodes.get(name)
-            if rec is None:
-                out.append(NodeState(name, ""))
-            elif (lost := rec.lost()) is not None:
-                out.append(lost)
-        return tuple(out)
+        return tuple(lost for name in sorted({p.node for p in pods if p.node})
+                     if (lost := self._lost(name)) is not None)
 
     def batch_job(self, rec: ObjectRecord) -> BatchJob:
         """A Job's status with what its pods say: how many run, and how its newest failed
