@@ -199,7 +199,8 @@ class Observed:
     held: tuple[Held, ...] = ()
     """Names of the job's pods and services that objects of other jobs hold."""
     lost_nodes: tuple[NodeState, ...] = ()
-    """The nodes of the job's pods that stopped reporting (watched with --lost-node-grace)."""
+    """The nodes of the job's pods that do not report Ready, or are gone (watched with
+    --lost-node-grace)."""
 
     def object(self, kind: str, name: str) -> OwnedObject | None:
         for obj in self.objects:
