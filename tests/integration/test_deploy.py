@@ -115,7 +115,10 @@ def test_the_cluster_role_is_enough_for_a_job_lifecycle(
         wait_for("cleanup and TTL", lambda: not kube.names("pods") and
                  kube.get("mpijobs.kubeflow.org", "mpi") is None, 30)
         assert not refusals(m.log()), m.log()
-        assert any(e["reason"] == "XGBoostJobSucceeded" for e in kube.items("events"))
+        # events are sent after the plan that tells them, beside other namespaces' (this
+        # manager watches every namespace): a moment after the job's status
+        wait_for("the XGBoostJobSucceeded event", lambda: any(
+            e["reason"] == "XGBoostJobSucceeded" for e in kube.items("events")), 15)
     finally:
         m.stop()
     for forbidden in (["get", "deployments", "-A"], ["get", "nodes"],
