@@ -1,8 +1,8 @@
-"""A real single-node Kubernetes cluster for tests: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler, kubelet and kube-proxy of one release, and
-containerd 2 (all built by hack/test-assets.sh from the Go module proxy), Debian's runc, CNI
-bridge networking and cluster DNS (dnsmasq and `clusterdns`), with the images of `images`
-imported.
+"""A real Kubernetes cluster for tests: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kubelet and kube-proxy of one release, and containerd 2 (all built by
+hack/test-assets.sh from the Go module proxy), Debian's runc, CNI bridge networking and
+cluster DNS (dnsmasq and `clusterdns`), with the images of `images` imported. One node, and
+a second one on the same host for the tests that shut a node down (`start_second_node`).
 
 It needs root, cgroups and Debian's packages (hack/node-deps.sh); `unavailable()` says why it
 cannot run here. `stop()` leaves the host as `start()` found it: the processes it started and
@@ -12,12 +12,10 @@ links and folders the cluster changed are put back, also after a failed start.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -32,15 +30,24 @@ import yaml
 from testbed import images
 from testbed.apiserver import TestAPIServer, find_assets, free_port
 from testbed.clusterdns import DNSWatcher, api_getter
+from testbed.nodehost import CGROUP_FS, NodeHost, cgroup_pids, kill, processes_using, remove_cgroups
 from testbed.processes import Daemons
 from trainop.cluster.certs import CertPair, issue, new_ca
 
 NODE_NAME = "trainop-node"
 POD_CIDR = "10.244.0.0/24"
+# a second node, started and shut down by the tests that need one (start_second_node)
+SECOND_NODE = "trainop-node-2"
+SECOND_POD_CIDR = "10.244.1.0/24"
+SECOND_BRIDGE = "cni1"
+SECOND_CGROUP = "trainop-node-2"
+CLUSTER_CIDR = "10.244.0.0/16"
 SERVICE_CIDR = "10.96.0.0/24"
 API_SERVICE_IP = "10.96.0.1"
 DNS_IP = "10.96.0.10"
 DOMAIN = "cluster.local"
+# Kubernetes' non-graceful node shutdown: whoever puts it says the node runs nothing
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 BRIDGE = "cni0"
 STATE_FILE = Path("/run/trainop-test-node.json")
 BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
@@ -60,6 +67,7 @@ COMPONENT_USERS = {
     "kube-controller-manager": ("system:kube-controller-manager", []),
     "kube-scheduler": ("system:kube-scheduler", []),
     "kubelet": (f"system:node:{NODE_NAME}", ["system:nodes"]),
+    "kubelet-2": (f"system:node:{SECOND_NODE}", ["system:nodes"]),
     "kube-proxy": ("system:kube-proxy", []),
 }
 
@@ -198,9 +206,19 @@ class HostState:
         for d in HOST_DIRS:
             if d not in self.dirs:
                 shutil.rmtree(d, ignore_errors=True)
-        for controller in Path("/sys/fs/cgroup").iterdir():
-            remove_cgroups(controller / "kubepods")
+        for controller in CGROUP_FS.iterdir():
+            for folder in POD_CGROUPS:
+                remove_cgroups(controller / folder)
         return problems
+
+
+# the cgroups of the nodes' pods: the first node's under the root, the second's under its own
+POD_CGROUPS = ("kubepods", SECOND_CGROUP)
+
+
+def pod_pids() -> set[int]:
+    """The processes of every pod of both nodes."""
+    return set().union(*(cgroup_pids(folder) for folder in POD_CGROUPS))
 
 
 def recover() -> list[str]:
@@ -218,53 +236,17 @@ def teardown(workdir: Path, host: HostState, keep_workdir: bool = False) -> list
     for _ in range(3):
         # every pod's processes (kubepods cgroups); the daemons and containerd's shims,
         # which name the workdir on their command line
-        pids = cgroup_pids() | processes_using(str(workdir))
+        pids = pod_pids() | processes_using(str(workdir))
         if not pids:
             break
         for pid in pids:
-            _kill(pid)
+            kill(pid)
         time.sleep(0.5)
     problems = host.restore(workdir)
     if not keep_workdir:
         shutil.rmtree(workdir, ignore_errors=True)
     STATE_FILE.unlink(missing_ok=True)
     return problems
-
-
-def remove_cgroups(root: Path) -> None:
-    """rmdir a cgroup tree, deepest first (a cgroup is removed with rmdir, not its files)."""
-    if not root.is_dir():
-        return
-    for path in sorted((p for p in root.rglob("*") if p.is_dir()),
-                       key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            path.rmdir()
-    with contextlib.suppress(OSError):
-        root.rmdir()
-
-
-def cgroup_pids() -> set[int]:
-    """The processes of every pod (the kubelet's kubepods cgroups)."""
-    pids: set[int] = set()
-    for controller in ("pids", "memory", "cpu"):
-        root = Path("/sys/fs/cgroup", controller, "kubepods")
-        if root.is_dir():
-            for procs in root.rglob("cgroup.procs"):
-                pids |= {int(p) for p in procs.read_text().split()}
-    return pids
-
-
-def processes_using(marker: str) -> set[int]:
-    """Pids whose command line mentions `marker` (containerd's shims name its socket)."""
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    pids.add(int(entry.name))
-            except OSError:
-                continue
-    return pids - {os.getpid()}
 
 
 @dataclass
@@ -281,6 +263,9 @@ class TestCluster:
     ca: CertPair | None = None
     node_ip: str = ""
     started_at: float = 0.0
+    node: NodeHost | None = None
+    second: NodeHost | None = None
+    image_archives: list[Path] = field(default_factory=list)
 
     @property
     def socket(self) -> Path:
@@ -314,11 +299,14 @@ class TestCluster:
         return self
 
     def _start(self, assets: Path, timeout: float) -> None:
+        assert self.daemons
         deadline = time.monotonic() + timeout
         write_sysctl("net.ipv4.ip_forward", "1")
         write_sysctl("net.bridge.bridge-nf-call-iptables", "1")
-        self._start_containerd(assets, deadline)
-        self._import_images()
+        self.node = NodeHost(NODE_NAME, self.workdir, self.daemons, POD_CIDR, BRIDGE)
+        self.node.start_containerd(assets, lambda what: self._check(deadline, what))
+        self.image_archives = list(images.all_images(self.workdir / "images").values())
+        self.node.import_images(self.image_archives)
         self.ca = new_ca("trainop-node-ca")
         tokens = {f"{name}-token": user for name, user in COMPONENT_USERS.items()}
         client_crt, client_key = self._client_cert()
@@ -337,64 +325,18 @@ class TestCluster:
             self.api.kubeconfig_for(f"{name}-token", self.workdir / f"{name}.kubeconfig")
         self._start_components(assets)
         self._start_dns(deadline)
-        self._wait_node_ready(deadline)
+        self._wait_node_ready(NODE_NAME, deadline)
 
     # -- containerd and images ---------------------------------------------------------
 
-    def _start_containerd(self, assets: Path, deadline: float) -> None:
-        assert self.daemons
-        w = self.workdir
-        (w / "cni/net.d").mkdir(parents=True)
-        (w / "cni/net.d/10-trainop.conflist").write_text(json.dumps({
-            "cniVersion": "0.4.0", "name": "trainop",
-            "plugins": [
-                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": True,
-                 "hairpinMode": True,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
-                          "routes": [{"dst": "0.0.0.0/0"}],
-                          "dataDir": str(w / "cni/ipam")}},
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ]}))
-        (w / "containerd.toml").write_text(f"""version = 3
-root = "{w}/containerd/root"
-state = "{w}/containerd/state"
-[grpc]
-  address = "{self.socket}"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{w}/containerd/opt"
-[plugins."io.containerd.cri.v1.images"]
-  snapshotter = "overlayfs"
-[plugins."io.containerd.cri.v1.images".pinned_images]
-  sandbox = "{images.PAUSE}"
-[plugins."io.containerd.cri.v1.runtime"]
-  # this machine withholds CAP_SYS_RESOURCE: no process may lower its oom_score_adj
-  restrict_oom_score_adj = true
-[plugins."io.containerd.cri.v1.runtime".containerd]
-  default_runtime_name = "runc"
-[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.cri.v1.runtime".cni]
-  bin_dirs = ["/usr/lib/cni"]
-  conf_dir = "{w}/cni/net.d"
-""")
-        # containerd finds its shim (and ctr is run) from the assets folder, first on PATH
-        self.daemons.spawn("containerd", [str(assets / "containerd"),
-                                          "--config", str(w / "containerd.toml")])
-        while not self.socket.exists():
-            self._check(deadline, "containerd's socket")
-            time.sleep(0.1)
-
-    def _import_images(self) -> None:
-        # the kubelet never removes them (its image GC is off): nothing could pull them again
-        for archive in images.all_images(self.workdir / "images").values():
-            self.ctr("images", "import", str(archive))
-
     def import_image(self, archive: Path) -> None:
-        """Load one more image archive into the node's containerd."""
+        """Load one more image archive into the first node's containerd."""
         self.ctr("images", "import", str(archive))
 
     def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return run("ctr", "--address", str(self.socket), "-n", "k8s.io", *args, check=check)
+        """ctr on the first node's containerd."""
+        assert self.node
+        return self.node.ctr(*args, check=check)
 
     # -- the control plane and the node -------------------------------------------------
 
@@ -421,6 +363,9 @@ state = "{w}/containerd/state"
             "--root-ca-file", str(self.api.ca_file),
             "--leader-elect=false", "--secure-port=0",
             "--node-monitor-period=2s", "--concurrent-gc-syncs=5",
+            # a node silent this long is Unknown (50 s by default; the kubelets report every
+            # 4 s): the second node's tests shut it down
+            "--node-monitor-grace-period=20s",
         ])
         self.daemons.spawn("kube-scheduler", [
             str(assets / "kube-scheduler"),
@@ -431,7 +376,7 @@ state = "{w}/containerd/state"
         proxy_conf.write_text(yaml.safe_dump({
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(w / "kube-proxy.kubeconfig")},
-            "mode": "iptables", "clusterCIDR": POD_CIDR, "hostnameOverride": NODE_NAME,
+            "mode": "iptables", "clusterCIDR": CLUSTER_CIDR, "hostnameOverride": NODE_NAME,
             "healthzBindAddress": f"127.0.0.1:{free_port()}",
             "metricsBindAddress": f"127.0.0.1:{free_port()}",
             # leave the host's conntrack table alone
@@ -440,40 +385,9 @@ state = "{w}/containerd/state"
         }))
         self.daemons.spawn("kube-proxy", [str(assets / "kube-proxy"),
                                           "--config", str(proxy_conf)])
-        serving = issue(self.ca, NODE_NAME, dns_names=[NODE_NAME], ips=[self.node_ip])
-        (w / "kubelet.crt").write_bytes(serving.cert_pem)
-        (w / "kubelet.key").write_bytes(serving.key_pem)
-        (w / "resolv.conf").write_text("nameserver 127.0.0.1\n")
-        kubelet_conf = w / "kubelet.yaml"
-        kubelet_conf.write_text(yaml.safe_dump({
-            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
-                               "x509": {"clientCAFile": str(self.api.ca_file)}},
-            "authorization": {"mode": "AlwaysAllow"},
-            "tlsCertFile": str(w / "kubelet.crt"), "tlsPrivateKeyFile": str(w / "kubelet.key"),
-            "port": free_port(), "readOnlyPort": 0,
-            "healthzBindAddress": "127.0.0.1", "healthzPort": free_port(),
-            "cgroupDriver": "cgroupfs", "failSwapOn": False,
-            "clusterDNS": [DNS_IP], "clusterDomain": DOMAIN,
-            "resolvConf": str(w / "resolv.conf"),
-            # 10 pods took 6 s to run and 27 s to delete at the defaults (5/10)
-            "kubeAPIQPS": 50, "kubeAPIBurst": 100,
-            # images cannot be pulled again: never collect them, never evict for disk
-            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
-                             "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
-            "serializeImagePulls": False,
-            "nodeStatusUpdateFrequency": "4s",
-            "containerRuntimeEndpoint": f"unix://{self.socket}",
-            # this machine mounts cgroup v1, which kubelets from 1.35 refuse by default
-            "failCgroupV1": False,
-        }))
-        self.daemons.spawn("kubelet", [
-            str(assets / "kubelet"), "--config", str(kubelet_conf),
-            "--kubeconfig", str(w / "kubelet.kubeconfig"),
-            "--root-dir", str(w / "kubelet"), "--cert-dir", str(w / "kubelet-pki"),
-            "--hostname-override", NODE_NAME, "--node-ip", self.node_ip,
-        ])
+        assert self.node
+        self.node.start_kubelet(assets, self.api, self.ca, self.node_ip,
+                                w / "kubelet.kubeconfig", DNS_IP, DOMAIN)
 
     def _start_dns(self, deadline: float) -> None:
         assert self.daemons and self.api
@@ -510,23 +424,70 @@ state = "{w}/containerd/state"
         if time.monotonic() > deadline:
             raise RuntimeError(f"test cluster: timed out waiting for {waiting_for}")
 
-    def _wait_node_ready(self, deadline: float) -> None:
-        """A Ready heartbeat newer than this start (etcd may keep an old Node), no taints."""
+    def _wait_node_ready(self, name: str, deadline: float, since: float = 0.0) -> None:
+        """A Ready heartbeat newer than `since` (this start by default: etcd may keep an old
+        Node), no taints but the out-of-service one only whoever put it takes away."""
+        since = since or self.started_at
         while True:
-            self._check(deadline, "the node to be Ready")
-            node = self.get("node", NODE_NAME)
+            self._check(deadline, f"node {name} to be Ready")
+            node = self.get("node", name)
             if node:
                 ready = next((c for c in node["status"].get("conditions", [])
                               if c["type"] == "Ready"), None)
                 fresh = ready and ready["status"] == "True" and dt.datetime.fromisoformat(
                     ready["lastHeartbeatTime"].replace("Z", "+00:00")).timestamp() >= \
-                    int(self.started_at)
-                if fresh and not node["spec"].get("taints"):
+                    int(since)
+                taints = [t for t in node["spec"].get("taints", [])
+                          if t["key"] != OUT_OF_SERVICE]
+                if fresh and not taints:
                     break
             time.sleep(0.5)
         while not self.get("serviceaccount", "default", namespace="default"):
             self._check(deadline, "the default ServiceAccount")
             time.sleep(0.5)
+
+    # -- a second node -------------------------------------------------------------------
+
+    def start_second_node(self, timeout: float = 120) -> NodeHost:
+        """Start the second node (SECOND_NODE) beside the first, or start it again after it
+        was shut down (`NodeHost.shut_down`) with what it had on disk; returns once Ready."""
+        assert self.api and self.ca
+        deadline = time.monotonic() + timeout
+        if self.second is None:
+            workdir = self.workdir / SECOND_NODE
+            workdir.mkdir()
+            self.second = NodeHost(SECOND_NODE, workdir, Daemons(workdir), SECOND_POD_CIDR,
+                                   SECOND_BRIDGE, cgroup_root=SECOND_CGROUP)
+        node, since = self.second, time.time()
+
+        def check(what: str) -> None:
+            if exited := node.daemons.exited():
+                raise RuntimeError(exited)
+            self._check(deadline, what)
+        assets = find_assets()
+        node.start_containerd(assets, check)
+        node.import_images(self.image_archives)
+        node.start_kubelet(assets, self.api, self.ca, self.node_ip,
+                           self.workdir / "kubelet-2.kubeconfig", DNS_IP, DOMAIN)
+        while True:  # _wait_node_ready checks the first node's daemons only
+            try:
+                self._wait_node_ready(SECOND_NODE, time.monotonic() + 1, since)
+                return node
+            except RuntimeError as err:
+                if "timed out" not in str(err):
+                    raise
+                check(f"node {SECOND_NODE} to be Ready")
+
+    def remove_second_node(self) -> None:
+        """Shut the second node down, delete its Node and its pods' cgroups."""
+        if self.second is None:
+            return
+        self.second.shut_down()
+        self.second.daemons.stop()
+        self.kubectl("delete", "node", SECOND_NODE, "--ignore-not-found", check=False)
+        for controller in CGROUP_FS.iterdir():
+            remove_cgroups(controller / SECOND_CGROUP)
+        self.second = None
 
     # -- use -----------------------------------------------------------------------------
 
@@ -550,12 +511,14 @@ state = "{w}/containerd/state"
         try:
             if self.dns:
                 self.dns.stop()
+            if self.second:
+                self.second.shut_down()
             if self.daemons:
                 for name in ("kubelet", "kube-proxy", "kube-scheduler",
                              "kube-controller-manager", "dnsmasq"):
                     self.daemons.kill(name)
-            for pid in cgroup_pids():  # every pod's processes, before containerd goes
-                _kill(pid)
+            for pid in pod_pids():  # every pod's processes, before containerd goes
+                kill(pid)
             if self.api:
                 self.api.stop(keep_workdir=True)
             if self.daemons:
@@ -564,7 +527,3 @@ state = "{w}/containerd/state"
             problems = teardown(self.workdir, self.host, keep_workdir) if self.host else []
         return problems
 
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
