@@ -4,8 +4,11 @@ every pod waits at its barrier."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from testbed import images
 from testbed.node import TestCluster
 from tests.node.kube import Namespace, python_job, wait_for
 from trainop.engine import inplace
@@ -31,21 +34,25 @@ SCRIPT = ("import os, sys, time\n"
           "time.sleep(600)\n")
 
 
-def test_a_job_restarted_in_place_succeeds_with_the_same_pods(
-        cluster: TestCluster, manager: None) -> None:
-    job = python_job("PyTorchJob", "inplace", {"Master": 1, "Worker": 2}, SCRIPT,
+def in_place_job(script: str, state: str) -> dict[str, Any]:
+    """A PyTorchJob of three ranks restarted in place, each with the host folder `state`."""
+    job = python_job("PyTorchJob", "inplace", {"Master": 1, "Worker": 2}, script,
                      restart="ExitCode", spec={"runPolicy": {
                          "restartScope": "Job", "restartInPlace": True, "backoffLimit": 2}})
+    for rspec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec = rspec["template"]["spec"]
+        spec["volumes"].append({"name": "state", "hostPath": {"path": state}})
+        spec["containers"][0]["volumeMounts"].append({"name": "state", "mountPath": "/state"})
+    return job
+
+
+def test_a_job_restarted_in_place_succeeds_with_the_same_pods(
+        cluster: TestCluster, manager: None) -> None:
     with Namespace(cluster, "inplace") as ns:
         state = cluster.workdir / "state" / ns.name
         state.mkdir(parents=True)
         state.chmod(0o777)
-        for rspec in job["spec"]["pytorchReplicaSpecs"].values():
-            spec = rspec["template"]["spec"]
-            spec["volumes"].append({"name": "state", "hostPath": {"path": str(state)}})
-            spec["containers"][0]["volumeMounts"].append({"name": "state",
-                                                          "mountPath": "/state"})
-        ns.apply(job)
+        ns.apply(in_place_job(SCRIPT, str(state)))
         ns.wait_running(3)
         uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
         done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
@@ -71,3 +78,51 @@ def test_a_job_restarted_in_place_succeeds_with_the_same_pods(
         assert "SuccessfulDeletePod" not in reasons, reasons
         wait_for("the pods to end", lambda: all(
             p["status"].get("phase") == "Succeeded" for p in ns.items("pods")) or None, 60)
+
+
+def test_a_container_that_cannot_start_again_in_place_is_told_and_starts_when_it_can(
+        cluster: TestCluster, manager: None) -> None:
+    # the ranks' image under a name of its own, taken off the node once they run: after the
+    # restart in place their containers cannot start (the kubelet may not pull it)
+    gone = images.PYTHON.replace("/python:", "/python-gone:")
+    cluster.ctr("images", "tag", "--force", images.PYTHON, gone)
+    script = SCRIPT.replace("    time.sleep(3); (state / 'failed-once')",
+                            "    while not (state / 'fail').exists(): time.sleep(0.2)\n"
+                            "    (state / 'failed-once')")
+    assert script != SCRIPT
+    with Namespace(cluster, "noimage") as ns:
+        state = cluster.workdir / "state" / ns.name
+        state.mkdir(parents=True)
+        state.chmod(0o777)
+        job = in_place_job(script, str(state))
+        for rspec in job["spec"]["pytorchReplicaSpecs"].values():
+            main = rspec["template"]["spec"]["containers"][0]
+            main.update(image=gone, imagePullPolicy="Never")
+        ns.apply(job)
+        ns.wait_running(3)
+        uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
+        cluster.ctr("images", "rm", gone)
+        (state / "fail").touch()
+
+        # the master is told waiting for its image (the workers' init container waits for
+        # its name, which cluster DNS gives once it runs: they are on their way)
+        def told() -> list[dict[str, Any]]:
+            return list((ns.get("PyTorchJob", "inplace") or {}).get("status", {}).get(
+                "waitingReplicas") or [])
+        waiting = wait_for("the master told waiting for its image", told, 120)
+        assert [(w["pod"], w["reason"]) for w in waiting] == [
+            ("inplace-master-0", "ErrImageNeverPull")], waiting
+        assert waiting[0]["message"] == (f'container pytorch: Container image "{gone}" is '
+                                         "not present with pull policy of Never"), waiting
+        warnings = [e for e in ns.items("events") if e["reason"] == "ErrImageNeverPull" and
+                    e["involvedObject"]["kind"] == "PyTorchJob"]
+        assert [e["type"] for e in warnings] == ["Warning"], warnings
+        conditions = (ns.get("PyTorchJob", "inplace") or {})["status"]["conditions"]
+        assert "Failed" not in {c["type"] for c in conditions}, conditions
+        # the image back: the kubelet starts the containers at its next try, the same pods
+        # run the next attempt, and nothing waits any more
+        cluster.ctr("images", "tag", "--force", images.PYTHON, gone)
+        done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
+        assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")} == uids
+        assert not done["status"].get("waitingReplicas"), done["status"]
+        assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
