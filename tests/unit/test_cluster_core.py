@@ -561,3 +561,37 @@ def test_a_deletion_on_a_lost_node_is_seen_once_under_way() -> None:
     assert not deleting("j-worker-2", "later")
     caches.nodes._put(node_record(node("later", "Unknown")))
     assert controller.expectations.satisfied("ns/j")
+
+
+def test_pods_are_found_by_their_node_from_their_binding_until_they_go() -> None:
+    """A Node's change looks only at the pods there (the pods informer's node index, kept
+    where nodes are watched), not at every cached pod."""
+    from trainop.cluster.caches import NODE_INDEX, build
+    from trainop.cluster.client import Client
+    from trainop.cluster.config import ClusterConfig
+
+    client = Client(ClusterConfig(server="http://127.0.0.1:1"))
+    caches = build(client, ["PyTorchJob"], None, {}, nodes=True)
+    pods = caches.pods
+    assert pods is not None
+
+    def put(name: str, on: str | None, version: str) -> None:
+        meta = {**POD["metadata"], "name": name, "uid": name,  # type: ignore[dict-item]
+                "resourceVersion": version}
+        spec = {"nodeName": on} if on else {}
+        pods._put(pods.decode({"metadata": meta, "spec": spec,  # type: ignore[arg-type]
+                               "status": {"phase": "Pending"}}))
+
+    def on(node: str) -> list[str]:
+        return sorted(p.meta.name for p in pods.indexed(NODE_INDEX, node))
+
+    put("j-worker-0", None, "1")
+    put("j-worker-1", "b", "1")
+    assert (on("a"), on("b")) == ([], ["j-worker-1"])
+    put("j-worker-0", "a", "2")  # bound by the scheduler
+    assert (on("a"), on("b")) == (["j-worker-0"], ["j-worker-1"])
+    pods._remove("ns/j-worker-1")
+    assert (on("a"), on("b")) == (["j-worker-0"], [])
+    kept = pods.get("ns/j-worker-0")
+    assert kept is not None and kept.meta.owner_key
+    assert [p.meta.name for p in pods.owned_by(kept.meta.owner_key)] == ["j-worker-0"]

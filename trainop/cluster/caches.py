@@ -69,6 +69,10 @@ def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[J
                     version=lambda r: r.meta.resource_version, first_page=JOB_FIRST_PAGE)
 
 
+NODE_INDEX = "node"
+"""The pods informer's index of pods by the node they are on (where nodes are watched)."""
+
+
 def build(client: Client, kinds: list[str], namespace: str | None,
           extra: dict[str, Resource], nodes: bool = False) -> Caches:
     """Informers for the enabled kinds and what they own: pods and services always, the
@@ -81,7 +85,9 @@ def build(client: Client, kinds: list[str], namespace: str | None,
     for kind in kinds:
         caches.jobs[kind] = job_informer(client, kind, namespace)
     caches.pods = Informer(client, PODS, _controlled(pod_record), lambda r: r.meta.key,
-                           lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR)
+                           lambda r: r.meta.owner_key, namespace, OWNED_SELECTOR,
+                           # a Node's change looks at the pods there (--lost-node-grace)
+                           indexes={NODE_INDEX: lambda r: r.node} if nodes else None)
     for kind, resource in {SERVICES.kind: SERVICES, **extra, **owned(kinds)}.items():
         caches.objects[kind] = Informer(
             client, resource, _controlled(lambda obj, k=kind: object_record(k, obj)),  # type: ignore[misc]

@@ -17,7 +17,7 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.cluster import metrics
 from trainop.cluster.applier import PlanApplier, stored_status
-from trainop.cluster.caches import Caches
+from trainop.cluster.caches import NODE_INDEX, Caches
 from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected
@@ -206,8 +206,8 @@ class JobController:
             return
         rec = new or old
         assert rec is not None and self.caches.pods is not None
-        for pod in list(self.caches.pods.items.values()):
-            if pod.node == rec.name and (key := self._owner_key(pod)) is not None:
+        for pod in self.caches.pods.indexed(NODE_INDEX, rec.name):
+            if (key := self._owner_key(pod)) is not None:
                 if pod.terminating:
                     self.expectations.observed_delete(key, pod.meta.name)
                 self.queue.add(key)

@@ -14,7 +14,7 @@ import enum
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import aiohttp
@@ -55,17 +55,22 @@ class Informer(Generic[R]):
     def __init__(self, client: Client, resource: Resource, decode: Callable[[dict[str, Any]],
                  R | None], key: Callable[[R], str], owner: Callable[[R], str | None],
                  namespace: str | None = None, label_selector: str | None = None,
-                 version: Callable[[R], str] | None = None, first_page: int = PAGE):
+                 version: Callable[[R], str] | None = None, first_page: int = PAGE,
+                 indexes: Mapping[str, Callable[[R], str | None]] | None = None):
+        """`owner`: the value `owned_by` finds a record by; `indexes`: more such values,
+        by name, that `indexed` finds records by (None: not indexed)."""
         self.client = client
         self.resource = resource
         self.decode = decode
         self.key_of = key
-        self.owner_of = owner
         self.namespace = namespace
         self.label_selector = label_selector
         self.version = version
         self.items: dict[str, R] = {}
-        self.by_owner: dict[str, dict[str, R]] = defaultdict(dict)
+        self._index_of: dict[str, Callable[[R], str | None]] = {"owner": owner,
+                                                                 **(indexes or {})}
+        self._indexed: dict[str, defaultdict[str, dict[str, R]]] = {
+            name: defaultdict(dict) for name in self._index_of}
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self._cached = CACHED.labels(resource.plural)
@@ -80,7 +85,11 @@ class Informer(Generic[R]):
         return self.items.get(key)
 
     def owned_by(self, uid: str) -> list[R]:
-        return list(self.by_owner.get(uid, {}).values())
+        return self.indexed("owner", uid)
+
+    def indexed(self, index: str, value: str) -> list[R]:
+        """The cached records whose `index` (one of `indexes`) is `value`."""
+        return list(self._indexed[index].get(value, {}).values())
 
     # -- the cache -------------------------------------------------------------------
     def _older(self, rec: R, than: R | None) -> bool:
@@ -106,9 +115,9 @@ class Informer(Generic[R]):
         if old is not None:
             self._unindex(key, old)
         self.items[key] = rec
-        owner = self.owner_of(rec)
-        if owner:
-            self.by_owner[owner][key] = rec
+        for name, value_of in self._index_of.items():
+            if value := value_of(rec):
+                self._indexed[name][value][key] = rec
         if old is None:
             self._cached.inc()
         if emit:
@@ -122,11 +131,12 @@ class Informer(Generic[R]):
             self._emit(Change.DELETED, None, old)
 
     def _unindex(self, key: str, rec: R) -> None:
-        owner = self.owner_of(rec)
-        if owner and owner in self.by_owner:
-            self.by_owner[owner].pop(key, None)
-            if not self.by_owner[owner]:
-                del self.by_owner[owner]
+        for name, value_of in self._index_of.items():
+            index, value = self._indexed[name], value_of(rec)
+            if value and value in index:
+                index[value].pop(key, None)
+                if not index[value]:
+                    del index[value]
 
     def _emit(self, change: Change, new: R | None, old: R | None) -> None:
         for handler in self.handlers:
