@@ -266,6 +266,9 @@ class TestCluster:
     node: NodeHost | None = None
     second: NodeHost | None = None
     image_archives: list[Path] = field(default_factory=list)
+    kubelet_feature_gates: dict[str, bool] = field(default_factory=dict)
+    """The kubelets' feature gates beside their release's defaults (bench.restart's
+    --kubelet-feature-gates)."""
 
     @property
     def socket(self) -> Path:
@@ -387,7 +390,8 @@ class TestCluster:
                                           "--config", str(proxy_conf)])
         assert self.node
         self.node.start_kubelet(assets, self.api, self.ca, self.node_ip,
-                                w / "kubelet.kubeconfig", DNS_IP, DOMAIN)
+                                w / "kubelet.kubeconfig", DNS_IP, DOMAIN,
+                                self.kubelet_feature_gates)
 
     def _start_dns(self, deadline: float) -> None:
         assert self.daemons and self.api
@@ -468,7 +472,8 @@ class TestCluster:
         node.start_containerd(assets, check)
         node.import_images(self.image_archives)
         node.start_kubelet(assets, self.api, self.ca, self.node_ip,
-                           self.workdir / "kubelet-2.kubeconfig", DNS_IP, DOMAIN)
+                           self.workdir / "kubelet-2.kubeconfig", DNS_IP, DOMAIN,
+                           self.kubelet_feature_gates)
         while True:  # _wait_node_ready checks the first node's daemons only
             try:
                 self._wait_node_ready(SECOND_NODE, time.monotonic() + 1, since)

@@ -108,7 +108,8 @@ state = "{w}/containerd/state"
             self.images_imported = True
 
     def start_kubelet(self, assets: Path, api: TestAPIServer, ca: CertPair, node_ip: str,
-                      kubeconfig: Path, dns_ip: str, domain: str) -> None:
+                      kubeconfig: Path, dns_ip: str, domain: str,
+                      feature_gates: dict[str, bool] | None = None) -> None:
         w = self.workdir
         if self.cgroup_root:
             make_cgroup(self.cgroup_root)
@@ -142,6 +143,8 @@ state = "{w}/containerd/state"
         if self.cgroup_root:
             # the first node's kubelet removes pod log folders of pods it does not know
             config |= {"cgroupRoot": f"/{self.cgroup_root}", "podLogsDir": str(w / "pod-logs")}
+        if feature_gates:
+            config["featureGates"] = feature_gates
         (w / "kubelet.yaml").write_text(yaml.safe_dump(config))
         self.daemons.spawn("kubelet", [
             str(assets / "kubelet"), "--config", str(w / "kubelet.yaml"),
