@@ -21,6 +21,7 @@ import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,7 +252,8 @@ def teardown(workdir: Path, host: HostState, keep_workdir: bool = False) -> list
 
 @dataclass
 class TestCluster:
-    """A running single-node cluster; `kubectl` runs as cluster admin."""
+    """A running cluster of one node (a second one on demand); `kubectl` runs as cluster
+    admin."""
 
     __test__ = False
 
@@ -269,10 +271,6 @@ class TestCluster:
     kubelet_feature_gates: dict[str, bool] = field(default_factory=dict)
     """The kubelets' feature gates beside their release's defaults (bench.restart's
     --kubelet-feature-gates)."""
-
-    @property
-    def socket(self) -> Path:
-        return self.workdir / "containerd.sock"
 
     @property
     def kubeconfig(self) -> Path:
@@ -328,7 +326,7 @@ class TestCluster:
             self.api.kubeconfig_for(f"{name}-token", self.workdir / f"{name}.kubeconfig")
         self._start_components(assets)
         self._start_dns(deadline)
-        self._wait_node_ready(NODE_NAME, deadline)
+        self._wait_node_ready(NODE_NAME, lambda what: self._check(deadline, what))
 
     # -- containerd and images ---------------------------------------------------------
 
@@ -428,12 +426,14 @@ class TestCluster:
         if time.monotonic() > deadline:
             raise RuntimeError(f"test cluster: timed out waiting for {waiting_for}")
 
-    def _wait_node_ready(self, name: str, deadline: float, since: float = 0.0) -> None:
+    def _wait_node_ready(self, name: str, check: Callable[[str], None],
+                         since: float = 0.0) -> None:
         """A Ready heartbeat newer than `since` (this start by default: etcd may keep an old
-        Node), no taints but the out-of-service one only whoever put it takes away."""
+        Node), no taints but the out-of-service one only whoever put it takes away; `check`
+        raises where waited for too long or a daemon ended."""
         since = since or self.started_at
         while True:
-            self._check(deadline, f"node {name} to be Ready")
+            check(f"node {name} to be Ready")
             node = self.get("node", name)
             if node:
                 ready = next((c for c in node["status"].get("conditions", [])
@@ -447,7 +447,7 @@ class TestCluster:
                     break
             time.sleep(0.5)
         while not self.get("serviceaccount", "default", namespace="default"):
-            self._check(deadline, "the default ServiceAccount")
+            check("the default ServiceAccount")
             time.sleep(0.5)
 
     # -- a second node -------------------------------------------------------------------
@@ -474,14 +474,8 @@ class TestCluster:
         node.start_kubelet(assets, self.api, self.ca, self.node_ip,
                            self.workdir / "kubelet-2.kubeconfig", DNS_IP, DOMAIN,
                            self.kubelet_feature_gates)
-        while True:  # _wait_node_ready checks the first node's daemons only
-            try:
-                self._wait_node_ready(SECOND_NODE, time.monotonic() + 1, since)
-                return node
-            except RuntimeError as err:
-                if "timed out" not in str(err):
-                    raise
-                check(f"node {SECOND_NODE} to be Ready")
+        self._wait_node_ready(SECOND_NODE, check, since)
+        return node
 
     def remove_second_node(self) -> None:
         """Shut the second node down, delete its Node and its pods' cgroups."""
