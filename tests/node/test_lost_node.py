@@ -1,7 +1,8 @@
 """A node lost under a running job, on the real cluster with its second node: the node shut
 down (kubelet, containerd and every container killed at once), the job told, its pods there
-deleted after --lost-node-grace, force-deleted once the node is marked out of service, made
-again on the first node, and the job succeeds; the node started again runs nothing of them."""
+deleted after --lost-node-grace (the job, restarting as a whole, restarts then, uncounted),
+force-deleted once the node is marked out of service, made again on the first node, and the
+job succeeds; the node started again runs nothing of them."""
 
 from __future__ import annotations
 
@@ -47,10 +48,10 @@ def lost_node_manager(cluster: TestCluster, manager: None) -> Iterator[None]:
 
 
 def job_across_nodes(state_dir: str) -> dict[str, Any]:
-    """A PyTorchJob whose master runs on the first node and whose workers would rather run on
-    the second."""
+    """A PyTorchJob restarting as a whole, whose master runs on the first node and whose
+    workers would rather run on the second."""
     job = python_job("PyTorchJob", "spread", {"Master": 1, "Worker": 2}, SCRIPT,
-                     restart="OnFailure")
+                     restart="OnFailure", spec={"runPolicy": {"restartScope": "Job"}})
     for rtype, rspec in job["spec"]["pytorchReplicaSpecs"].items():
         spec = rspec["template"]["spec"]
         spec["volumes"].append({"name": "state", "hostPath": {"path": state_dir}})
@@ -69,7 +70,7 @@ def job_across_nodes(state_dir: str) -> dict[str, Any]:
     return job
 
 
-def test_a_job_recovers_from_a_lost_node_on_the_other_and_nothing_runs_twice(
+def test_a_job_restarts_from_a_lost_node_on_the_other_and_nothing_runs_twice(
         cluster: TestCluster, lost_node_manager: None) -> None:
     second = cluster.start_second_node()
     try:
@@ -103,17 +104,23 @@ def test_a_job_recovers_from_a_lost_node_on_the_other_and_nothing_runs_twice(
             assert all(SECOND_NODE in e["message"] for e in warnings), warnings
 
             # after the grace the workers are deleted, and stay Terminating: no kubelet
-            # confirms that their containers ended, so no copy is made
+            # confirms that their containers ended, so no copy is made; the job restarts
+            # as a whole (its master cannot go on without them), not counted
             def deleted() -> bool:
                 return all((ns.get("pod", n) or {}).get("metadata", {}).get(
                     "deletionTimestamp") for n in ("spread-worker-0", "spread-worker-1"))
             wait_for("the workers deleted", deleted, GRACE + 30)
             time.sleep(3)
             pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
-            assert pods == {n: uid for n, (_, uid) in placed.items()}, pods
+            assert {n: pods.get(n) for n in ("spread-worker-0", "spread-worker-1")} == {
+                n: placed[n][1] for n in ("spread-worker-0", "spread-worker-1")}, pods
+            message = ("PyTorchJob spread is restarting because spread-worker-0, "
+                       "spread-worker-1 lost their node (not counted); all replicas restart.")
+            restarts = [e for e in ns.items("events") if e["reason"] == "PyTorchJobRestarting"]
+            assert [(e["type"], e["message"]) for e in restarts] == [("Warning", message)]
 
             # an admin says the node is down: the workers go at once, made again on the
-            # first node, and the job runs on without a restart counted
+            # first node, and the job runs its next attempt without a restart counted
             cluster.kubectl("taint", "node", SECOND_NODE,
                             f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
 
@@ -122,17 +129,18 @@ def test_a_job_recovers_from_a_lost_node_on_the_other_and_nothing_runs_twice(
                 return len(now) == 3 and all(
                     p["metadata"]["uid"] != placed[p["metadata"]["name"]][1] and
                     p["spec"].get("nodeName") == NODE_NAME and
-                    p["status"].get("phase") == "Running"
-                    for p in now if p["metadata"]["name"] != "spread-master-0")
-            wait_for("the workers running again on the first node", replaced, 120)
+                    p["status"].get("phase") == "Running" for p in now)
+            wait_for("every rank running again on the first node", replaced, 120)
             recovered = time.monotonic() - down
             print(f"lost node: told {told:.1f} s after it stopped, running again on the "
                   f"first node {recovered:.1f} s after")
             job = ns.get("PyTorchJob", "spread")
             assert job is not None
             types = {c["type"] for c in job["status"]["conditions"] if c["status"] == "True"}
-            assert types == {"Created", "Running"}, job["status"]["conditions"]
-            assert not job["status"]["replicaStatuses"]["Worker"].get("restarts"), job
+            assert "Running" in types and "Failed" not in types, job["status"]["conditions"]
+            assert not any(rs.get("restarts") for rs in
+                           job["status"]["replicaStatuses"].values()), job["status"]
+            assert "lastFailure" not in job["status"], job["status"]
 
             # the node comes back: the kubelet finds its pods gone and starts none of them
             cluster.start_second_node()
@@ -144,10 +152,11 @@ def test_a_job_recovers_from_a_lost_node_on_the_other_and_nothing_runs_twice(
             assert running == [], running
             (state / "go").touch()
             done = ns.succeeds("PyTorchJob", "spread", timeout=120)
-            assert not done["status"]["replicaStatuses"]["Worker"].get("restarts"), done
+            assert not any(rs.get("restarts") for rs in
+                           done["status"]["replicaStatuses"].values()), done["status"]
             started = sorted((state / "started").read_text().splitlines())
             assert started == [
-                f"spread-master-0 {NODE_NAME}",
+                f"spread-master-0 {NODE_NAME}", f"spread-master-0 {NODE_NAME}",
                 f"spread-worker-0 {NODE_NAME}", f"spread-worker-0 {SECOND_NODE}",
                 f"spread-worker-1 {NODE_NAME}", f"spread-worker-1 {SECOND_NODE}"], started
     finally:

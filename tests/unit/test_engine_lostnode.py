@@ -8,7 +8,9 @@ from typing import Any
 
 from tests.jobs import job
 from tests.sim import T0, Cluster
-from trainop.engine import EngineConfig, ObjectRef, Phase, Waiting
+from tests.unit.test_engine_inplace import PODS, started
+from tests.unit.test_engine_inplace import told as attempts_told
+from trainop.engine import EngineConfig, ObjectRef, Phase, Waiting, inplace
 from trainop.engine import conditions as cond
 from trainop.engine.observed import NodeState
 
@@ -136,3 +138,69 @@ def test_without_the_flag_nodes_change_nothing() -> None:
     plan = c.step()
     assert plan.delete == [] and waiting(c) == [] and told(c) == []
     assert c.now > T0
+
+
+WHOLE = {"runPolicy": {"restartScope": "Job"}}
+
+
+def test_a_job_that_restarts_as_a_whole_restarts_as_its_lost_pods_go_uncounted() -> None:
+    # its other ranks cannot go on without the lost one: they start again with it
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 2}, spec=WHOLE),
+                EngineConfig(lost_node_grace=60))
+    c.step()
+    c.all(Phase.RUNNING, node="n0")
+    c.set("job-worker-1", node="n1")
+    c.step()
+    c.lost_nodes = (LOST,)
+    assert c.step().delete == []  # within the grace: the node may come back
+    c.advance(60)
+    plan = c.step()
+    assert sorted(r.name for r in plan.delete) == ["job-master-0", "job-worker-0",
+                                                   "job-worker-1"]
+    message = ("PyTorchJob job is restarting because job-worker-1 lost its node (not "
+               "counted); all replicas restart.")
+    assert (c.condition(cond.RESTARTING).status, c.condition(cond.RESTARTING).message) == (
+        "True", message)
+    assert told(c, "PyTorchJobRestarting") == [("Warning", message)]
+    # the others are made again at once; the lost one once its name is free
+    plan = c.step()
+    assert sorted(o["metadata"]["name"] for o in plan.create) == ["job-master-0",
+                                                                  "job-worker-0"]
+    c.all(Phase.RUNNING, rtype="Master", node="n0")
+    c.set("job-worker-0", phase=Phase.RUNNING, node="n0")
+    plan = c.step()
+    assert plan.delete == [] and told(c, "PyTorchJobRestarting") == []  # once
+    c.lost_nodes = (NodeState("n1", "Unknown", LOST.since, out_of_service=True),)
+    plan = c.step()
+    assert plan.delete == [ObjectRef("Pod", "job-worker-1", grace=0)]
+    assert told(c, "PyTorchJobRestarting") == []
+    c.lost_nodes = ()
+    assert [o["metadata"]["name"] for o in c.step().create] == ["job-worker-1"]
+    assert c.job.status is not None and c.job.status.last_failure is None
+    assert c.job.status.replica_statuses is not None
+    assert not any(rs.restarts for rs in c.job.status.replica_statuses.values())
+
+
+def test_a_job_restarting_in_place_moves_to_its_next_attempt_as_its_lost_pods_go() -> None:
+    c = started({"runPolicy": {**WHOLE["runPolicy"], "restartInPlace": True}},
+                config=EngineConfig(lost_node_grace=60))
+    c.set("job-worker-1", node="n1")
+    c.lost_nodes = (NodeState("n1", "Unknown", LOST.since, out_of_service=True),)
+    plan = c.step()
+    # the lost pod goes at once (out of service), the others stop for attempt 1
+    assert plan.delete == [ObjectRef("Pod", "job-worker-1", grace=0)]
+    assert attempts_told(plan) == {"job-master-0": ("1", "0"), "job-worker-0": ("1", "0")}
+    assert inplace.RESTARTING in [e.reason for e in plan.events]
+    c.lost_nodes = ()
+    c.in_place.settle()
+    plan = c.step()
+    # made again for attempt 1, it waits at its barrier with the others; then all start it
+    assert [o["metadata"]["name"] for o in plan.create] == ["job-worker-1"]
+    assert plan.create[0]["metadata"]["annotations"][inplace.ATTEMPT] == "1"
+    c.in_place.settle()
+    c.step()
+    c.in_place.settle()
+    c.step()
+    assert c.in_place.running() == dict.fromkeys(PODS, 1)
+    assert c.job.status is not None and c.job.status.replica_statuses is not None
+    assert not any(rs.restarts for rs in c.job.status.replica_statuses.values())

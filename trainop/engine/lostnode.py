@@ -17,7 +17,8 @@ reason NodeLost, and a Warning); once the node has not been Ready for the grace,
 deleted with its own grace period (a kubelet that comes back ends its containers first); on
 an out-of-service node it is deleted with grace 0 at once; a pod whose Node is gone is left
 to the pod garbage collector. Nothing else is ever force-deleted. Once a pod is gone it is
-made again under the job's rules, as a pod the cluster took away: not the job's failure.
+made again under the job's rules, as a pod the cluster took away: not the job's failure (a
+job that restarts as a whole restarts as such pods are deleted, uncounted: reconcile.py).
 """
 
 from __future__ import annotations

@@ -309,8 +309,7 @@ class _Run:
             self.plan.requeue(left)
 
         self.scale_down()
-        self.lost_nodes()
-        if self.restart_in_place() or self.handle_failures():
+        if self.lost_nodes() or self.restart_in_place() or self.handle_failures():
             return
         if self.fw.succeeded(self.job, counts):
             self.succeed()
@@ -329,19 +328,37 @@ class _Run:
         self.delete_pods(pods, "scaled down")
         self.delete_services(services, "scaled down")
 
-    def lost_nodes(self) -> None:
+    def lost_nodes(self) -> bool:
         """Pods on nodes that stopped reporting (--lost-node-grace, engine/lostnode.py):
         deleted once the grace ran out, at once where the node is out of service (told in
-        waiting())."""
+        waiting()). A job that restarts as a whole (restartScope: Job) restarts as the pods
+        go, uncounted: its other ranks cannot go on without the lost ones (True then: the
+        round ends)."""
         grace = self.config.lost_node_grace
         if grace is None or not self.observed.lost_nodes:
-            return
+            return False
         self.lost = lostnode.decide(self.observed.pods, self.observed.lost_nodes, grace,
                                     self.now_dt)
         self.delete_pods(self.lost.delete, "node lost")
         self.delete_pods(self.lost.force, "node out of service", force=True)
         if self.lost.next_look is not None:
             self.plan.requeue(self.lost.next_look)
+        # (a pod deleted before is Terminating, or gone: its job restarted then)
+        going = [p for p in self.lost.delete + self.lost.force if not p.terminating]
+        if not going or self.job.spec.run_policy.restart_scope != "Job":
+            return False
+        names = {p.name for p in going}
+        others = [p for p in self.live_pods() if p.name not in names]
+        message = (f"{self.job.kind} {self.job.name} is restarting because "
+                   f"{shown(p.name for p in going)} lost {'its' if len(going) == 1 else 'their'}"
+                   f" node (not counted); {failures.WHOLE_JOB}.")
+        if self.attempts is not None and self.restarts_in_place(others):
+            self.next_attempt(others)  # the lost pods are made again for it, at the barrier
+        else:
+            self.delete_pods(others, "restarting the whole job")
+        self.condition(cond.RESTARTING, "True", f"{self.kind}Restarting", message, tell=False)
+        self.event(f"{self.kind}Restarting", message, warning=True)
+        return True
 
     def counts_by_type(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
