@@ -34,6 +34,7 @@ from testbed.clusterdns import DNSWatcher, api_getter
 from testbed.nodehost import CGROUP_FS, NodeHost, cgroup_pids, kill, processes_using, remove_cgroups
 from testbed.processes import Daemons
 from trainop.cluster.certs import CertPair, issue, new_ca
+from trainop.engine.lostnode import OUT_OF_SERVICE
 
 NODE_NAME = "trainop-node"
 POD_CIDR = "10.244.0.0/24"
@@ -47,8 +48,6 @@ SERVICE_CIDR = "10.96.0.0/24"
 API_SERVICE_IP = "10.96.0.1"
 DNS_IP = "10.96.0.10"
 DOMAIN = "cluster.local"
-# Kubernetes' non-graceful node shutdown: whoever puts it says the node runs nothing
-OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 BRIDGE = "cni0"
 STATE_FILE = Path("/run/trainop-test-node.json")
 BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",

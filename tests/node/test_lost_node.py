@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from testbed.node import NODE_NAME, OUT_OF_SERVICE, SECOND_NODE, TestCluster
+from testbed.node import NODE_NAME, SECOND_NODE, TestCluster
 from tests.node.conftest import NAMESPACE, manager_as_shipped, manager_with
 from tests.node.kube import Namespace, python_job, wait_for
 from trainop.engine import lostnode
@@ -122,7 +122,7 @@ def test_a_job_restarts_from_a_lost_node_on_the_other_and_nothing_runs_twice(
             # an admin says the node is down: the workers go at once, made again on the
             # first node, and the job runs its next attempt without a restart counted
             cluster.kubectl("taint", "node", SECOND_NODE,
-                            f"{OUT_OF_SERVICE}=nodeshutdown:NoExecute")
+                            f"{lostnode.OUT_OF_SERVICE}=nodeshutdown:NoExecute")
 
             def replaced() -> bool:
                 now = ns.items("pods")
@@ -144,7 +144,7 @@ def test_a_job_restarts_from_a_lost_node_on_the_other_and_nothing_runs_twice(
 
             # the node comes back: the kubelet finds its pods gone and starts none of them
             cluster.start_second_node()
-            cluster.kubectl("taint", "node", SECOND_NODE, f"{OUT_OF_SERVICE}-")
+            cluster.kubectl("taint", "node", SECOND_NODE, f"{lostnode.OUT_OF_SERVICE}-")
             time.sleep(10)
             assert second.pod_pids() == set()
             running = [line for line in second.ctr("tasks", "ls").stdout.splitlines()[1:]

@@ -214,7 +214,7 @@ class JobController:
 
     def _on_lost_node(self, pod: PodRecord) -> bool:
         """Whether `pod` is on a node that is not Ready, or gone (--lost-node-grace)."""
-        return pod.node is not None and pod.node != "" and self._lost(pod.node) is not None
+        return bool(pod.node) and self._lost(str(pod.node)) is not None
 
     def _lost(self, node: str) -> NodeState | None:
         """`node` as the engine is told it, where it is not Ready or gone; None where it is
