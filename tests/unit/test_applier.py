@@ -15,7 +15,7 @@ import pytest
 from tests.jobs import job
 from trainop.cluster.applier import PlanApplier
 from trainop.cluster.caches import job_informer
-from trainop.cluster.client import APIError
+from trainop.cluster.client import MAX_IN_FLIGHT, APIError
 from trainop.engine import (
     ClusterAddressing,
     Event,
@@ -55,6 +55,8 @@ class MemoryAPI:
         self.lists = 0
         self.deleted: list[str] = []
         self.status: dict[str, Any] | None = None
+        self.in_flight = self.most_in_flight = 0
+        """Patches under way, and the most at once."""
 
     async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
         name = obj["metadata"]["name"]
@@ -85,6 +87,10 @@ class MemoryAPI:
 
     async def patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
         self.patched.append((path, patch))
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0)  # as a request would: the others go on meanwhile
+        self.in_flight -= 1
         return {}
 
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -322,3 +328,19 @@ def test_a_service_whose_create_failed_is_not_waited_for() -> None:
     asyncio.run(a.apply("default/job", head, plan))
     a.expectations.observed_add("default/job", "job-worker-0")
     assert a.expectations.satisfied("default/job")
+
+
+def test_the_updates_of_a_plan_go_out_side_by_side() -> None:
+    # a restart in place tells every pod of the job its attempt at once: one patch after
+    # another took seconds for a job of 32 pods
+    api, told = MemoryAPI(), Told()
+    plan, head = plan_for("JAXJob", {"Worker": 1})
+    plan.update = [{"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"job-worker-{i}", "annotations": {"trainop.kubeflow.org/attempt": "1"}}}
+        for i in range(40)]
+    asyncio.run(applier(api, told, "JAXJob").apply("default/job", head, plan))
+    assert sorted(path for path, _ in api.patched) == sorted(
+        f"/api/v1/namespaces/default/pods/job-worker-{i}" for i in range(40))
+    # the first alone (a patch the API server refuses fails once), then at most
+    # MAX_IN_FLIGHT at once
+    assert api.most_in_flight == MAX_IN_FLIGHT

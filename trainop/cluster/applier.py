@@ -1,6 +1,7 @@
 """Carrying out a plan on the API server: create (prerequisites first, then the replicas
-as one bounded stream), update, delete, then the status, events and metrics. The applier
-owns the expectations it raises before its writes and lowers for what was never made."""
+as one bounded stream), update and delete (each a bounded stream too), then the status,
+events and metrics. The applier owns the expectations it raises before its writes and
+lowers for what was never made."""
 
 from __future__ import annotations
 
@@ -189,8 +190,9 @@ class PlanApplier:
                            operator)
 
     async def _send(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
-        """Create the plan's prerequisites (in order), then its replicas (pods and their services in
-        one stream), update and delete as planned. An object the API server refuses for
+        """Create the plan's prerequisites (in order), then its replicas (pods and their
+        services in one stream), then update and delete as planned (each one stream: no
+        update or deletion needs another first). An object the API server refuses for
         good raises Refused and stops what follows; one it refuses for now (a quota,
         throttling) raises its error, after one warning event on the job, and the job is
         retried with back-off. Pods and services are expected in the cache before the next
@@ -222,15 +224,17 @@ class PlanApplier:
                 sent.add(r.name)
             await self._delete(key, ns, r)
 
+        async def update(o: dict[str, Any]) -> None:
+            await self.client.patch(resource_for(o["kind"], o["apiVersion"]).path(
+                ns, o["metadata"]["name"]), patch_of(o))
+
         try:
             # one at a time, in the plan's order: what needs another object (a RoleBinding
             # its Role) is sent only once that one is made, and is the job's
             for o in plan.prerequisites:
                 await create(o)
             await self._batches(plan.create, create)
-            for o in plan.update:
-                await self.client.patch(resource_for(o["kind"], o["apiVersion"]).path(
-                    ns, o["metadata"]["name"]), patch_of(o))
+            await self._batches(plan.update, update)
             await self._batches(plan.delete, delete)
         finally:
             # No plan creates a pod it also deletes (an engine property test checks it),
