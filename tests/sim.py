@@ -174,8 +174,11 @@ class InPlacePod:
     node_restarts: bool = True
     """Its kubelet restarts it as the agent's rule says (False: it ignores the rule)."""
     rules_kept: bool = True
-    reported: tuple[PodState, bool, bool] | None = None
-    """The pod's status, alive, held: as the kubelet last reported them."""
+    told_at: str | None = None
+    """When the manager last told it something (its annotation)."""
+    reported: tuple[PodState, bool, bool, bool] | None = None
+    """The pod's status, alive, held, and whether its agent runs: as the kubelet last
+    reported them."""
 
     def restart(self) -> None:
         """RestartAllContainers: every container ends, the barrier starts again."""
@@ -222,15 +225,19 @@ class InPlaceKubelet:
                 annotations[inplace.FINISH] == "true")
         self.pods[name] = InPlacePod(told, told)
         if self.lagging:  # nothing reported yet
-            self.pods[name].reported = (self.cluster.pods[name], True, False)
+            self.pods[name].reported = (self.cluster.pods[name], True, False, False)
             self.show(name)
         else:
             self.report(name)
 
     def tell(self, name: str, annotations: dict[str, str]) -> None:
+        """The pod patched (a merge patch of its annotations): the kubelet syncs it."""
         pod = self.pods[name]
-        pod.told = (int(annotations[inplace.ATTEMPT]), int(annotations[inplace.RELEASED]),
-                    annotations[inplace.FINISH] == "true")
+        if inplace.ATTEMPT in annotations:  # (else told again what it was told)
+            pod.told = (int(annotations[inplace.ATTEMPT]),
+                        int(annotations[inplace.RELEASED]),
+                        annotations[inplace.FINISH] == "true")
+        pod.told_at = annotations.get(inplace.TOLD_AT, pod.told_at)
         if not self.lagging:
             self.settle([name])
         self.show(name)
@@ -277,7 +284,7 @@ class InPlaceKubelet:
             state, phase=phase, exit_code=pod.main_exit,
             reason=None if pod.main_exit is None else "Error",
             exit_codes=() if pod.main_exit is None else (("pytorch", pod.main_exit),)),
-            alive, pod.barrier and pod.mains is None)
+            alive, pod.barrier and pod.mains is None, alive and pod.agent is not None)
         self.show(name)
 
     def overridden(self, name: str, state: PodState) -> None:
@@ -285,15 +292,15 @@ class InPlaceKubelet:
         pod = self.pods[name]
         if state.phase in ("Succeeded", "Failed"):
             pod.ended, pod.mains, pod.agent, pod.barrier = state.phase, None, None, False
-        held = pod.reported[2] if pod.reported else False
-        pod.reported = (state, pod.ended is None, held)
+        held, agent = pod.reported[2:] if pod.reported else (False, False)
+        pod.reported = (state, pod.ended is None, held, agent and pod.ended is None)
         self.show(name)
 
     def show(self, name: str) -> None:
         """The pod in the manager's cache: its annotations as told, its status as reported."""
         pod = self.pods[name]
         assert pod.reported is not None
-        state, alive, held = pod.reported
+        state, alive, held, agent = pod.reported
         self.cluster.pods[name] = dataclasses.replace(state, in_place=InPlace(
             pod.told[0], pod.told[1], pod.told[2], alive=alive, held=held,
-            kept_rules=pod.rules_kept))
+            kept_rules=pod.rules_kept, agent_runs=agent, told_at=pod.told_at))

@@ -20,7 +20,7 @@ from trainop.api.validation import InvalidJob, load_job
 from trainop.cluster.records import pod_record
 from trainop.engine import EngineConfig, inplace
 from trainop.engine.inplace import ATTEMPT, FINISH, RELEASED
-from trainop.engine.observed import InPlace
+from trainop.engine.observed import InPlace, PodState
 from trainop.local.runner import LOCAL_ENGINE
 
 IN_PLACE = {"runPolicy": {"restartScope": "Job", "restartInPlace": True, "backoffLimit": 5}}
@@ -52,13 +52,19 @@ def told(plan: Any) -> dict[str, tuple[str, str]]:
     """Pod -> the (attempt, released) a plan tells it."""
     return {o["metadata"]["name"]: (o["metadata"]["annotations"][ATTEMPT],
                                     o["metadata"]["annotations"][RELEASED])
-            for o in plan.update if o["kind"] == "Pod"}
+            for o in plan.update if o["kind"] == "Pod" and ATTEMPT in o["metadata"]["annotations"]}
+
+
+def told_again(plan: Any) -> list[str]:
+    """The pods a plan tells again what they were told."""
+    return sorted(o["metadata"]["name"] for o in plan.update if o["kind"] == "Pod"
+                  and set(o["metadata"]["annotations"]) == {inplace.TOLD_AT})
 
 
 def finished(plan: Any) -> list[str]:
     """The pods a plan tells to finish."""
     return sorted(o["metadata"]["name"] for o in plan.update
-                  if o["kind"] == "Pod" and o["metadata"]["annotations"][FINISH] == "true")
+                  if o["kind"] == "Pod" and o["metadata"]["annotations"].get(FINISH) == "true")
 
 
 def reasons(plan: Any) -> list[str]:
@@ -345,6 +351,60 @@ def test_a_pod_that_does_not_stop_is_made_again_after_the_grace() -> None:
     assert told(c.step()) == dict.fromkeys(PODS, ("1", "1"))
 
 
+def test_a_pod_whose_files_missed_the_new_attempt_is_told_again() -> None:
+    # its kubelet missed the change (the files wait for its periodic sync): the pod is
+    # told again after NUDGE, long before STOP_GRACE would make it again
+    c = told_lagging("job-worker-0")
+    for name in ("job-master-0", "job-worker-0"):
+        c.in_place.refresh(name)
+        c.in_place.settle([name])
+        c.in_place.report(name)
+    c.advance(inplace.NUDGE - 1)
+    plan = c.step()
+    assert told_again(plan) == [] and told(plan) == {}
+    assert plan.requeue_after == 1
+    c.advance(1)
+    plan = c.step()
+    assert told_again(plan) == ["job-worker-1"]  # not those held at their barrier
+    assert not plan.delete
+    assert plan.requeue_after == inplace.NUDGE  # and again, while it does not act
+    c.in_place.refresh("job-worker-1")  # the kubelet, syncing the changed pod
+    c.in_place.settle(["job-worker-1"])
+    c.in_place.report("job-worker-1")
+    assert told(c.step()) == dict.fromkeys(PODS, ("1", "1"))
+
+
+def test_a_pod_whose_files_missed_the_release_is_told_again() -> None:
+    c = told_lagging("job-worker-0")
+    for name in PODS:
+        c.in_place.refresh(name)
+        c.in_place.settle([name])
+        c.in_place.report(name)
+    assert told(c.step()) == dict.fromkeys(PODS, ("1", "1"))
+    for name in ("job-master-0", "job-worker-0"):
+        c.in_place.refresh(name)
+        c.in_place.settle([name])
+        c.in_place.report(name)
+    c.advance(inplace.NUDGE)
+    plan = c.step()
+    assert told_again(plan) == ["job-worker-1"]
+    c.in_place.refresh("job-worker-1")
+    c.in_place.settle(["job-worker-1"])
+    c.in_place.report("job-worker-1")
+    assert told_again(c.step()) == []
+    assert c.in_place.running() == dict.fromkeys(PODS, 1)
+
+
+def test_a_pod_whose_files_missed_its_finish_is_told_again() -> None:
+    c = started()
+    c.in_place.lagging = True
+    c.in_place.fail("job-worker-0", 0)
+    c.in_place.report("job-worker-0")
+    assert finished(c.step()) == ["job-worker-0"]
+    c.advance(inplace.NUDGE)
+    assert told_again(c.step()) == ["job-worker-0"]
+
+
 def test_a_pod_still_held_for_the_last_attempt_is_made_again_for_the_next() -> None:
     """A pod whose files have not shown the last release yet could still start that
     attempt: when the job moves on before it did, it is made again, not restarted."""
@@ -581,22 +641,47 @@ WAITING = {"state": {"waiting": {"reason": "PodInitializing"}}}
 DONE = {"state": {"terminated": {"exitCode": 0}}}
 
 
-@pytest.mark.parametrize(("init", "main", "agent", "phase", "alive", "held"), [
-    (RUNNING, WAITING, WAITING, "Pending", True, True),  # at its barrier
-    (DONE, RUNNING, RUNNING, "Running", True, False),
-    (DONE, {"state": {"terminated": {"exitCode": 3}}}, RUNNING, "Running", True, False),
-    (DONE, DONE, DONE, "Succeeded", False, False),
+@pytest.mark.parametrize(("init", "main", "agent", "phase", "alive", "held", "agent_runs"), [
+    (RUNNING, WAITING, WAITING, "Pending", True, True, False),  # at its barrier
+    (DONE, RUNNING, RUNNING, "Running", True, False, True),
+    (DONE, {"state": {"terminated": {"exitCode": 3}}}, RUNNING, "Running", True, False, True),
+    (DONE, DONE, DONE, "Succeeded", False, False, False),
     # its agent ended: nothing restarts it any more
-    (DONE, DONE, DONE, "Running", False, False),
+    (DONE, DONE, DONE, "Running", False, False, False),
     # its agent stopped it for a newer attempt: the kubelet is restarting it
-    (DONE, RUNNING, {"state": {"terminated": {"exitCode": 88}}}, "Running", True, False),
+    (DONE, RUNNING, {"state": {"terminated": {"exitCode": 88}}}, "Running", True, False,
+     False),
 ], ids=["held", "running", "main-ended", "ended", "agent-ended", "agent-stopped-it"])
 def test_the_manager_reads_a_pod_that_restarts_in_place(
         init: dict[str, Any], main: dict[str, Any], agent: dict[str, Any], phase: str,
-        alive: bool, held: bool) -> None:
-    record = pod_record(kubelet_pod(init, main, agent, phase))
+        alive: bool, held: bool, agent_runs: bool) -> None:
+    pod = kubelet_pod(init, main, agent, phase)
+    record = pod_record(pod)
     assert record is not None and record.in_place == InPlace(
-        0, 0, finish=False, alive=alive, held=held, kept_rules=True)
+        0, 0, finish=False, alive=alive, held=held, kept_rules=True, agent_runs=agent_runs)
+    pod["metadata"]["annotations"][inplace.TOLD_AT] = "2026-01-01T00:00:05Z"
+    record = pod_record(pod)
+    assert record is not None and record.in_place is not None
+    assert record.in_place.told_at == "2026-01-01T00:00:05Z"
+
+
+@pytest.mark.parametrize(("init", "agent", "phase", "attempt", "released", "unheard"), [
+    (DONE, RUNNING, "Running", 1, 0, True),  # its agent runs on in the old attempt
+    (DONE, RUNNING, "Running", 1, 1, False),  # it runs the attempt released
+    # its agent stopped it: the kubelet is restarting it, the files were read
+    (DONE, {"state": {"terminated": {"exitCode": 88}}}, "Running", 1, 0, False),
+    (RUNNING, WAITING, "Pending", 1, 0, False),  # held, the attempt not released yet
+    (RUNNING, WAITING, "Pending", 1, 1, True),  # held, the attempt released
+], ids=["told-a-newer-attempt", "steady", "stopping", "held", "held-released"])
+def test_a_pod_unheard_is_one_whose_containers_show_its_files_unread(
+        init: dict[str, Any], agent: dict[str, Any], phase: str, attempt: int,
+        released: int, unheard: bool) -> None:
+    main = RUNNING if phase == "Running" else WAITING
+    pod = kubelet_pod(init, main, agent, phase)
+    pod["metadata"]["annotations"].update({ATTEMPT: str(attempt), RELEASED: str(released)})
+    record = pod_record(pod)
+    assert record is not None
+    assert inplace.unheard(PodState("p", "Worker", 0, in_place=record.in_place)) is unheard
 
 
 def test_a_failed_main_container_of_a_pod_that_lives_on_is_read_as_its_failure() -> None:

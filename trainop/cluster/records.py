@@ -217,7 +217,9 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
         (ended is None or ended.get("exitCode") == inplace.STOP_EXIT),
         held="running" in (barrier.get("state") or {}) and
         not any("running" in (cs.get("state") or {}) for cs in statuses),
-        kept_rules=bool(agent_spec.get("restartPolicyRules")))
+        kept_rules=bool(agent_spec.get("restartPolicyRules")),
+        agent_runs="running" in (agent.get("state") or {}),
+        told_at=told_at if isinstance(told_at := notes.get(inplace.TOLD_AT), str) else None)
 
 
 def _failure(obj: dict[str, Any], codes: dict[str, int]) -> FailureFacts:

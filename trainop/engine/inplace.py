@@ -39,6 +39,9 @@ ATTEMPT = f"{PREFIX}/attempt"
 RELEASED = f"{PREFIX}/attempt-released"
 FINISH = f"{PREFIX}/finish"
 """Set on a pod whose main container ended for good: its agent exits and the pod ends."""
+TOLD_AT = f"{PREFIX}/told-at"
+"""When the manager last told the pod something: it tells it again where it has not acted
+within NUDGE seconds."""
 BARRIER = "trainop-barrier"
 AGENT = "trainop-restart"
 FILES = "trainop-attempt"
@@ -48,6 +51,12 @@ STATE = "trainop-attempt-state"
 which the agent watches."""
 STOP_EXIT = 88
 """The agent's exit code when it stops the pod for a newer attempt."""
+NUDGE = 5.0
+"""Seconds a pod has to act on what it was told before it is told again. The kubelet writes
+a pod's downward API files again as it syncs the pod after a change, and may miss one (a
+remount under way with the pod as it was clears the request of the newer: its
+actual_state_of_world, MarkVolumeAsMounted after MarkRemountRequired); the files then wait
+for its periodic sync, a minute or more. Any change to the pod syncs it again."""
 STOP_GRACE = 30.0
 """Seconds a pod has to come to the barrier of a new attempt; one that has not (its node's
 kubelet does not restart pods in place) is deleted and made again."""
@@ -182,15 +191,37 @@ def probe_pod(config: EngineConfig) -> dict[str, Any]:
     return pod
 
 
-def told(pod: PodState, at: Attempts, finish: bool) -> dict[str, Any] | None:
+def told(pod: PodState, at: Attempts, finish: bool, now: str) -> dict[str, Any] | None:
     """The patch that tells `pod` the job's attempts (and to finish), where it was told
     otherwise."""
     ip = pod.in_place
     if ip is None or (ip.attempt, ip.released, ip.finish) == (at.current, at.released, finish):
         return None
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": pod.name, "annotations": {ATTEMPT: str(at.current), RELEASED: str(at.released),
-                                          FINISH: str(finish).lower()}}}
+    return _patch(pod, {ATTEMPT: str(at.current), RELEASED: str(at.released),
+                        FINISH: str(finish).lower(), TOLD_AT: now})
+
+
+def told_again(pod: PodState, now: str) -> dict[str, Any]:
+    """The patch that tells `pod` again what it was told (unheard): the kubelet, seeing the
+    pod change, writes its files afresh."""
+    return _patch(pod, {TOLD_AT: now})
+
+
+def _patch(pod: PodState, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod.name, "annotations": annotations}}
+
+
+def unheard(pod: PodState) -> bool:
+    """Whether the pod shows it has not acted on what it was told, where its files would
+    have said so: told a newer attempt or to finish, its agent runs on; released, its
+    barrier still holds it."""
+    ip = pod.in_place
+    if ip is None or not alive(pod):
+        return False
+    if ip.held:
+        return ip.released == ip.attempt
+    return ip.agent_runs and (ip.attempt > ip.released or ip.finish)
 
 
 def alive(pod: PodState) -> bool:

@@ -87,6 +87,10 @@ class InPlace:
     kept_rules: bool = True
     """The API server kept the agent's restartPolicyRules (it drops them where its feature
     gate is off: then nothing restarts in place)."""
+    agent_runs: bool = False
+    """Its agent runs (it has not acted on a newer attempt, or on `finish`, yet)."""
+    told_at: str | None = None
+    """When the manager last told it something (its annotation; None: never since made)."""
 
 
 @dataclass(frozen=True)

@@ -516,18 +516,25 @@ class _Run:
     def tell_attempts(self) -> None:
         """Tell every pod that restarts in place the job's attempts where it was told
         otherwise, and to finish where its main container succeeded or the job ended (its
-        agent ends, and the pod as its main container did). The pods this round deletes
-        are left alone."""
+        agent ends, and the pod as its main container did); tell again a pod that has not
+        acted on it within inplace.NUDGE. The pods this round deletes are left alone."""
         if self.attempts is None:
             return
         doomed = {r.name for r in self.plan.delete if r.kind == "Pod"}
         over = cond.is_finished(self.status)
         steady = not self.attempts.under_way  # (else every pod restarts, these too)
-        self.plan.update.extend(
-            patch for p in self.live_pods() if p.name not in doomed and (
-                patch := inplace.told(p, self.attempts,
-                                      over or (steady and p.phase == Phase.SUCCEEDED)))
-            is not None)
+        for p in self.live_pods():
+            if p.name in doomed:
+                continue
+            finish = over or (steady and p.phase == Phase.SUCCEEDED)
+            if (patch := inplace.told(p, self.attempts, finish, self.now)) is not None:
+                self.plan.update.append(patch)
+            elif inplace.unheard(p) and p.in_place is not None and p.in_place.told_at:
+                left = inplace.NUDGE - (
+                    self.now_dt - clock.parse(p.in_place.told_at)).total_seconds()
+                if left <= 0:
+                    self.plan.update.append(inplace.told_again(p, self.now))
+                self.plan.requeue(left if left > 0 else inplace.NUDGE)
 
     def record_failure(self, f: failures.Failure) -> None:
         ended = f.pod.ended
