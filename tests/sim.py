@@ -176,6 +176,7 @@ class InPlacePod:
     rules_kept: bool = True
     told_at: str | None = None
     """When the manager last told it something (its annotation)."""
+    told_again: int = 0
     reported: tuple[PodState, bool, bool, bool] | None = None
     """The pod's status, alive, held, and whether its agent runs: as the kubelet last
     reported them."""
@@ -238,6 +239,7 @@ class InPlaceKubelet:
                         int(annotations[inplace.RELEASED]),
                         annotations[inplace.FINISH] == "true")
         pod.told_at = annotations.get(inplace.TOLD_AT, pod.told_at)
+        pod.told_again = int(annotations.get(inplace.TOLD_AGAIN, pod.told_again))
         if not self.lagging:
             self.settle([name])
         self.show(name)
@@ -303,4 +305,5 @@ class InPlaceKubelet:
         state, alive, held, agent = pod.reported
         self.cluster.pods[name] = dataclasses.replace(state, in_place=InPlace(
             pod.told[0], pod.told[1], pod.told[2], alive=alive, held=held,
-            kept_rules=pod.rules_kept, agent_runs=agent, told_at=pod.told_at))
+            kept_rules=pod.rules_kept, agent_runs=agent, told_at=pod.told_at,
+            told_again=pod.told_again))

@@ -84,9 +84,15 @@ def test_a_job_restarts_in_place_through_the_api_server(
     assert status["replicaStatuses"]["Worker"]["restarts"] == 1
     assert status["lastFailure"]["pod"] == "job-worker-1"
 
-    # every agent stops its pod: the kubelet restarts them, each held at its barrier
-    for name in PODS:
+    # every agent stops its pod: the kubelet restarts them, each held at its barrier; but
+    # worker 0's kubelet missed the change to its files (its agent runs on): told again
+    told_at = kube.get("pod", "job-worker-0")["metadata"]["annotations"][inplace.TOLD_AT]
+    for name in ("job-master-0", "job-worker-1"):
         report(kube, name, "Pending", RUNNING, WAITING, WAITING)
+    wait_for("worker 0 told again", lambda: kube.get("pod", "job-worker-0")["metadata"][
+        "annotations"][inplace.TOLD_AT] != told_at, timeout=inplace.NUDGE + 10)
+    assert attempts(kube) == dict.fromkeys(PODS, ("1", "0"))
+    report(kube, "job-worker-0", "Pending", RUNNING, WAITING, WAITING)
     wait_for("attempt 1 released", lambda: attempts(kube) == dict.fromkeys(PODS, ("1", "1")))
     for name in PODS:
         report(kube, name, "Running", PASSED, RUNNING, RUNNING)

@@ -58,7 +58,7 @@ def told(plan: Any) -> dict[str, tuple[str, str]]:
 def told_again(plan: Any) -> list[str]:
     """The pods a plan tells again what they were told."""
     return sorted(o["metadata"]["name"] for o in plan.update if o["kind"] == "Pod"
-                  and set(o["metadata"]["annotations"]) == {inplace.TOLD_AT})
+                  and ATTEMPT not in o["metadata"]["annotations"])
 
 
 def finished(plan: Any) -> list[str]:
@@ -366,12 +366,31 @@ def test_a_pod_whose_files_missed_the_new_attempt_is_told_again() -> None:
     c.advance(1)
     plan = c.step()
     assert told_again(plan) == ["job-worker-1"]  # not those held at their barrier
+    assert [e.message for e in plan.events if e.reason == inplace.TOLD_AGAIN_REASON] == [
+        "job-worker-1 did not act on what it was told within 5s (the kubelet may not have "
+        "written the files again): told again"]
     assert not plan.delete
-    assert plan.requeue_after == inplace.NUDGE  # and again, while it does not act
+    assert c.step().requeue_after == inplace.NUDGE  # and again, while it does not act
     c.in_place.refresh("job-worker-1")  # the kubelet, syncing the changed pod
     c.in_place.settle(["job-worker-1"])
     c.in_place.report("job-worker-1")
     assert told(c.step()) == dict.fromkeys(PODS, ("1", "1"))
+
+
+def test_a_pod_is_told_again_a_few_times_only() -> None:
+    # a pod whose node is gone shows its agent running for ever: no patch every 5 s
+    c = started()
+    c.in_place.lagging = True
+    c.in_place.fail("job-worker-0", 0)
+    c.in_place.report("job-worker-0")
+    c.step()  # told to finish, it never does
+    again = []
+    for _ in range(inplace.NUDGES + 2):
+        c.advance(inplace.NUDGE)
+        plan = c.step()
+        again += told_again(plan)
+    assert again == ["job-worker-0"] * inplace.NUDGES
+    assert plan.requeue_after is None
 
 
 def test_a_pod_whose_files_missed_the_release_is_told_again() -> None:
@@ -659,10 +678,12 @@ def test_the_manager_reads_a_pod_that_restarts_in_place(
     record = pod_record(pod)
     assert record is not None and record.in_place == InPlace(
         0, 0, finish=False, alive=alive, held=held, kept_rules=True, agent_runs=agent_runs)
-    pod["metadata"]["annotations"][inplace.TOLD_AT] = "2026-01-01T00:00:05Z"
+    pod["metadata"]["annotations"].update({inplace.TOLD_AT: "2026-01-01T00:00:05Z",
+                                           inplace.TOLD_AGAIN: "2"})
     record = pod_record(pod)
     assert record is not None and record.in_place is not None
-    assert record.in_place.told_at == "2026-01-01T00:00:05Z"
+    assert (record.in_place.told_at, record.in_place.told_again) == (
+        "2026-01-01T00:00:05Z", 2)
 
 
 @pytest.mark.parametrize(("init", "agent", "phase", "attempt", "released", "unheard"), [

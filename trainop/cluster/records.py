@@ -219,7 +219,9 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
         not any("running" in (cs.get("state") or {}) for cs in statuses),
         kept_rules=bool(agent_spec.get("restartPolicyRules")),
         agent_runs="running" in (agent.get("state") or {}),
-        told_at=told_at if isinstance(told_at := notes.get(inplace.TOLD_AT), str) else None)
+        told_at=told_at if isinstance(told_at := notes.get(inplace.TOLD_AT), str) else None,
+        told_again=int(again) if isinstance(again := notes.get(inplace.TOLD_AGAIN), str)
+        and again.isdigit() else 0)
 
 
 def _failure(obj: dict[str, Any], codes: dict[str, int]) -> FailureFacts:

@@ -26,10 +26,12 @@ old attempt is ever in a collective with a rank of the new one.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
 from trainop.api import Job, templates
+from trainop.engine import clock
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
 from trainop.engine.observed import Phase, PodState
@@ -42,6 +44,8 @@ FINISH = f"{PREFIX}/finish"
 TOLD_AT = f"{PREFIX}/told-at"
 """When the manager last told the pod something: it tells it again where it has not acted
 within NUDGE seconds."""
+TOLD_AGAIN = f"{PREFIX}/told-again"
+"""How many times the pod was told again what it was last told (at most NUDGES)."""
 BARRIER = "trainop-barrier"
 AGENT = "trainop-restart"
 FILES = "trainop-attempt"
@@ -57,6 +61,8 @@ a pod's downward API files again as it syncs the pod after a change, and may mis
 remount under way with the pod as it was clears the request of the newer: its
 actual_state_of_world, MarkVolumeAsMounted after MarkRemountRequired); the files then wait
 for its periodic sync, a minute or more. Any change to the pod syncs it again."""
+NUDGES = 3
+"""Times a pod is told again: a pod whose node is gone shows its agent running for ever."""
 STOP_GRACE = 30.0
 """Seconds a pod has to come to the barrier of a new attempt; one that has not (its node's
 kubelet does not restart pods in place) is deleted and made again."""
@@ -65,6 +71,7 @@ kubelet does not restart pods in place) is deleted and made again."""
 RESTARTING = "RestartingInPlace"
 RELEASED_REASON = "AttemptReleased"
 LATE = "NotRestartedInPlace"
+TOLD_AGAIN_REASON = "AttemptToldAgain"
 UNAVAILABLE = "InPlaceRestartUnavailable"
 DROPPED = ("The API server drops containers' restartPolicyRules (its feature gate "
            "ContainerRestartRules is off)")
@@ -198,13 +205,23 @@ def told(pod: PodState, at: Attempts, finish: bool, now: str) -> dict[str, Any] 
     if ip is None or (ip.attempt, ip.released, ip.finish) == (at.current, at.released, finish):
         return None
     return _patch(pod, {ATTEMPT: str(at.current), RELEASED: str(at.released),
-                        FINISH: str(finish).lower(), TOLD_AT: now})
+                        FINISH: str(finish).lower(), TOLD_AT: now, TOLD_AGAIN: "0"})
+
+
+def again_in(pod: PodState, now: dt.datetime) -> float | None:
+    """Seconds until `pod` is told again what it was last told (none left: now), where it
+    shows it has not acted on it; None where it is not to be."""
+    ip = pod.in_place
+    if ip is None or ip.told_at is None or ip.told_again >= NUDGES or not unheard(pod):
+        return None
+    return NUDGE - (now - clock.parse(ip.told_at)).total_seconds()
 
 
 def told_again(pod: PodState, now: str) -> dict[str, Any]:
-    """The patch that tells `pod` again what it was told (unheard): the kubelet, seeing the
-    pod change, writes its files afresh."""
-    return _patch(pod, {TOLD_AT: now})
+    """The patch that tells `pod` again what it was told (again_in): the kubelet, seeing
+    the pod change, writes its files afresh."""
+    assert pod.in_place is not None
+    return _patch(pod, {TOLD_AT: now, TOLD_AGAIN: str(pod.in_place.told_again + 1)})
 
 
 def _patch(pod: PodState, annotations: dict[str, str]) -> dict[str, Any]:

@@ -91,6 +91,8 @@ class InPlace:
     """Its agent runs (it has not acted on a newer attempt, or on `finish`, yet)."""
     told_at: str | None = None
     """When the manager last told it something (its annotation; None: never since made)."""
+    told_again: int = 0
+    """How many times it was told again what it was last told."""
 
 
 @dataclass(frozen=True)

@@ -523,18 +523,24 @@ class _Run:
         doomed = {r.name for r in self.plan.delete if r.kind == "Pod"}
         over = cond.is_finished(self.status)
         steady = not self.attempts.under_way  # (else every pod restarts, these too)
+        again = []
         for p in self.live_pods():
             if p.name in doomed:
                 continue
             finish = over or (steady and p.phase == Phase.SUCCEEDED)
             if (patch := inplace.told(p, self.attempts, finish, self.now)) is not None:
                 self.plan.update.append(patch)
-            elif inplace.unheard(p) and p.in_place is not None and p.in_place.told_at:
-                left = inplace.NUDGE - (
-                    self.now_dt - clock.parse(p.in_place.told_at)).total_seconds()
-                if left <= 0:
+            elif (left := inplace.again_in(p, self.now_dt)) is not None:
+                if left > 0:
+                    self.plan.requeue(left)
+                else:
                     self.plan.update.append(inplace.told_again(p, self.now))
-                self.plan.requeue(left if left > 0 else inplace.NUDGE)
+                    again.append(p.name)
+        if again:
+            self.event(inplace.TOLD_AGAIN_REASON, f"{shown(again)} did not act on what "
+                       f"{'it was' if len(again) == 1 else 'they were'} told within "
+                       f"{inplace.NUDGE:.0f}s (the kubelet may not have written the files "
+                       f"again): told again")
 
     def record_failure(self, f: failures.Failure) -> None:
         ended = f.pod.ended
