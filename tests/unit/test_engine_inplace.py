@@ -48,6 +48,15 @@ def told_lagging(name: str) -> Cluster:
     return c
 
 
+def caught_up(c: Cluster, *names: str) -> None:
+    """The kubelet writes the files of pods `names` again, they act on them, and it reports
+    them."""
+    for name in names:
+        c.in_place.refresh(name)
+        c.in_place.settle([name])
+        c.in_place.report(name)
+
+
 def told(plan: Any) -> dict[str, tuple[str, str]]:
     """Pod -> the (attempt, released) a plan tells it."""
     return {o["metadata"]["name"]: (o["metadata"]["annotations"][ATTEMPT],
@@ -200,10 +209,7 @@ def test_a_failed_rank_restarts_every_pod_in_place_and_they_start_together() -> 
     assert c.job.status.last_failure.exit_code == 137
     assert inplace.RESTARTING in reasons(plan)
     # the agents stop their pods, one of them late: not released until all have
-    for name in ("job-master-0", "job-worker-1"):
-        c.in_place.refresh(name)
-        c.in_place.settle([name])
-        c.in_place.report(name)
+    caught_up(c, "job-master-0", "job-worker-1")
     assert told(c.step()) == {}
     assert c.in_place.running() == {"job-worker-0": 0}  # its files do not say 1 yet
     c.in_place.lagging = False
@@ -220,10 +226,7 @@ def test_a_failed_rank_restarts_every_pod_in_place_and_they_start_together() -> 
 
 def test_while_pods_wait_at_their_barrier_the_job_is_not_running() -> None:
     c = told_lagging("job-worker-0")
-    for name in PODS:
-        c.in_place.refresh(name)
-        c.in_place.settle([name])
-        c.in_place.report(name)
+    caught_up(c, *PODS)
     c.step()  # released; their files do not say so yet
     assert c.job.status.replica_statuses["Worker"].active == 0
     assert c.condition("Running") is None
@@ -328,10 +331,7 @@ def test_a_pod_that_does_not_stop_is_made_again_after_the_grace() -> None:
     c.in_place.fail("job-worker-0", 137)
     c.in_place.lagging = True
     c.step()
-    for name in ("job-master-0", "job-worker-0"):  # worker 1's files are never written
-        c.in_place.refresh(name)
-        c.in_place.settle([name])
-        c.in_place.report(name)
+    caught_up(c, "job-master-0", "job-worker-0")  # worker 1's files are never written
     plan = c.step()
     assert told(plan) == {}
     one_attempt(c)
@@ -355,10 +355,7 @@ def test_a_pod_whose_files_missed_the_new_attempt_is_told_again() -> None:
     # its kubelet missed the change (the files wait for its periodic sync): the pod is
     # told again after NUDGE, long before STOP_GRACE would make it again
     c = told_lagging("job-worker-0")
-    for name in ("job-master-0", "job-worker-0"):
-        c.in_place.refresh(name)
-        c.in_place.settle([name])
-        c.in_place.report(name)
+    caught_up(c, "job-master-0", "job-worker-0")
     c.advance(inplace.NUDGE - 1)
     plan = c.step()
     assert told_again(plan) == [] and told(plan) == {}
@@ -371,9 +368,7 @@ def test_a_pod_whose_files_missed_the_new_attempt_is_told_again() -> None:
         "written the files again): told again"]
     assert not plan.delete
     assert c.step().requeue_after == inplace.NUDGE  # and again, while it does not act
-    c.in_place.refresh("job-worker-1")  # the kubelet, syncing the changed pod
-    c.in_place.settle(["job-worker-1"])
-    c.in_place.report("job-worker-1")
+    caught_up(c, "job-worker-1")  # the kubelet, syncing the changed pod
     assert told(c.step()) == dict.fromkeys(PODS, ("1", "1"))
 
 
@@ -395,21 +390,13 @@ def test_a_pod_is_told_again_a_few_times_only() -> None:
 
 def test_a_pod_whose_files_missed_the_release_is_told_again() -> None:
     c = told_lagging("job-worker-0")
-    for name in PODS:
-        c.in_place.refresh(name)
-        c.in_place.settle([name])
-        c.in_place.report(name)
+    caught_up(c, *PODS)
     assert told(c.step()) == dict.fromkeys(PODS, ("1", "1"))
-    for name in ("job-master-0", "job-worker-0"):
-        c.in_place.refresh(name)
-        c.in_place.settle([name])
-        c.in_place.report(name)
+    caught_up(c, "job-master-0", "job-worker-0")
     c.advance(inplace.NUDGE)
     plan = c.step()
     assert told_again(plan) == ["job-worker-1"]
-    c.in_place.refresh("job-worker-1")
-    c.in_place.settle(["job-worker-1"])
-    c.in_place.report("job-worker-1")
+    caught_up(c, "job-worker-1")
     assert told_again(c.step()) == []
     assert c.in_place.running() == dict.fromkeys(PODS, 1)
 
@@ -433,15 +420,9 @@ def test_a_pod_still_held_for_the_last_attempt_is_made_again_for_the_next() -> N
     k.fail("job-worker-0", 137)
     k.report("job-worker-0")
     c.step()  # attempt 1
-    for name in PODS:
-        k.refresh(name)
-        k.settle([name])
-        k.report(name)
+    caught_up(c, *PODS)
     assert told(c.step()) == dict.fromkeys(PODS, ("1", "1"))
-    for name in ("job-master-0", "job-worker-0"):
-        k.refresh(name)
-        k.settle([name])
-        k.report(name)
+    caught_up(c, "job-master-0", "job-worker-0")
     k.fail("job-master-0", 137)  # while worker 1 still waits to start attempt 1
     k.report("job-master-0")
     plan = c.step()
@@ -463,15 +444,9 @@ def test_a_straggler_the_manager_told_before_it_stopped_is_made_again() -> None:
     k.fail("job-worker-0", 137)
     k.report("job-worker-0")
     c.step()
-    for name in PODS:
-        k.refresh(name)
-        k.settle([name])
-        k.report(name)
+    caught_up(c, *PODS)
     c.step()  # 1 released; worker 1's files do not say so yet
-    for name in ("job-master-0", "job-worker-0"):
-        k.refresh(name)
-        k.settle([name])
-        k.report(name)
+    caught_up(c, "job-master-0", "job-worker-0")
     k.fail("job-master-0", 137)
     k.report("job-master-0")
     plan = c.plan()
