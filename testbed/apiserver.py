@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -28,6 +27,7 @@ import yaml
 
 from testbed.processes import Daemons
 from trainop.cluster.certs import CertPair, issue, new_ca, rsa_key_pem
+from trainop.local.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 ASSETS = ("etcd", "kube-apiserver", "kubectl")
@@ -41,12 +41,6 @@ class Cluster(Protocol):
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True
                 ) -> subprocess.CompletedProcess[str]: ...
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _is_ip(text: str) -> bool:

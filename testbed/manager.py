@@ -14,7 +14,7 @@ from typing import Self
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from testbed.apiserver import free_port
+from trainop.local.ports import free_port
 
 WRITE_VERBS = ("post", "put", "patch", "delete")
 

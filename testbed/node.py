@@ -29,12 +29,13 @@ from typing import Any
 import yaml
 
 from testbed import images
-from testbed.apiserver import TestAPIServer, find_assets, free_port
+from testbed.apiserver import TestAPIServer, find_assets
 from testbed.clusterdns import DNSWatcher, api_getter
 from testbed.nodehost import CGROUP_FS, NodeHost, cgroup_pids, kill, processes_using, remove_cgroups
 from testbed.processes import Daemons
 from trainop.cluster.certs import CertPair, issue, new_ca
 from trainop.engine.lostnode import OUT_OF_SERVICE
+from trainop.local.ports import free_port
 
 NODE_NAME = "trainop-node"
 POD_CIDR = "10.244.0.0/24"

@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 from cryptography import x509
 
-from testbed.apiserver import Cluster, find_assets, free_port, release
+from testbed.apiserver import Cluster, find_assets, release
 from testbed.manager import terminate, wait_ready
 from trainop.cluster.certs import issue, new_ca
+from trainop.local.ports import free_port
 
 MODULE = "github.com/kubeflow/training-operator"
 

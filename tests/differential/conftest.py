@@ -14,10 +14,11 @@ import pytest
 import yaml
 
 from testbed import upstream
-from testbed.apiserver import TestAPIServer, free_port
+from testbed.apiserver import TestAPIServer
 from tests.differential.peers import VARIANTS, Side, Sides, scenario_of
 from tests.integration.kube import REPO, Kube, Manager, convert_at, wait_converting
 from tests.require import cannot_run
+from trainop.local.ports import free_port
 
 CRDS = REPO / "config" / "crd"
 PODGROUPS = REPO / "tests" / "integration" / "crds" / "podgroups.yaml"

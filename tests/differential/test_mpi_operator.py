@@ -19,11 +19,12 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from testbed import mpioperator
-from testbed.apiserver import TestAPIServer, free_port
+from testbed.apiserver import TestAPIServer
 from testbed.jobcontrollers import JobControllers
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
 from tests.integration.kube import Kube, converting_manager, install_rbac, wait_for
 from tests.require import cannot_run
+from trainop.local.ports import free_port
 
 pytestmark = pytest.mark.differential
 V2 = "mpijobs.v2beta1.kubeflow.org"

@@ -13,10 +13,11 @@ from typing import Any, TypeVar
 
 import yaml
 
-from testbed.apiserver import Cluster, TestAPIServer, free_port
+from testbed.apiserver import Cluster, TestAPIServer
 from testbed.manager import ManagerProcess
 from tests.conftest import SA_TOKEN
 from trainop.api import nesting
+from trainop.local.ports import free_port
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]

@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.apiserver import TestAPIServer, free_port
+from testbed.apiserver import TestAPIServer
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
 from tests.integration.kube import Kube, Manager, install_rbac, wait_for
 from tests.jobs import manifest
 from trainop.cluster.webhook import path_for
+from trainop.local.ports import free_port
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 
 from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.templates import container
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from trainop.local.ports import free_port
 
 
 def port_names(job: Job, rtype: str) -> list[str]:
@@ -42,10 +36,7 @@ class LocalAddressing:
         ports: dict[tuple[str, int, str], int] = {}
         for rtype, index in resolve(job).slots():
             for name in port_names(job, rtype):
-                port = free_port()
-                while port in ports.values():
-                    port = free_port()
-                ports[(rtype, index, name)] = port
+                ports[(rtype, index, name)] = free_port()
         return cls(ports)
 
     def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
