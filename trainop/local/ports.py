@@ -18,7 +18,7 @@ TRIES = 200
 
 _pick = random.Random()
 _given: set[int] = set()
-_lock = threading.Lock()
+_lock = threading.Lock()  # a comparison's sides start their servers from threads
 
 
 def ephemeral_range() -> tuple[int, int]:
