@@ -20,6 +20,7 @@ from trainop.engine import (
     ClusterAddressing,
     Event,
     Observed,
+    OwnedObject,
     Plan,
     PodState,
     SSHKeyPair,
@@ -39,8 +40,10 @@ class MemoryAPI:
     def __init__(self, refuse: dict[str, int] | None = None,
                  taken: dict[str, str] | None = None, conflicts: int = 0,
                  taken_by: tuple[str, str] | None = ("X", "x"), deleting: bool = False,
-                 labelled: bool = True):
+                 labelled: bool = True, gone: tuple[str, ...] = ()):
         self.refuse = refuse or {}
+        self.gone = gone
+        """Names whose deletion the server answers 404 (someone deleted them first)."""
         self.taken = taken or {}
         self.labelled = labelled
         """Whether what holds a name carries the labels its create asked for (else it was
@@ -94,7 +97,10 @@ class MemoryAPI:
         return {}
 
     async def delete(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.deleted.append(path.rsplit("/", 1)[1])
+        name = path.rsplit("/", 1)[1]
+        if name in self.gone:
+            raise APIError(404, {"reason": "NotFound", "message": f"{name} not found"})
+        self.deleted.append(name)
         return {}
 
     async def replace(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -319,6 +325,46 @@ def test_the_next_decision_waits_for_the_services_made_as_for_the_pods() -> None
     for svc in ("job-master-0", "job-worker-0"):
         a.expectations.observed_add("default/job", f"Service/{svc}")
     assert a.expectations.satisfied("default/job")
+
+
+def suspending(api: MemoryAPI) -> tuple[PlanApplier, str]:
+    """A running PyTorchJob suspended: its pods and services deleted as planned; the key
+    under which the applier expects to see them go."""
+    j = job("PyTorchJob", {"Master": 1, "Worker": 1}, uid="u1",
+            spec={"runPolicy": {"suspend": True}})
+    names = ("job-master-0", "job-worker-0")
+    observed = Observed(
+        pods=tuple(PodState(n, n.split("-")[1].title(), 0, phase="Running") for n in names),
+        objects=tuple(OwnedObject("Service", n) for n in names))
+    head = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {
+        "name": "job", "namespace": "default", "uid": "u1", "resourceVersion": "1"}}
+    a = applier(api, Told(), "PyTorchJob")
+    plan = reconcile(j, observed, T0, framework_for("PyTorchJob"), ClusterAddressing())
+    asyncio.run(a.apply("default/job", head, plan))
+    return a, "default/job"
+
+
+def test_the_next_decision_waits_for_the_services_deleted_as_for_the_pods() -> None:
+    # a decision made before the cache shows the services gone would delete them, and
+    # tell their SuccessfulDeleteService, a second time
+    api = MemoryAPI()
+    a, key = suspending(api)
+    assert sorted(api.deleted) == ["job-master-0", "job-master-0", "job-worker-0",
+                                   "job-worker-0"]
+    for pod in ("job-master-0", "job-worker-0"):
+        a.expectations.observed_delete(key, pod)
+    assert not a.expectations.satisfied(key)
+    for svc in ("job-master-0", "job-worker-0"):
+        a.expectations.observed_delete(key, f"Service/{svc}")
+    assert a.expectations.satisfied(key)
+
+
+def test_a_service_someone_deleted_first_is_not_waited_for() -> None:
+    api = MemoryAPI(gone=("job-worker-0",))  # its pod's deletion answers 404 too
+    a, key = suspending(api)
+    a.expectations.observed_delete(key, "job-master-0")
+    a.expectations.observed_delete(key, "Service/job-master-0")
+    assert a.expectations.satisfied(key)
 
 
 def test_a_service_whose_create_failed_is_not_waited_for() -> None:

@@ -515,6 +515,30 @@ def test_node_record_says_a_node_is_lost_only_where_it_reports_not_ready() -> No
     assert node_record(node("True")) == node_record(node("True"))
 
 
+def test_a_services_deletion_is_seen_when_its_cache_drops_it() -> None:
+    """The applier waits for the services it deleted as for the pods: the Service
+    informer's DELETED satisfies that wait (else the job would wait out the TTL)."""
+    from trainop.cluster.caches import build
+    from trainop.cluster.client import Client
+    from trainop.cluster.config import ClusterConfig
+    from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.cluster.records import object_record
+    from trainop.engine import EngineConfig
+
+    caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["PyTorchJob"], None,
+                   {})
+    controller = JobController("PyTorchJob", Client(ClusterConfig(server="http://127.0.0.1:1")),
+                               caches, ControllerConfig(EngineConfig()),
+                               None, lambda: True, ParsedJobs())  # type: ignore[arg-type]
+    services = caches.objects["Service"]
+    service = {"metadata": {**POD["metadata"], "resourceVersion": "1"}}
+    services._put(object_record("Service", service))  # type: ignore[arg-type]
+    controller.expectations.expect("ns/j", [], ["Service/j-worker-1"])
+    assert not controller.expectations.satisfied("ns/j")
+    services._remove("ns/j-worker-1")
+    assert controller.expectations.satisfied("ns/j")
+
+
 def test_a_deletion_on_a_lost_node_is_seen_once_under_way() -> None:
     """No kubelet may ever confirm it: waiting for the pod's DELETED event would hold the
     job's every decision (the out-of-service taint among them) until the expectation's

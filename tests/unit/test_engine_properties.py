@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.jobs import TYPICAL, job
 from tests.sim import T0, Cluster
 from trainop.api import KINDS, InvalidJob, Job
-from trainop.engine import ClusterAddressing, Observed, PodState, reconcile
+from trainop.engine import ClusterAddressing, Observed, OwnedObject, PodState, reconcile
 from trainop.engine.labels import replica_name
 from trainop.frameworks import framework_for
 
@@ -43,24 +43,26 @@ def jobs(draw: st.DrawFn, policies: list[str] = POLICIES) -> Job:
 
 @st.composite
 def observed_for(draw: st.DrawFn, j: Job) -> Observed:
-    pods = []
+    pods, services = [], []
     for rtype, rspec in j.spec.replica_specs.items():
-        # also indexes past the replica count: pods left from a larger spec (a type of one
-        # pod without an index, MPI's launcher, has no other)
+        # also indexes past the replica count: pods and services left from a larger spec
+        # (a type of one pod without an index, MPI's launcher, has no other)
         extra = 0 if rtype in j.info.unindexed_types else 2
         for i in range((rspec.replicas or 0) + extra):
+            if draw(st.booleans()):
+                services.append(OwnedObject("Service", replica_name(j, rtype, i)))
             if draw(st.booleans()):
                 pods.append(PodState(
                     replica_name(j, rtype, i), rtype, i, phase=draw(st.sampled_from(PHASES)),
                     terminating=draw(st.booleans()),
                     exit_code=draw(st.one_of(st.none(), st.integers(0, 255))),
                     restarts=draw(st.integers(0, 6)), ready=draw(st.booleans())))
-    return Observed(pods=tuple(pods))
+    return Observed(pods=tuple(pods), objects=tuple(services))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_never_raises_and_never_plans_a_pod_twice(data: st.DataObject) -> None:
+def test_never_raises_and_never_plans_an_object_twice(data: st.DataObject) -> None:
     j = data.draw(jobs())
     observed = data.draw(observed_for(j))
     now = T0 + dt.timedelta(seconds=data.draw(st.integers(0, 1000)))
@@ -69,8 +71,11 @@ def test_never_raises_and_never_plans_a_pod_twice(data: st.DataObject) -> None:
     assert len(created) == len(set(created))
     existing = {p.name for p in observed.pods}
     assert not existing & {name for kind, name in created if kind == "Pod"}
+    services = {o.name for o in observed.objects}
+    assert not services & {name for kind, name in created if kind == "Service"}
     deleted = [(r.kind, r.name) for r in plan.delete]
     assert len(deleted) == len(set(deleted))
+    assert not set(created) & set(deleted)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

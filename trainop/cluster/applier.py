@@ -27,7 +27,7 @@ from trainop.api.resources import (
 from trainop.cluster import metrics
 from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.events import EventRecorder
-from trainop.cluster.expectations import Expectations, expected
+from trainop.cluster.expectations import Expectations, expected, expected_gone
 from trainop.cluster.informer import Informer
 from trainop.cluster.records import JobRecord, meta_of
 from trainop.engine import Event, Held, ObjectRef, Plan, create_refused, created_only
@@ -200,7 +200,7 @@ class PlanApplier:
         ns = obj["metadata"]["namespace"]
         adds = {e for o in plan.create
                 if (e := expected(o["kind"], o["metadata"]["name"])) is not None}
-        deletes = {r.name for r in plan.delete if r.kind == "Pod"}
+        deletes = {e for r in plan.delete if (e := expected_gone(r.kind, r.name)) is not None}
         self.expectations.expect(key, sorted(adds), sorted(deletes))
         sent: set[str] = set()  # the pods and services asked for (as expectations name them)
         warned = False
@@ -220,8 +220,8 @@ class PlanApplier:
                 raise
 
         async def delete(r: ObjectRef) -> None:
-            if r.kind == "Pod":
-                sent.add(r.name)
+            if (e := expected_gone(r.kind, r.name)) is not None:
+                sent.add(e)
             await self._delete(key, ns, r)
 
         async def update(o: dict[str, Any]) -> None:
@@ -237,8 +237,9 @@ class PlanApplier:
             await self._batches(plan.update, update)
             await self._batches(plan.delete, delete)
         finally:
-            # No plan creates a pod it also deletes (an engine property test checks it),
-            # so one set of names serves both.
+            # No plan creates a pod or service it also deletes (it deletes only what it
+            # observes, and makes only what it does not: an engine property test checks
+            # it), so one set of names serves both.
             self.expectations.lower(key, adds=adds - sent, deletes=deletes - sent)
 
     async def _batches(self, items: list[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
@@ -328,8 +329,8 @@ class PlanApplier:
             await self.client.delete(resource_for(ref.kind, ref.api_version).path(
                 ns, ref.name), body)
         except Exception as err:
-            if ref.kind == "Pod":
-                self.expectations.lower(key, deletes=[ref.name])
+            if (e := expected_gone(ref.kind, ref.name)) is not None:
+                self.expectations.lower(key, deletes=[e])
             if not (isinstance(err, APIError) and err.not_found):
                 raise
 

@@ -20,7 +20,7 @@ from trainop.cluster.applier import PlanApplier, stored_status
 from trainop.cluster.caches import NODE_INDEX, Caches
 from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
-from trainop.cluster.expectations import expected
+from trainop.cluster.expectations import expected, expected_gone
 from trainop.cluster.informer import Change, Informer
 from trainop.cluster.kueue import Queueing, WorkloadRecord, job_state
 from trainop.cluster.records import JobRecord, NodeRecord, ObjectRecord, PodRecord, owner_key
@@ -195,6 +195,8 @@ class JobController:
             return
         if change is Change.ADDED and (e := expected(rec.kind, rec.meta.name)) is not None:
             self.expectations.observed_add(key, e)
+        elif change is Change.DELETED and (e := expected_gone(rec.kind, rec.meta.name)):
+            self.expectations.observed_delete(key, e)
         self.queue.add(key)
 
     def _on_node(self, change: Change, new: NodeRecord | None, old: NodeRecord | None) -> None:

@@ -1,6 +1,6 @@
-"""Expectations: after creating or deleting pods (and creating services), wait until the
-cache has seen it before deciding again for that job, so that a stale cache never makes a
-duplicate pod, nor tells a service's creation twice."""
+"""Expectations: after creating or deleting pods and services, wait until the cache has
+seen it before deciding again for that job, so that a stale cache never makes a duplicate
+pod, nor tells a service's creation or deletion twice."""
 
 from __future__ import annotations
 
@@ -23,6 +23,12 @@ def expected(kind: str, name: str) -> str | None:
     """What an expectation calls an object: a pod by its name, a service (which shares its
     pod's name) or a replica's Job as `Kind/name`; None for kinds nobody waits for."""
     return name if kind == "Pod" else f"{kind}/{name}" if kind in ("Service", "Job") else None
+
+
+def expected_gone(kind: str, name: str) -> str | None:
+    """What an expectation calls an object whose deletion is waited for: a pod or a
+    service (as `expected` names them); None for the kinds deleted without waiting."""
+    return expected(kind, name) if kind in ("Pod", "Service") else None
 
 
 class Expectations:
