@@ -195,8 +195,9 @@ class PlanApplier:
         update or deletion needs another first). An object the API server refuses for
         good raises Refused and stops what follows; one it refuses for now (a quota,
         throttling) raises its error, after one warning event on the job, and the job is
-        retried with back-off. Pods and services are expected in the cache before the next
-        decision, except those never sent (a refusal or an error stopped us)."""
+        retried with back-off. The pods and services it makes or deletes are waited for in
+        the cache before the next decision, except those never sent (a refusal or an error
+        stopped us) and those already gone."""
         ns = obj["metadata"]["namespace"]
         adds = {e for o in plan.create
                 if (e := expected(o["kind"], o["metadata"]["name"])) is not None}
