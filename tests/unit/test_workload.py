@@ -91,7 +91,11 @@ def test_topology_request_reads_the_annotations_in_kueues_order() -> None:
 
 @pytest.mark.parametrize("annotations,said", [
     ({wl.UNCONSTRAINED_TOPOLOGY: "yes"}, "is not a boolean"),
-    ({wl.SLICE_REQUIRED_TOPOLOGY: "r", wl.SLICE_SIZE: "four"}, "is not a number"),
+    ({wl.SLICE_REQUIRED_TOPOLOGY: "r", wl.SLICE_SIZE: "four"}, "is not an int32"),
+    # Kueue's strconv refuses what Python's int() takes
+    ({wl.SLICE_REQUIRED_TOPOLOGY: "r", wl.SLICE_SIZE: " 4"}, "is not an int32"),
+    ({wl.SLICE_REQUIRED_TOPOLOGY: "r", wl.SLICE_SIZE: "٤"}, "is not an int32"),
+    ({wl.SLICE_REQUIRED_TOPOLOGY: "r", wl.SLICE_SIZE: "2147483648"}, "is not an int32"),
     ({wl.SLICE_CONSTRAINTS: "[{"}, "not JSON"),
     ({wl.SLICE_CONSTRAINTS: "[]"}, "1 to 3 layers"),
 ])
@@ -150,7 +154,7 @@ def test_priority_fields() -> None:
                              "name": "batch"}, "priority": 5}
 
 
-@pytest.mark.parametrize("value", ["0", "-3", "ten", "2147483648"])
+@pytest.mark.parametrize("value", ["0", "-3", "ten", "2147483648", "1_0", "٣", "9" * 5000])
 def test_a_bad_maximum_execution_time_is_refused(value: str) -> None:
     doc = manifest("PyTorchJob", TYPICAL["PyTorchJob"])
     doc["metadata"]["labels"] = {wl.MAX_EXEC_TIME_LABEL: value}

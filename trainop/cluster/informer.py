@@ -4,6 +4,10 @@ One informer per resource type serves every controller. It lists (in pages), the
 watches from the list's resourceVersion with bookmarks; a 410 Gone (the server no longer
 has that version) re-lists and reports what changed meanwhile, deletions included; a
 broken connection reconnects with exponential back-off and resumes from the last version.
+
+An object that cannot be read (its author wrote what the decoder refuses) is skipped,
+logged and counted, never taken for a broken stream: one tenant's object must not stop
+the cache every namespace shares. Its last readable record, if any, stays cached.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 from prometheus_client import Counter, Gauge
 
+from trainop.api.numbers import whole_number
 from trainop.api.resources import Resource
 from trainop.cluster.client import APIError, Client, MalformedResponse
 
@@ -40,6 +45,8 @@ RELISTS = Counter("trainop_informer_relists_total", "Full re-lists after a watch
                   ["resource"])
 WATCHES = Gauge("trainop_informer_watches", "Watch connections open to the API server")
 CACHED = Gauge("trainop_cache_objects", "Objects held in the shared cache", ["resource"])
+UNREADABLE = Counter("trainop_informer_unreadable_objects_total", "Objects listed or "
+                     "watched that could not be read and were skipped", ["resource"])
 ERRORS = Counter("trainop_informer_errors_total", "Lists or watches that failed and were "
                  "retried", ["resource"])
 PAGE = 500
@@ -96,13 +103,13 @@ class Informer(Generic[R]):
         """Whether `rec` is older than the cached `than` (etcd revisions are integers)."""
         if self.version is None or than is None:
             return False
-        new, cur = self.version(rec), self.version(than)
-        return new.isdigit() and cur.isdigit() and int(new) < int(cur)
+        new, cur = whole_number(self.version(rec)), whole_number(self.version(than))
+        return new is not None and cur is not None and new < cur
 
     def put_newer(self, obj: dict[str, Any]) -> None:
         """Cache what a write returned, silently: the watch brings the same version later,
         and in between no reconcile may see the state from before the write."""
-        rec = self.decode(obj)
+        _, rec = self._read(obj)
         if rec is None or self._older(rec, self.items.get(self.key_of(rec))):
             return
         self._put(rec, emit=False)
@@ -146,6 +153,16 @@ class Informer(Generic[R]):
                 log.exception("informer handler failed for %s", self.resource.plural)
 
     # -- list and watch --------------------------------------------------------------
+    def _read(self, obj: dict[str, Any]) -> tuple[bool, R | None]:
+        """(whether `obj` could be read, its record or None where it is not cached)."""
+        try:
+            return True, self.decode(obj)
+        except Exception as err:  # whatever one object holds, the stream goes on
+            UNREADABLE.labels(self.resource.plural).inc()
+            log.warning("%s %s cannot be read (%s: %s); skipped", self.resource.plural,
+                        _key_in(obj), type(err).__name__, err)
+            return False, None
+
     def _params(self) -> dict[str, str]:
         return {"labelSelector": self.label_selector} if self.label_selector else {}
 
@@ -166,7 +183,9 @@ class Informer(Generic[R]):
                 if not isinstance(obj, dict):
                     raise MalformedResponse(f"list {path}: an item that is not an object")
                 obj.setdefault("metadata", {})
-                rec = self.decode(obj)
+                readable, rec = self._read(obj)
+                if not readable:
+                    seen.add(_key_in(obj))  # what was cached of it stays
                 if rec is None:
                     continue
                 key = self.key_of(rec)
@@ -207,15 +226,13 @@ class Informer(Generic[R]):
             if etype == "BOOKMARK":
                 self.resource_version = rv or self.resource_version
                 continue
-            rec = self.decode(obj)
-            if rec is not None:
-                if etype == "DELETED":
-                    self._remove(self.key_of(rec))
-                else:
-                    self._put(rec)
-            elif etype in ("ADDED", "MODIFIED"):
-                m = obj.get("metadata") or {}
-                self._remove(f"{m.get('namespace', '')}/{m.get('name', '')}")
+            readable, rec = self._read(obj)
+            if etype == "DELETED":
+                self._remove(self.key_of(rec) if rec is not None else _key_in(obj))
+            elif rec is not None:
+                self._put(rec)
+            elif readable and etype in ("ADDED", "MODIFIED"):
+                self._remove(_key_in(obj))  # no longer one to cache
             self.resource_version = rv or self.resource_version
 
     async def run(self) -> None:
@@ -248,6 +265,14 @@ class Informer(Generic[R]):
             ERRORS.labels(self.resource.plural).inc()
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, 30.0)
+
+
+def _key_in(obj: dict[str, Any]) -> str:
+    """The cache key of an object that may not decode (records' `meta.key`, or a
+    cluster-scoped object's name)."""
+    m = obj.get("metadata")
+    namespace, name = (m.get("namespace"), m.get("name")) if isinstance(m, dict) else (None, None)
+    return f"{namespace}/{name}" if namespace else str(name)
 
 
 async def wait_synced(informers: list[Informer[Any]], timeout: float | None = None) -> None:

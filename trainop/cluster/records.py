@@ -9,8 +9,9 @@ from typing import Any
 import orjson
 
 from trainop.api.kinds import GROUP, OTHER_VERSIONS, VERSION
+from trainop.api.numbers import whole_number
 from trainop.api.resources import JOBS
-from trainop.engine import inplace, lostnode
+from trainop.engine import clock, inplace, lostnode
 from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of
 from trainop.engine.objects import content_of
@@ -196,9 +197,9 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
     """What a pod made to restart in place (engine/inplace.py) says: the attempts its
     annotations tell, and its barrier's and agent's state (None for any other pod)."""
     notes = (obj.get("metadata") or {}).get("annotations") or {}
-    attempt, released = notes.get(inplace.ATTEMPT), notes.get(inplace.RELEASED)
-    if not (isinstance(attempt, str) and attempt.isdigit() and isinstance(released, str)
-            and released.isdigit()):
+    attempt = whole_number(notes.get(inplace.ATTEMPT), inplace.MOST_ATTEMPTS)
+    released = whole_number(notes.get(inplace.RELEASED), inplace.MOST_ATTEMPTS)
+    if attempt is None or released is None:
         return None
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     agent_spec = next((c for c in spec.get("containers") or []
@@ -212,16 +213,15 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
     # kubelet, restarting every container, starts it again: the pod lives on
     ended = (agent.get("state") or {}).get("terminated")
     return InPlace(
-        int(attempt), int(released), finish=notes.get(inplace.FINISH) == "true",
+        attempt, released, finish=notes.get(inplace.FINISH) == "true",
         alive=status.get("phase") in ("Pending", "Running", None) and
         (ended is None or ended.get("exitCode") == inplace.STOP_EXIT),
         held="running" in (barrier.get("state") or {}) and
         not any("running" in (cs.get("state") or {}) for cs in statuses),
         kept_rules=bool(agent_spec.get("restartPolicyRules")),
         agent_runs="running" in (agent.get("state") or {}),
-        told_at=told_at if isinstance(told_at := notes.get(inplace.TOLD_AT), str) else None,
-        told_again=int(again) if isinstance(again := notes.get(inplace.TOLD_AGAIN), str)
-        and again.isdigit() else 0)
+        told_at=told_at if clock.parsed(told_at := notes.get(inplace.TOLD_AT)) else None,
+        told_again=whole_number(notes.get(inplace.TOLD_AGAIN), inplace.MOST_ATTEMPTS) or 0)
 
 
 def _failure(obj: dict[str, Any], codes: dict[str, int]) -> FailureFacts:

@@ -62,6 +62,9 @@ remount under way with the pod as it was clears the request of the newer: its
 actual_state_of_world, MarkVolumeAsMounted after MarkRemountRequired); the files then wait
 for its periodic sync, a minute or more. Any change to the pod syncs it again."""
 NUDGES = 3
+MOST_ATTEMPTS = 2**31 - 1
+"""The largest attempt a pod's annotations are read as (a restart count is an int32): an
+annotation past it, or not ASCII digits, makes the pod one not restarted in place."""
 """Times a pod is told again: a pod whose node is gone shows its agent running for ever."""
 STOP_GRACE = 30.0
 """Seconds a pod has to come to the barrier of a new attempt; one that has not (its node's

@@ -7,12 +7,15 @@ from typing import Any
 
 from trainop.api import Job
 from trainop.api.defaults import MPI_OPERATOR, written_for
+from trainop.api.numbers import whole_number
 
 PREFIX = "training.kubeflow.org"
 JOB_NAME = f"{PREFIX}/job-name"
 OPERATOR_NAME = f"{PREFIX}/operator-name"
 REPLICA_TYPE = f"{PREFIX}/replica-type"
 REPLICA_INDEX = f"{PREFIX}/replica-index"
+MOST_REPLICAS = 2**31 - 1
+"""The largest replica index a label is read as (`replicas` is an int32)."""
 JOB_ROLE = f"{PREFIX}/job-role"
 ROLES = ("launcher", "worker")
 """The job-role label's values that name a replica type: mpi-operator's (its pods carry no
@@ -50,9 +53,10 @@ def replica_of(labels: Mapping[str, Any], name: str) -> tuple[str, int] | None:
     if not rtype and labels.get(OPERATOR_NAME) == MPI_OPERATOR and (
             role := labels.get(JOB_ROLE)) in ROLES:
         rtype, index = role, "0" if role == "launcher" else name.rpartition("-")[2]
-    if not rtype or not index.isdigit():
+    number = whole_number(index, MOST_REPLICAS)
+    if not rtype or number is None:
         return None
-    return str(rtype), int(index)
+    return str(rtype), number
 
 
 def job_labels(job: Job) -> dict[str, str]:

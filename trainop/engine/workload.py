@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.numbers import go_int
 from trainop.engine import quantity
 from trainop.engine.labels import owner_reference
 
@@ -102,11 +103,10 @@ def max_execution_seconds(job: Job) -> int | None:
     value = (job.metadata.labels or {}).get(MAX_EXEC_TIME_LABEL)
     if value is None:
         return None
-    try:
-        seconds = int(value)
-    except ValueError:
-        raise WorkloadError(f"{MAX_EXEC_TIME_LABEL}: {value!r} is not a number") from None
-    if not 0 < seconds < 2**31:
+    seconds = go_int(value, 32)
+    if seconds is None:
+        raise WorkloadError(f"{MAX_EXEC_TIME_LABEL}: {value!r} is not an int32")
+    if seconds <= 0:
         raise WorkloadError(f"{MAX_EXEC_TIME_LABEL}: {value!r} is not a positive int32")
     return seconds
 
@@ -133,11 +133,10 @@ def topology_request(annotations: Mapping[str, str]) -> dict[str, Any]:
         request["podsetSliceRequiredTopologyConstraints"] = layers
     elif SLICE_REQUIRED_TOPOLOGY in annotations and SLICE_SIZE in annotations:
         request["podSetSliceRequiredTopology"] = annotations[SLICE_REQUIRED_TOPOLOGY]
-        try:
-            request["podSetSliceSize"] = int(annotations[SLICE_SIZE])
-        except ValueError:
-            raise WorkloadError(f"{SLICE_SIZE}: {annotations[SLICE_SIZE]!r} is not a "
-                                "number") from None
+        size = go_int(annotations[SLICE_SIZE], 32)
+        if size is None:
+            raise WorkloadError(f"{SLICE_SIZE}: {annotations[SLICE_SIZE]!r} is not an int32")
+        request["podSetSliceSize"] = size
     request["podIndexLabel"] = REPLICA_INDEX_LABEL
     if PODSET_GROUP in annotations and ("required" in request or "preferred" in request):
         request["podSetGroupName"] = annotations[PODSET_GROUP]

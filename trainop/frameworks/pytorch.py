@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.numbers import go_int
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS
 from trainop.api.types import PyTorchJob, PyTorchJobSpec
@@ -21,8 +22,8 @@ DEFAULT_RDZV_BACKEND = "c10d"
 def nproc_per_node(job: Job) -> int:
     """nprocPerNode as a number for WORLD_SIZE: an integer, else 1 (`auto`, `cpu`, `gpu`
     leave the count to torchrun: upstream's getNprocPerNodeInt, envvar.go:132-140)."""
-    value = spec_of(job, PyTorchJobSpec).nproc_per_node or ""
-    return int(value) if value.isdigit() else 1
+    number = go_int(spec_of(job, PyTorchJobSpec).nproc_per_node)
+    return 1 if number is None else number
 
 
 def init_containers(job: Job, config: EngineConfig) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
+from trainop.api.numbers import whole_number
 from trainop.api.templates import containers, main_container
 from trainop.engine import EngineConfig, Observed, reconcile
 from trainop.engine.framework import started_by_launcher
@@ -44,11 +45,12 @@ def prepare(doc: dict[str, Any], replicas: dict[str, str]) -> Job:
         specs = doc["spec"][info.replica_specs_field]
         for rtype, count in replicas.items():
             canonical = info.canonical_replica_type(rtype)
-            if canonical is None or not count.isdigit():
+            number = whole_number(count)
+            if canonical is None or number is None:
                 raise ValueError(f"--replicas {rtype}={count}: expected one of "
                                  f"{', '.join(job.spec.replica_specs)} and a whole number")
             key = next(k for k in specs if k.lower() == canonical.lower())
-            specs[key] = {**specs[key], "replicas": int(count)}
+            specs[key] = {**specs[key], "replicas": number}
     return load_job(doc)
 
 
