@@ -195,6 +195,84 @@ def test_what_cannot_be_converted_is_refused(job: dict[str, Any], to: str,
         convert(job, to)
 
 
+STORED_V1 = {"apiVersion": V1, "kind": "MPIJob", "metadata": {"name": "pi"},
+             "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1}}}}
+
+
+def annotated(job: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    return {**job, "metadata": {**job["metadata"], "annotations": annotations}}
+
+
+@pytest.mark.parametrize(("stash", "message"), [
+    ('{"status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}',
+     "v1-fields may hold spec fields only, not status"),
+    ('{"spec": {}, "metadata": {"labels": {"a": "b"}}}',
+     "v1-fields may hold spec fields only, not metadata"),
+    ('{"spec": {"runPolicy": {"activeDeadlineSeconds": 5}}}',
+     "v1-fields: spec.runPolicy.activeDeadlineSeconds has a place at the job's own version"),
+    ('{"spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1}}}}',
+     "v1-fields: spec.mpiReplicaSpecs.Launcher.replicas has a place at the job's own"),
+    ('{"spec": {"mainContainer": 7}}',
+     "v1-fields: spec.mainContainer: Input should be a valid string"),
+    ('{"spec": {"runPolicy": {"restartScope": "Everything"}}}',
+     "v1-fields: spec.runPolicy.restartScope: Input should be 'Replica' or 'Job'"),
+    ('{"spec": {"mpiReplicaSpecs": {"Worker": {"restartLimit": "2"}}}}',
+     "v1-fields: spec.mpiReplicaSpecs.Worker.restartLimit: Input should be a valid integer"),
+])
+def test_a_write_at_v2beta1_with_a_stash_v1_cannot_take_is_refused(stash: str,
+                                                                     message: str) -> None:
+    job = {"apiVersion": V2, "kind": "MPIJob", "metadata": {
+        "name": "pi", "annotations": {fields_annotation("v1"): stash}},
+        "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": TEMPLATE}}}}
+    with pytest.raises(ConversionError, match="^annotation trainop.kubeflow.org/" +
+                       message.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):
+        convert(job, V1)
+
+
+def test_a_stash_of_the_jobs_own_version_is_dropped_as_it_is_converted() -> None:
+    job = {"apiVersion": V2, "kind": "MPIJob", "metadata": {
+        "name": "pi", "annotations": {fields_annotation("v2beta1"): "not-json"}},
+        "spec": {"mpiReplicaSpecs": {}}}
+    assert convert(job, V1)["metadata"] == {"name": "pi", "annotations": {
+        WRITTEN_IN: "v2beta1"}}
+    v1 = annotated(STORED_V1, {fields_annotation("v1"): "not-json"})
+    assert convert(v1, V2)["metadata"]["annotations"] == {WRITTEN_IN: "v1"}
+
+
+@pytest.mark.parametrize(("annotations", "said"), [
+    ({fields_annotation("v2beta1"): "not-json"},
+     "annotation trainop.kubeflow.org/v2beta1-fields is not JSON"),
+    # (every field of v2beta1 has a place at v1: a stash of its own holds none)
+    ({fields_annotation("v2beta1"): '{"spec": {"slotsPerWorker": "x"}}'},
+     "v2beta1-fields: spec.slotsPerWorker has a place at the job's own version"),
+    ({fields_annotation("v2beta1"): '{"status": {"startTime": "2026-01-01T00:00:00Z"}}'},
+     "v2beta1-fields may hold spec fields only, not status"),
+    ({WRITTEN_IN: "v3"}, "written-in: 'v3' is not a version of MPIJob"),
+    ({WRITTEN_IN: "v2beta1", fields_annotation("v2beta1"): "[]"}, "is not a JSON object"),
+])
+def test_a_stored_job_reads_at_v2beta1_without_what_it_cannot_take(
+        annotations: dict[str, str], said: str) -> None:
+    ignored: list[str] = []
+    out = convert(annotated(STORED_V1, annotations), V2, ignored)
+    assert len(ignored) == 1 and said in ignored[0], ignored
+    assert out["apiVersion"] == V2
+    assert out["spec"] == STORED_V1["spec"]
+    assert "status" not in out
+    # read as written at v1: nothing of the stash, nothing of what it claims
+    assert out["metadata"].get("annotations") in (None, {WRITTEN_IN: "v1"})
+
+
+def test_a_review_of_stored_jobs_converts_them_all_whatever_one_says() -> None:
+    good = annotated(STORED_V1, {fields_annotation("v2beta1"): '{"spec": {}}'})
+    bad = annotated({**STORED_V1, "metadata": {"name": "bad", "namespace": "t"}},
+                    {fields_annotation("v2beta1"): "not-json"})
+    status, answer = convert_answer(review([bad, good], V2))
+    assert status == 200 and answer["response"]["result"] == {"status": "Success"}
+    first, second = answer["response"]["convertedObjects"]
+    assert first["metadata"]["name"] == "bad" and first["apiVersion"] == V2
+    assert second == {**convert(STORED_V1, V2), "apiVersion": V2}
+
+
 def review(objects: list[Any], desired: str = V1) -> bytes:
     return json.dumps({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                        "request": {"uid": "u-1", "desiredAPIVersion": desired,

@@ -7,6 +7,14 @@ and come back when the job is read at their version again; and a job read at a v
 was not written in says where it was written (`trainop.kubeflow.org/written-in`), which is
 how the engine, reading every job as v1, runs a job as the API it was written in says.
 Both ways are the identity on a round trip (tests/unit/test_conversion.py).
+
+The annotations are the job author's to write, so they are read as hostile. Conversion to
+v1, the stored version, happens only as a job is written: a stash that v1 cannot take
+(not a JSON object, a field the job's own version has a place for, a value of the wrong
+type, a `status`) refuses the write. Conversion from v1 happens as stored jobs are read
+(every list and watch at v2beta1, in one review for many jobs): one job's unreadable
+stash is left out of its form there, never a failure, which would make every reader of
+that version in the cluster fail.
 """
 
 from __future__ import annotations
@@ -17,12 +25,15 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from trainop.api.kinds import GROUP, JOB_MODELS, OTHER_VERSIONS, VERSION
 
 WRITTEN_IN = f"trainop.{GROUP}/written-in"
 """On a job read at another version than the one it was written in: that version."""
+
+STORED = VERSION
+"""The version the CRDs store: conversion to it is a write."""
 
 IMPLIED: dict[tuple[str, str], dict[str, Any]] = {
     ("MPIJob", "v2beta1"): {"spec": {"transport": "SSH"}},
@@ -47,9 +58,11 @@ def versions_of(kind: str) -> dict[str, type[BaseModel]]:
     return {VERSION: JOB_MODELS[kind], **OTHER_VERSIONS.get(kind, {})}
 
 
-def convert(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
+def convert(obj: dict[str, Any], api_version: str,
+            ignored: list[str] | None = None) -> dict[str, Any]:
     """`obj` (a job at any version its kind is served at) at `api_version`; `obj` is left
-    as it was."""
+    as it was. Converting a stored job (to any version but STORED), what its annotations
+    say that cannot be taken is left out and said in `ignored`, never refused."""
     kind = obj.get("kind")
     if not isinstance(kind, str):
         raise ConversionError("the object has no kind")
@@ -63,13 +76,19 @@ def convert(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
     if not isinstance(meta, dict):
         meta = out["metadata"] = {}
     annotations = dict(meta.get("annotations") or {})
-    written = annotations.pop(WRITTEN_IN, source)
-    if written not in served:
-        raise ConversionError(f"annotation {WRITTEN_IN}: {written!r} is not a version of "
-                              f"{kind} ({', '.join(served)})")
-    stashed = _stashed(annotations.pop(fields_annotation(target), None), target)
+    # a job at `source` keeps its own fields in itself: a stash of them means nothing
+    annotations.pop(fields_annotation(source), None)
     body: dict[str, Any] = {key: out.pop(key) for key in ("spec", "status") if key in out}
     fits, rest = split(body, served[target])
+    try:
+        written = _written(annotations.pop(WRITTEN_IN, source), kind, served)
+        stashed = _stashed(annotations.pop(fields_annotation(target), None), target,
+                           served[source], served[target], fits)
+    except ConversionError as err:
+        if target == STORED or ignored is None:
+            raise
+        ignored.append(str(err))
+        written, stashed = source, {}
     implied = IMPLIED.get((kind, written), {})
     if target == VERSION:
         fits = merged(merged(fits, stashed), implied)
@@ -104,17 +123,66 @@ def _version_of(api_version: Any, served: dict[str, Any], what: str) -> str:
     return version
 
 
-def _stashed(text: str | None, version: str) -> dict[str, Any]:
+def _written(value: Any, kind: str, served: dict[str, Any]) -> str:
+    if value not in served:
+        raise ConversionError(f"annotation {WRITTEN_IN}: {value!r} is not a version of "
+                              f"{kind} ({', '.join(served)})")
+    return str(value)
+
+
+def _stashed(text: Any, version: str, source: type[BaseModel], target: type[BaseModel],
+             fits: dict[str, Any]) -> dict[str, Any]:
+    """The fields annotation `text` stashes for `version`, checked: a JSON object of
+    `spec` fields only `version` has a place for (at `source` they would be in the job
+    itself), each of the type `target` gives it once merged under `fits`."""
+    name = fields_annotation(version)
     if text is None:
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text) if isinstance(text, str) else None
     except ValueError as err:
-        raise ConversionError(f"annotation {fields_annotation(version)} is not JSON: {err}"
-                              ) from None
+        raise ConversionError(f"annotation {name} is not JSON: {err}") from None
     if not isinstance(value, dict):
-        raise ConversionError(f"annotation {fields_annotation(version)} is not a JSON object")
+        raise ConversionError(f"annotation {name} is not a JSON object")
+    if set(value) - {"spec"}:
+        # a status above all: what only the status subresource may write
+        raise ConversionError(f"annotation {name} may hold spec fields only, not "
+                              f"{', '.join(sorted(set(value) - {'spec'}))}")
+    placed = _leaves(split(value, source)[0])
+    if placed:
+        raise ConversionError(f"annotation {name}: {placed[0]} has a place at the job's "
+                              "own version: write it there")
+    spec = merged(fits, value).get("spec")
+    try:
+        target.model_validate({"spec": spec} if isinstance(spec, dict) else {})
+    except ValidationError as err:
+        for problem in err.errors():
+            loc = problem["loc"]
+            if _holds(value, loc):
+                raise ConversionError(f"annotation {name}: "
+                                      f"{'.'.join(map(str, loc))}: {problem['msg']}") from None
     return value
+
+
+def _leaves(value: dict[str, Any], path: str = "") -> list[str]:
+    """The paths of what `value` holds besides (nested) mappings."""
+    out = []
+    for key, item in value.items():
+        here = f"{path}.{key}" if path else str(key)
+        out.extend(_leaves(item, here) if isinstance(item, dict) else [here])
+    return out
+
+
+def _holds(value: Any, loc: tuple[int | str, ...]) -> bool:
+    """Whether `value` (nested mappings) gave what is at `loc`: has it, or a value (not a
+    mapping) on the way to it."""
+    for part in loc:
+        if not isinstance(value, dict):
+            return True
+        if part not in value:
+            return False
+        value = value[part]
+    return True
 
 
 def _walked(annotation: Any) -> tuple[str, type[BaseModel]] | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import Counter, Gauge
 
 from trainop import wallclock
 from trainop.api import (
@@ -47,6 +48,17 @@ RENEW_BEFORE = dt.timedelta(days=2)
 CERT_DAYS = 7
 JUDGES = 2
 """Reviews decoded and judged at once (in worker threads)."""
+JUDGE_WAIT = 10.0
+"""Seconds a review waits for a judge before it is answered 503: the API server waits for
+an admission webhook 10 s (the shipped timeoutSeconds), so a review that waited longer is
+answered to nobody."""
+WAITING = Gauge("trainop_webhook_reviews_waiting",
+                "Reviews read whole that wait for a judge")
+BUSY = Counter("trainop_webhook_reviews_busy_total",
+               "Reviews answered 503 because no judge was free in time")
+LEFT_OUT = Counter("trainop_conversion_annotations_ignored_total",
+                   "Stored jobs read at another version whose trainop annotations could not "
+                   "be taken and were left out of that form")
 CONFIG_KINDS = (("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"),
                 ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"))
 
@@ -137,9 +149,9 @@ def convert_answer(body: bytes) -> tuple[int, dict[str, Any]]:
                                 "desiredAPIVersion"}
     response: dict[str, Any] = {"uid": request.get("uid", "")}
     try:
-        response["convertedObjects"] = [
-            convert(obj if isinstance(obj, dict) else {}, request["desiredAPIVersion"])
-            for obj in request["objects"]]
+        response["convertedObjects"] = [_converted(obj if isinstance(obj, dict) else {},
+                                                   request["desiredAPIVersion"])
+                                        for obj in request["objects"]]
         response["result"] = {"status": "Success"}
     except ConversionError as err:
         response["result"] = {"status": "Failure", "message": f"trainop: {err}"}
@@ -147,6 +159,42 @@ def convert_answer(body: bytes) -> tuple[int, dict[str, Any]]:
         response["result"] = {"status": "Failure", "message": "the job is nested too deeply"}
     return 200, {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                  "response": response}
+
+
+def _converted(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
+    """`obj` at `api_version`; what a stored job's annotations say that cannot be taken is
+    left out (api.conversion), logged and counted."""
+    ignored: list[str] = []
+    out = convert(obj, api_version, ignored)
+    for problem in ignored:
+        meta = obj.get("metadata") or {}
+        LEFT_OUT.inc()
+        log.warning("%s %s/%s read at %s: %s; left out", obj.get("kind"),
+                    meta.get("namespace"), meta.get("name"), api_version, problem)
+    return out
+
+
+class Judges:
+    """Decoding and judging a review of megabytes takes seconds of CPU: in worker threads,
+    `count` at once, so that the loop goes on serving probes and leases. A review waits
+    for one at most `wait` seconds (TimeoutError); one whose client hung up (cancelled)
+    leaves the queue at once, and a judge already at work on it is free again only when
+    its thread ends, so that never more than `count` threads judge."""
+
+    def __init__(self, count: int, wait: float):
+        self._free = asyncio.Semaphore(count)
+        self.wait = wait
+
+    async def judge(self, respond: Callable[[bytes], tuple[int, dict[str, Any]]],
+                    raw: bytes) -> tuple[int, dict[str, Any]]:
+        WAITING.inc()
+        try:
+            await asyncio.wait_for(self._free.acquire(), self.wait)
+        finally:
+            WAITING.dec()
+        work = asyncio.ensure_future(asyncio.to_thread(respond, raw))
+        work.add_done_callback(lambda _: self._free.release())
+        return await asyncio.shield(work)
 
 
 def _pems_of(secret: dict[str, Any] | None) -> dict[str, bytes] | None:
@@ -176,7 +224,7 @@ class WebhookServer:
         self.serving: bytes | None = None
         """The certificate loaded into the TLS context (None: none yet)."""
         self._listener: listener.Listener | None = None
-        self._judging = asyncio.Semaphore(JUDGES)
+        self._judges = Judges(JUDGES, JUDGE_WAIT)
 
     @property
     def cert(self) -> Path:
@@ -354,10 +402,12 @@ class WebhookServer:
     def _handler(self, respond: Callable[[bytes], tuple[int, dict[str, Any]]]) -> Any:
         async def handle(request: web.Request) -> web.Response:
             raw = await request.read()
-            # Decoding and judging a review of megabytes takes seconds of CPU: in worker
-            # threads, a few at once, so that the loop goes on serving probes and leases.
-            async with self._judging:
-                status, body = await asyncio.to_thread(respond, raw)
+            try:
+                status, body = await self._judges.judge(respond, raw)
+            except TimeoutError:
+                BUSY.inc()
+                return web.json_response({"message": "trainop: every judge is busy; try "
+                                                     "again"}, status=503)
             return web.json_response(body, status=status)
         return handle
 
