@@ -236,3 +236,38 @@ def test_stalled_bodies_hold_no_more_than_the_budget() -> None:
         assert listener.open == 0
         await listener.cleanup()
     asyncio.run(scenario())
+
+
+def test_a_body_holds_its_share_until_answered_and_a_hang_up_cancels_its_request() -> None:
+    waiting, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def scenario() -> None:
+        limits = ConnectionLimits(max_body=100_000, body_budget=300_000,
+                                  body_budget_per_source=200_000)
+        app = web.Application()
+
+        async def stuck(request: web.Request) -> web.Response:
+            await request.read()
+            waiting.set()
+            try:
+                await asyncio.Event().wait()  # a judge that never comes
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return web.Response(text="never")
+        app.router.add_post("/", stuck)
+        listener = await serve("test", app, "127.0.0.1", 0, None, limits)
+        _, writer = await connect(listener.port)
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" +
+                     b"x" * 100_000)
+        await asyncio.wait_for(waiting.wait(), 5)
+        # read whole, but in memory until answered: still counted
+        assert listener.bodies.taken == 100_000
+        # and its connection is not an idle one to evict first
+        assert [g.handling is not None for g in listener.gates.values()] == [True]
+        writer.close()  # the client hangs up
+        await asyncio.wait_for(cancelled.wait(), 5)
+        await asyncio.sleep(0.1)
+        assert listener.bodies.taken == 0 and listener.open == 0
+        await listener.cleanup()
+    asyncio.run(scenario())

@@ -287,6 +287,53 @@ def test_reviews_are_judged_off_the_event_loop() -> None:
     assert status == 200 and judged_in and judged_in[0] != loop_thread
 
 
+def test_a_review_waits_for_a_judge_within_a_deadline_and_leaves_when_cancelled() -> None:
+    import asyncio
+    import threading
+
+    from trainop.cluster.webhook import WAITING, Judges
+
+    release = threading.Event()
+    started: list[bytes] = []
+
+    def slow(raw: bytes) -> tuple[int, dict[str, Any]]:
+        started.append(raw)
+        release.wait(10)
+        return 200, {"raw": raw.decode()}
+
+    def waiting() -> float:
+        return float(WAITING._value.get())  # type: ignore[attr-defined]
+
+    async def scenario() -> None:
+        judges = Judges(1, wait=0.2)
+        first = asyncio.create_task(judges.judge(slow, b"first"))
+        await asyncio.sleep(0.1)
+        # the one judge is busy: a second review waits its deadline, then is refused
+        with pytest.raises(TimeoutError):
+            await judges.judge(slow, b"second")
+        assert waiting() == 0
+        # a review whose client hung up leaves the queue at once
+        third = asyncio.create_task(judges.judge(slow, b"third"))
+        await asyncio.sleep(0.05)
+        assert waiting() == 1
+        third.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await third
+        assert waiting() == 0
+        # the first one's client hangs up too: its thread goes on, and no other thread
+        # judges until it ends
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        fourth = asyncio.create_task(judges.judge(slow, b"fourth"))
+        await asyncio.sleep(0.1)
+        assert started == [b"first"]
+        release.set()
+        assert await asyncio.wait_for(fourth, 5) == (200, {"raw": "fourth"})
+        assert started == [b"first", b"fourth"]
+    asyncio.run(scenario())
+
+
 def test_an_mpi_jobs_transport_is_immutable() -> None:
     def mpi(transport: str) -> dict[str, Any]:
         return manifest("MPIJob", TYPICAL["MPIJob"], spec={"transport": transport})

@@ -1,8 +1,9 @@
 """Listening sockets for the manager's servers (webhook, metrics, probes) that a stranger
 cannot exhaust: a cap on open connections and a share of it per client address, a deadline
 for the TLS handshake, one for each request to arrive whole (headers and body) and an idle
-timeout, and a budget of request-body bytes read at once, so that what a stranger holds is
-bounded whatever arrives and the API server's and the kubelet's connections get through.
+timeout, and a budget of request-body bytes held at once (from their reading until their
+answer), so that what a stranger holds is bounded whatever arrives and the API server's and
+the kubelet's connections get through. A request whose client hangs up is cancelled.
 
 aiohttp serves the HTTP; this module owns the sockets. A connection is accepted as plain
 TCP (a few KiB) and counted; only then is TLS started on it, because asyncio's TLS layer
@@ -56,10 +57,11 @@ class ConnectionLimits:
     """Bytes a request body may have: an AdmissionReview holds a job and, for an update,
     its old version (the API server keeps an object under about 1.5 MiB)."""
     body_budget: int = 32 * 2**20
-    """Bytes of request bodies read at once, per server; a body waits for its share
-    (within its request's deadline) before it is read."""
+    """Bytes of request bodies held at once, per server, from their reading until their
+    answer; a body waits for its share (within its request's deadline) before it is
+    read."""
     body_budget_per_source: int = 8 * 2**20
-    """Of those, bytes one client address may have being read at once."""
+    """Of those, bytes one client address may hold at once."""
 
 
 class _Gate(asyncio.Protocol):
@@ -76,8 +78,8 @@ class _Gate(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.deadline: asyncio.TimerHandle | None = None
         """Armed by a request's first byte, until the request is read whole."""
-        self.reading: asyncio.Task[Any] | None = None
-        """The handler task reading this connection's request body, while it does."""
+        self.handling: asyncio.Task[Any] | None = None
+        """The task serving this connection's request, from its body until its answer."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self.upgrade is not None:
@@ -128,10 +130,11 @@ class _Gate(asyncio.Protocol):
 
     def _release(self) -> None:
         self.request_read()
-        if self.reading is not None:
-            # a body that waits for its share of the budget on a connection that is gone
-            self.reading.cancel()
-            self.reading = None
+        if self.handling is not None:
+            # a request whose client is gone: its body, its wait for a share of the budget
+            # or for whatever its handler waits for, are for nobody
+            self.handling.cancel()
+            self.handling = None
         if self.counted:
             self.counted = False
             listener = self.listener
@@ -213,7 +216,7 @@ class Listener:
         if biggest is None or self.by_source[biggest] < mine + 2:
             return False
         theirs = list(self.members[biggest])
-        victim = next((g for g in theirs if g.deadline is None and g.reading is None),
+        victim = next((g for g in theirs if g.deadline is None and g.handling is None),
                       theirs[0])
         EVICTED.labels(self.name).inc()
         transport = victim.transport
@@ -261,6 +264,9 @@ class _Budget:
     @contextlib.asynccontextmanager
     async def share(self, source: str, size: int) -> AsyncIterator[None]:
         size = min(size, self.per_source, self.total)
+        if not size:  # a request without a body
+            yield
+            return
         async with self._freed:
             await self._freed.wait_for(lambda: self._fits(source, size))
             self.taken += size
@@ -278,27 +284,29 @@ class _Budget:
 
 def _read_whole(listener: Listener) -> Any:
     """Middleware: every request is read whole (headers, then the body within the byte
-    budget) before its handler runs, all within the request deadline."""
+    budget) before its handler runs, all within the request deadline; its share of the
+    budget is held until it is answered (the body lives until then), and the request is
+    cancelled when its connection is lost."""
     @web.middleware
     async def read_whole(request: web.Request, handler: Handler) -> web.StreamResponse:
         gate = listener.gates.get(request.transport) if request.transport else None
         source = gate.source if gate is not None else ""
-        if request.body_exists:
-            size = request.content_length
-            if size is not None and size > listener.limits.max_body:
-                raise web.HTTPRequestEntityTooLarge(max_size=listener.limits.max_body,
-                                                    actual_size=size)
-            if gate is not None:
-                gate.reading = asyncio.current_task()
-            try:
-                async with listener.bodies.share(source, size or listener.limits.max_body):
-                    await request.read()  # kept by the request: the handler's read is free
-            finally:
-                if gate is not None:
-                    gate.reading = None
+        size = request.content_length if request.body_exists else 0
+        if size is not None and size > listener.limits.max_body:
+            raise web.HTTPRequestEntityTooLarge(max_size=listener.limits.max_body,
+                                                actual_size=size)
         if gate is not None:
-            gate.request_read()
-        return await handler(request)
+            gate.handling = asyncio.current_task()
+        try:
+            async with listener.bodies.share(source, listener.limits.max_body
+                                             if size is None else size):
+                await request.read()  # kept by the request: the handler's read is free
+                if gate is not None:
+                    gate.request_read()
+                return await handler(request)
+        finally:
+            if gate is not None:
+                gate.handling = None
     return read_whole
 
 
