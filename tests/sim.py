@@ -50,11 +50,14 @@ class Cluster:
         self.lost_nodes: tuple[NodeState, ...] = ()
         """Nodes that stopped reporting: a pod on one is not gone when deleted, only
         Terminating (no kubelet confirms), unless deleted with grace 0."""
+        self.reclaimed: tuple[tuple[str, int], ...] = ()
+        """What the job's Workload gave back to Kueue as done, by pod set."""
 
     @property
     def observed(self) -> Observed:
         return Observed(pods=tuple(self.pods.values()), objects=tuple(self.objects.values()),
-                        ssh_key=KEY, held=self.held, lost_nodes=self.lost_nodes)
+                        ssh_key=KEY, held=self.held, lost_nodes=self.lost_nodes,
+                        reclaimed=self.reclaimed)
 
     def plan(self) -> Plan:
         return reconcile(self.job, self.observed, self.now, framework_for(self.job.kind),

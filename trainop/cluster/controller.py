@@ -42,6 +42,7 @@ from trainop.engine import conditions as cond
 from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name, replica_type_of
 from trainop.engine.observed import NodeState
+from trainop.engine.queueing import given_back
 from trainop.frameworks import framework_for
 
 
@@ -352,6 +353,7 @@ class JobController:
                 return None
             self._parsed.put((self.kind, key), rv, job, len(rec.raw))
         kueue_reads = None
+        reclaimed: tuple[tuple[str, int], ...] = ()
         takes = False if self.queueing is None else await self.queueing.takes(job)
         if takes is None:
             return None  # labelled with its namespace's default queue: it comes back
@@ -362,9 +364,11 @@ class JobController:
             if queued is None:
                 return None  # the caches will show what it wrote, and bring the job back
             job, kueue_reads = queued, job_state(job)
+            reclaimed = given_back(self.queueing.of(written))
         await self.applier.look_again(key, job.namespace)
         exited = dict(self._exited.get(key, {}))
-        observed = self.observed(job, tuple(exited.items()))
+        observed = dataclasses.replace(self.observed(job, tuple(exited.items())),
+                                       reclaimed=reclaimed)
         launcher = self.framework.launcher
         if launcher is not None and launcher.wants_ssh_key(job, observed):
             observed = dataclasses.replace(observed, ssh_key=new_key_pair())

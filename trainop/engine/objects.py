@@ -19,7 +19,7 @@ from trainop.engine import batchjob, elastic, gang, inplace
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework, batch_type
 from trainop.engine.labels import replica_name
-from trainop.engine.observed import Observed, PodState
+from trainop.engine.observed import LIVE_PHASES, Observed, PodState
 from trainop.engine.pods import desired_pod, desired_service
 
 
@@ -80,9 +80,11 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     live = [p for p in observed.pods if not p.terminating]
     # pods that restart in place are made for the job's attempt (engine/inplace.py)
     attempt = inplace.attempts(live) if inplace.applies(job, live, fw, config) else None
+    reclaimed = dict(observed.reclaimed)
     for rtype, n in resolve(job).replicas.items():
         may = not out.held and (fw.launcher is None
                                 or fw.launcher.may_create(job, rtype, observed))
+        room = _room(rtype, n, reclaimed, observed.pods)
         for i in range(n):
             name = replica_name(job, rtype, i)
             if name in taken:
@@ -91,7 +93,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                 jobs.extend(_batch_job(job, rtype, i, observed, fw, addr, config, out, may))
                 continue
             wants_service = fw.pod_services and name not in services and not out.held
-            wants_pod = may and (rtype, i) not in slots
+            wants_pod = may and (rtype, i) not in slots and (room is None or room > 0)
             if not (wants_service or wants_pod):
                 continue
             if len(out.replicas) >= PLAN_OBJECTS or spent >= PLAN_BYTES:
@@ -104,6 +106,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                     out.services.append(name)
                     spent += OBJECT_BYTES
             if wants_pod:
+                room = None if room is None else room - 1
                 pod = desired_pod(job, rtype, i, fw, addr, config)
                 if attempt is not None:
                     inplace.decorate(pod, config, attempt)
@@ -112,6 +115,20 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                 spent += OBJECT_BYTES + _env_bytes(pod)
     out.replicas.extend(jobs)  # after the pods, as mpi-operator makes its launcher Job
     return out
+
+
+def _room(rtype: str, n: int, reclaimed: dict[str, int], pods: tuple[PodState, ...]
+          ) -> int | None:
+    """How many more pods of `rtype` may run, where its Workload gave some back as done
+    (None: no bound). A succeeded replica deleted (by its author, or with its node) would
+    be made again and run on quota Kueue has lent to others: the quota's pods that run
+    stay within `n` less those given back, whichever indexes they are (one being deleted
+    runs until it is gone)."""
+    done = reclaimed.get(rtype.lower(), 0)
+    if not done:
+        return None
+    running = sum(1 for p in pods if p.replica_type == rtype and p.phase in LIVE_PHASES)
+    return n - done - running
 
 
 def _compare(desired: list[dict[str, Any]], observed: Observed, out: Missing) -> None:

@@ -207,6 +207,10 @@ class Observed:
     lost_nodes: tuple[NodeState, ...] = ()
     """The nodes of the job's pods that do not report Ready, or are gone (watched with
     --lost-node-grace)."""
+    reclaimed: tuple[tuple[str, int], ...] = ()
+    """(pod set, count) of the replicas the job's Workload gave back to Kueue as done
+    (reclaimablePods; a pod set is a replica type in lower case): that many of the type
+    never run again (engine/objects.py)."""
 
     def object(self, kind: str, name: str) -> OwnedObject | None:
         for obj in self.objects:

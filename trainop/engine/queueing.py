@@ -168,19 +168,40 @@ def controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     return next((dict(r) for r in refs if r.get("controller")), None)
 
 
+def restarts_every_replica(job: Job) -> bool:
+    """Whether a rule of `job` may restart every replica together, those that succeeded
+    too: `restartScope: Job`, or a podFailurePolicy rule `RestartJob`."""
+    rp = job.spec.run_policy
+    return rp.restart_scope == "Job" or (rp.pod_failure_policy is not None and any(
+        rule.action == "RestartJob" for rule in rp.pod_failure_policy.rules))
+
+
+def given_back(workloads: list[dict[str, Any]]) -> tuple[tuple[str, int], ...]:
+    """(pod set, count) of the replicas that the job's Workload holding quota gave back
+    as done (its reclaimablePods)."""
+    for workload in workloads:
+        if has_quota(workload):
+            return tuple((str(r.get("name")), r["count"])
+                         for r in (workload.get("status") or {}).get("reclaimablePods") or []
+                         if isinstance(r, dict) and type(r.get("count")) is int
+                         and r["count"] > 0)
+    return ()
+
+
 def reclaimable(job: Job, state: JobState, workload: Mapping[str, Any]
                 ) -> list[dict[str, Any]]:
     """The Workload's reclaimablePods: per pod set, its replicas that succeeded and are not
     run again (not `restartPolicy: Always`), so Kueue lends their quota to others (Kueue's
-    own kubeflow integration tells none). None of a job that restarts every replica
-    together (`restartScope: Job`). A count never goes down (Kueue refuses that while the
-    Workload holds quota: validateReclaimablePodsUpdate)."""
+    own kubeflow integration tells none). None of a job whose rules may run them again
+    (restarts_every_replica). A count never goes down (Kueue refuses that while the
+    Workload holds quota: validateReclaimablePodsUpdate); that many of the pod set never
+    run again, whatever is deleted (objects.missing, by Observed.reclaimed)."""
     sizes = {ps.get("name"): int(ps.get("count") or 0)
              for ps in (workload.get("spec") or {}).get("podSets") or []}
     before = {r.get("name"): int(r.get("count") or 0)
               for r in (workload.get("status") or {}).get("reclaimablePods") or []}
     counts = dict(before)
-    if job.spec.run_policy.restart_scope != "Job":
+    if not restarts_every_replica(job):
         for rtype, spec in job.spec.replica_specs.items():
             name, done = rtype.lower(), state.succeeded.get(rtype, 0)
             if done and spec.restart_policy != "Always" and name in sizes:
