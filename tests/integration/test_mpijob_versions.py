@@ -6,6 +6,9 @@ the manager give the CRD its CA."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestAPIServer]
         manager = converting_manager(api, tmp)
         try:
             api.manager_log = manager.log  # type: ignore[attr-defined]
+            api.manager_log_path = manager.log_path  # type: ignore[attr-defined]
             yield api
         finally:
             manager.stop()
@@ -126,17 +130,91 @@ def test_a_field_of_the_other_version_is_refused_by_the_api_server(
     assert kube.get(V1, "mixed") is None
 
 
-def test_a_conversion_that_cannot_be_done_is_refused_and_nothing_is_stored(
-        cluster: TestAPIServer) -> None:
-    kube = Kube(cluster)
-    doc = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
-           "metadata": {"name": "bad", "namespace": kube.ns,
-                        "annotations": {fields_annotation("v1"): "{not json"}},
+def hostile(kube: Kube, name: str, version: str, annotations: dict[str, str]
+            ) -> subprocess.CompletedProcess[str]:
+    """A create at `version` of an MPIJob whose author wrote `annotations`."""
+    doc = {"apiVersion": f"kubeflow.org/{version}", "kind": "MPIJob",
+           "metadata": {"name": name, "namespace": kube.ns, "annotations": annotations},
            "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": TEMPLATE}}}}
-    out = cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(doc), check=False)
+    return kube.api.kubectl("create", "-f", "-", input=yaml.safe_dump(doc), check=False)
+
+
+@pytest.mark.parametrize(("annotations", "said"), [
+    ({fields_annotation("v1"): "{not json"}, "trainop.kubeflow.org/v1-fields is not JSON"),
+    # what v2beta1 has a place for is written there, where its schema checks it
+    ({fields_annotation("v1"): '{"spec": {"runPolicy": {"activeDeadlineSeconds": "x"}}}'},
+     "spec.runPolicy.activeDeadlineSeconds has a place at the job's own version"),
+    ({fields_annotation("v1"): '{"spec": {"mpiReplicaSpecs": {"Worker": '
+                               '{"restartLimit": "x"}}}}'},
+     "v1-fields: spec.mpiReplicaSpecs.Worker.restartLimit: Input should be a valid integer"),
+    # a status only the status subresource writes
+    ({fields_annotation("v1"): '{"status": {"conditions": [{"type": "Succeeded", '
+                               '"status": "True"}]}}'},
+     "v1-fields may hold spec fields only, not status"),
+    ({WRITTEN_IN: "v3"}, "written-in: 'v3' is not a version of MPIJob"),
+])
+def test_a_v2beta1_write_whose_annotations_v1_cannot_take_is_refused_and_nothing_stored(
+        cluster: TestAPIServer, annotations: dict[str, str], said: str) -> None:
+    kube = Kube(cluster)
+    out = hostile(kube, "bad", "v2beta1", annotations)
     assert out.returncode != 0
-    assert "trainop.kubeflow.org/v1-fields is not JSON" in out.stderr, out.stderr
+    assert said in out.stderr, out.stderr
     assert kube.get(V1, "bad") is None
+
+
+def test_no_job_an_author_annotates_stops_a_v2beta1_reader_of_any_namespace(
+        cluster: TestAPIServer) -> None:
+    # every reader of v2beta1 (Kueue's MPIJob integration, MultiKueue, mpi-operator) lists
+    # and watches every namespace: one job that cannot be read at v2beta1 would stop them
+    victim, tenant = Kube(cluster), Kube(cluster)
+    watch = subprocess.Popen(["kubectl", "--kubeconfig", str(cluster.kubeconfig), "get", V2,
+                              "-A", "--watch", "-o", "name"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)  # the watch is open
+        writes = [
+            # a stash of v2beta1's own fields on a job written at v2beta1: meaningless
+            ("own", "v2beta1", {fields_annotation("v2beta1"): "not-json"}),
+            # stored at v1 as written: only a read at v2beta1 takes them
+            ("stash", "v1", {fields_annotation("v2beta1"): "not-json"}),
+            ("typed", "v1", {fields_annotation("v2beta1"): '{"spec": {"slotsPerWorker": "x"}}'}),
+            ("where", "v1", {WRITTEN_IN: "v3"}),
+        ]
+        for name, version, annotations in writes:
+            created = hostile(tenant, name, version, annotations)
+            assert created.returncode == 0, created.stderr
+        listed = cluster.kubectl("get", V2, "-A", "-o", "json")
+        assert listed.returncode == 0, listed.stderr
+        jobs = {j["metadata"]["name"]: j for j in json.loads(listed.stdout)["items"]}
+        assert {"own", "stash", "typed", "where"} <= set(jobs)
+        # what could not be taken is left out of the v2beta1 form; nothing else is
+        assert fields_annotation("v2beta1") not in jobs["own"]["metadata"].get(
+            "annotations", {})
+        assert "slotsPerWorker" not in jobs["typed"]["spec"] or \
+            jobs["typed"]["spec"]["slotsPerWorker"] == 1  # the schema's default
+        assert read(tenant, V1, "own")["metadata"].get("annotations") in (None, {
+            WRITTEN_IN: "v2beta1"})
+        apply(victim, {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+                       "metadata": {"name": "victim"},
+                       "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1,
+                                                                 "template": TEMPLATE}}}})
+        assert read(victim, V2, "victim")["spec"]["mpiReplicaSpecs"]
+        out = watch.stdout
+        assert out is not None
+        os.set_blocking(out.fileno(), False)
+        told: list[str] = []
+
+        def victim_told() -> bool | None:
+            told.append(out.read() or "")
+            return "victim" in "".join(told) or None
+
+        wait_for("the watch to tell the victim's job", victim_told, 30)
+        assert watch.poll() is None  # still watching
+        log = cluster.manager_log_path.read_text()  # type: ignore[attr-defined]
+        assert f"MPIJob {tenant.ns}/stash read at kubeflow.org/v2beta1: annotation " \
+            "trainop.kubeflow.org/v2beta1-fields is not JSON" in log, log
+    finally:
+        watch.kill()
 
 
 def test_the_manager_gave_the_crd_its_ca_as_the_installs_service_account(

@@ -455,3 +455,34 @@ def test_a_tiny_job_of_ten_thousand_workers_costs_the_manager_a_batch(
     peak = peak_rss_mib(manager.proc.pid)
     assert peak < before + 300, (before, peak)
     assert len(kube.names("pods")) == 4
+
+
+def test_a_pod_annotation_no_record_can_read_stops_no_other_namespace(
+        apiserver: TestAPIServer, kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    # a tenant's bare pod with trainop's labels and an attempt `str.isdigit()` takes but
+    # int() refuses: read before anything asks whose it is, in the first list of a manager
+    # over every namespace, and again in its watch
+    tenant = Kube(apiserver)
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "bait-worker-0", "namespace": tenant.ns, "labels": {
+            "training.kubeflow.org/job-name": "bait",
+            "training.kubeflow.org/replica-type": "worker",
+            "training.kubeflow.org/replica-index": "0"},
+        "annotations": {"trainop.kubeflow.org/attempt": "²",
+                        "trainop.kubeflow.org/attempt-released": "0"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    tenant.kubectl("apply", "-f", "-", input=json.dumps(bare))
+    try:
+        m = start_manager(namespace=False)  # ready: its caches synced past the pod
+        kube.apply(manifest("JAXJob", {"Worker": 1}, name="victim"))
+        kube.wait_pods(1)
+        tenant.kubectl("annotate", "pod", "bait-worker-0", "--overwrite",
+                       "trainop.kubeflow.org/attempt-released=³")
+        kube.set_all("Succeeded", exit_code=0)
+        kube.wait_condition("JAXJob", "victim", "Succeeded")
+        # read as a pod not restarted in place (a number is ASCII digits): nothing to
+        # skip, and never a lost connection
+        assert m.metric("trainop_informer_unreadable_objects_total", resource="pods") == 0
+        assert "pods: connection lost" not in m.log_path.read_text()
+    finally:
+        tenant.kubectl("delete", "pod", "bait-worker-0", "--wait=false")
