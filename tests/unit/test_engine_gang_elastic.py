@@ -89,8 +89,10 @@ def test_no_gang_no_pod_group() -> None:
 
 @pytest.mark.parametrize(("text", "value"), [
     ("1", Fraction(1)), ("500m", Fraction(1, 2)), ("1Gi", Fraction(2**30)),
-    ("2k", Fraction(2000)), ("1.5", Fraction(3, 2)), (3, Fraction(3)), ("1e3", Fraction(1000))],
-    ids=["1", "500m", "1Gi", "2k", "1.5", "int-3", "1e3"])
+    ("2k", Fraction(2000)), ("1.5", Fraction(3, 2)), (3, Fraction(3)), ("1e3", Fraction(1000)),
+    ("250n", Fraction(1, 4 * 10**6)), ("2u", Fraction(2, 10**6)), (".5", Fraction(1, 2)),
+    ("1E-2", Fraction(1, 100))],
+    ids=["1", "500m", "1Gi", "2k", "1.5", "int-3", "1e3", "250n", "2u", ".5", "1E-2"])
 def test_quantities(text: str | int, value: Fraction) -> None:
     assert quantity.parse(text) == value
 
@@ -100,6 +102,25 @@ def test_quantity_format_and_errors() -> None:
     assert quantity.fmt(Fraction(7)) == "7"
     with pytest.raises(ValueError):
         quantity.parse("lots")
+
+
+@pytest.mark.parametrize("text", ["1e999999999", "1e-999999999", "9" * 65, "1e" + "9" * 40,
+                                  "1.2.3", "1e", "²", "1 Gi"])
+def test_a_quantity_too_large_to_count_or_malformed_is_refused_at_once(text: str) -> None:
+    # the API server's schema takes 1e999999999 in a pod template: counted exactly, it
+    # would hold the manager for minutes
+    with pytest.raises(ValueError):
+        quantity.parse(text)
+
+
+def test_a_gang_of_a_template_asking_for_an_uncountable_amount_leaves_it_out() -> None:
+    huge = {"Worker": {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "i",
+        "resources": {"requests": {"cpu": "1e999999999", "memory": "1Gi"}}}]}}}}
+    c = Cluster(job("PyTorchJob", {"Worker": 2}, replica_extra=huge),
+                config=EngineConfig(gang_scheduler="volcano"))
+    c.step()
+    assert c.created["PodGroup/job"]["spec"]["minResources"] == {"memory": str(2 * 2**30)}
 
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {

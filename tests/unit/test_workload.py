@@ -240,10 +240,19 @@ def test_topology_assignment_gates_the_pods() -> None:
     assert infos["worker"].scheduling_gates == []
 
 
-def test_a_cluster_queue_name_no_label_can_hold_is_not_a_label() -> None:
+@pytest.mark.parametrize("name", ["Team.Queue", "queue²", "équipe", "-q", "q" * 64])
+def test_a_cluster_queue_name_no_label_can_hold_is_not_a_label(name: str) -> None:
     made = admitted_workload()
-    made["status"]["admission"]["clusterQueue"] = "Team.Queue"
+    made["status"]["admission"]["clusterQueue"] = name
     assert wl.CLUSTER_QUEUE_LABEL not in wl.admitted(made, FLAVORS)["master"].labels
+
+
+@pytest.mark.parametrize(("name", "valid"), [
+    ("high", True), ("team-a.high", True), ("a" * 63, True), ("..", False),
+    ("../../api/v1/secrets", False), ("x?watch=true", False), ("high²", False),
+    ("High", False), ("", False), ("a." * 127 + "a", False)])
+def test_dns_subdomains(name: str, valid: bool) -> None:
+    assert wl.dns_subdomain(name) is valid
 
 
 def test_a_workload_from_multikueue_marks_its_pods() -> None:
@@ -318,3 +327,14 @@ def test_an_elastic_jobs_workers_may_be_admitted_partly() -> None:
     made["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [
         {"name": "worker", "flavors": {}, "count": 3}]}}
     assert wl.admitted(made, {})["worker"].count == 3
+
+
+def test_a_workload_of_a_template_with_an_uncountable_quantity_compares_as_written() -> None:
+    huge = {"Worker": {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "i", "resources": {"requests": {"cpu": "1e999999999"}}}]}}}}
+    j = job("PyTorchJob", replica_extra=huge)
+    made = wl.desired(j, Priority())
+    assert wl.matches(j, made)
+    made["spec"]["podSets"][-1]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1e999999998"}}
+    assert not wl.matches(j, made)

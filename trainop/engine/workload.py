@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -267,8 +268,7 @@ def _semantic(value: Any) -> Any:
         out = {}
         for k, v in value.items():
             if k in ("limits", "requests") and isinstance(v, dict):
-                v = {r: quantity.parse(q) if isinstance(q, (int, float, str)) else q
-                     for r, q in v.items()}
+                v = {r: _amount(q) for r, q in v.items()}
             v = _semantic(v)
             if v not in (None, {}, []):
                 out[k] = v
@@ -276,6 +276,14 @@ def _semantic(value: Any) -> Any:
     if isinstance(value, list):
         return [_semantic(v) for v in value]
     return value
+
+
+def _amount(value: Any) -> Any:
+    """A quantity's amount, or `value` itself where it is none (compared as written)."""
+    try:
+        return quantity.parse(value) if isinstance(value, (int, float, str)) else value
+    except ValueError:
+        return value
 
 
 def condition(workload: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
@@ -364,9 +372,17 @@ def admitted(workload: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any
     return infos
 
 
+def dns_subdomain(value: str) -> bool:
+    """Whether `value` is a DNS-1123 subdomain (what most objects' names are)."""
+    return len(value) <= 253 and all(_dns_label(part) for part in value.split("."))
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
 def _dns_label(value: str) -> bool:
-    return 0 < len(value) <= 63 and value[0].isalnum() and value[-1].isalnum() and all(
-        c.islower() or c.isdigit() or c == "-" for c in value)
+    """Whether `value` is a DNS-1123 label (ASCII only: "é".islower() and "²".isdigit())."""
+    return _DNS_LABEL.fullmatch(value) is not None
 
 
 def apply(pod: dict[str, Any], info: PodSetInfo, where: str) -> None:
