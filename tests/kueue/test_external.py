@@ -353,6 +353,13 @@ def test_replicas_that_are_done_give_their_quota_to_the_next_job(
     assert released == [{"name": "worker", "count": 2}]
     wait_pods_of(kube, "next", 2)
     assert kube.get("pod", "first-master-0")["status"]["phase"] == "Running"
+    # their author deletes the workers that are done: their quota is the next job's now,
+    # so they are not made again (the status, counted from the pods, shows them gone)
+    kube.kubectl("delete", "pod", "first-worker-0", "first-worker-1")
+    wait_for("the first job's status without its workers", lambda: not kube.job(
+        "PyTorchJob", "first")["status"]["replicaStatuses"]["Worker"].get("succeeded")
+        or None)
+    assert [p["metadata"]["name"] for p in pods_of(kube, "first")] == ["first-master-0"]
 
 
 def test_an_elastic_job_admitted_partly_runs_the_workers_kueue_admitted(
@@ -411,3 +418,20 @@ def test_kueuectl_lists_stops_and_resumes_a_job_trainop_queues(
     kueuectl(external, "resume", "workload", made["metadata"]["name"], "-n", kube.ns)
     wait_pods_of(kube, "job", replicas)
     assert not kube.job("PaddleJob", "job")["spec"]["runPolicy"]["suspend"]
+
+
+@pytest.mark.parametrize("name", ["../../../../api/v1/namespaces/kube-system/secrets",
+                                  "x?watch=true"])
+def test_a_priority_class_name_is_never_a_path_of_the_authors_choosing(
+        ext_kube: Kube, ext_queues: Queues, name: str) -> None:
+    # the name is looked up to give the Workload its priority, as the manager's account:
+    # joined into the path as written it read every Secret, or held a watch open
+    kube, queues = ext_kube, ext_queues
+    queues.create(cpu="3")
+    kube.apply(queued("PyTorchJob", "sly", spec={"runPolicy": {"schedulingPolicy": {
+        "priorityClass": name}}}))
+    told = wait_for("the job told why it has no Workload", lambda: next(
+        (m for r, m in events(kube, "sly") if r == "FailedToCreateWorkload"), None))
+    assert told == f"priority class {name!r} is not a valid name"
+    assert queues.workload("PyTorchJob", "sly") is None
+    assert pods_of(kube, "sly") == []

@@ -619,3 +619,15 @@ def test_pods_are_found_by_their_node_from_their_binding_until_they_go() -> None
     kept = pods.get("ns/j-worker-0")
     assert kept is not None and kept.meta.owner_key
     assert [p.meta.name for p in pods.owned_by(kept.meta.owner_key)] == ["j-worker-0"]
+
+
+def test_a_name_is_one_segment_of_a_path_whatever_its_author_wrote() -> None:
+    from trainop.api.resources import PODS
+    from trainop.cluster.kueue import PRIORITY_CLASSES
+
+    assert PODS.path("team-a", "job-worker-0") == "/api/v1/namespaces/team-a/pods/job-worker-0"
+    assert PRIORITY_CLASSES.path(name="../../api/v1/secrets?watch=true#x") == \
+        "/apis/scheduling.k8s.io/v1/priorityclasses/..%2F..%2Fapi%2Fv1%2Fsecrets%3Fwatch%3Dtrue%23x"
+    for name in (".", ".."):
+        with pytest.raises(ValueError, match="is no object's name"):
+            PRIORITY_CLASSES.path(name=name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from trainop.api.kinds import GROUP, KINDS, VERSION
 
@@ -26,15 +27,26 @@ class Resource:
 
     def path(self, namespace: str | None = None, name: str | None = None,
              sub: str | None = None) -> str:
+        """The API path of the resource, of a namespace's, or of one object; the names are
+        one segment each, whatever a job's author wrote in them."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
+            base += f"/namespaces/{_segment(namespace)}"
         base += f"/{self.plural}"
         if name:
-            base += f"/{name}"
+            base += f"/{_segment(name)}"
         if sub:
             base += f"/{sub}"
         return base
+
+
+def _segment(name: str) -> str:
+    """`name` as one segment of a path, quoted (no `/`, `?` or `#` of it reaches the URL);
+    ValueError for `.` and `..`, which would move up the path (no object has such a name:
+    the API server's IsValidPathSegmentName)."""
+    if name in (".", ".."):
+        raise ValueError(f"{name!r} is no object's name")
+    return quote(name, safe="")
 
 
 PODS = Resource("", "v1", "pods", "Pod")

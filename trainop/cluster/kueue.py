@@ -193,6 +193,9 @@ class Queueing:
             return Priority("WorkloadPriorityClass", wpc, int(found.get("value") or 0))
         name = wl.priority_class_name(written)
         if name:
+            if not wl.dns_subdomain(name):
+                # its author's text, never a path of the manager's choosing
+                raise WorkloadError(f"priority class {name[:64]!r} is not a valid name")
             found = await self.client.get(PRIORITY_CLASSES.path(name=name))
             return Priority("PriorityClass", name, int(found.get("value") or 0))
         listed = await self.client.get(PRIORITY_CLASSES.path())
