@@ -271,3 +271,30 @@ def test_a_body_holds_its_share_until_answered_and_a_hang_up_cancels_its_request
         assert listener.bodies.taken == 0 and listener.open == 0
         await listener.cleanup()
     asyncio.run(scenario())
+
+
+def test_an_answer_left_unread_is_dropped_at_the_deadline_and_frees_its_share() -> None:
+    async def scenario() -> None:
+        limits = ConnectionLimits(request_timeout=1, max_body=100_000, body_budget=300_000,
+                                  body_budget_per_source=200_000)
+        app = web.Application()
+
+        async def large(request: web.Request) -> web.Response:
+            await request.read()
+            return web.Response(body=b"z" * 64 * 2**20)  # past every socket buffer
+        app.router.add_post("/", large)
+        listener = await serve("test", app, "127.0.0.1", 0, None, limits)
+        slow = await listener_too_slow()
+        _, writer = await connect(listener.port)
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" +
+                     b"x" * 100_000)
+        await asyncio.sleep(0.5)
+        # the answer is being written: the request's share is held until it is
+        assert listener.bodies.taken == 100_000
+        # never read: the connection goes at the deadline, and the share with it
+        await asyncio.sleep(2)
+        assert listener.bodies.taken == 0 and listener.open == 0
+        assert await listener_too_slow() - slow == 1
+        writer.close()
+        await listener.cleanup()
+    asyncio.run(scenario())

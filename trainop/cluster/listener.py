@@ -32,7 +32,8 @@ EVICTED = Counter("trainop_connections_evicted_total",
                   "Connections closed to make room for an address holding fewer, when the "
                   "server had its maximum open", ["server"])
 TOO_SLOW = Counter("trainop_requests_too_slow_total",
-                   "Connections closed because a request did not arrive whole in time",
+                   "Connections closed because a request did not arrive whole in time, or "
+                   "its answer was left unread",
                    ["server"])
 READ_SIZE = 64 * 2**10
 
@@ -50,7 +51,8 @@ class ConnectionLimits:
     """Seconds a client has to complete the TLS handshake."""
     request_timeout: float = 10.0
     """Seconds from a request's first byte until its headers and body are in (the API
-    server gives a webhook at most 30 s in all, 10 s by default)."""
+    server gives a webhook at most 30 s in all, 10 s by default); and seconds a client may
+    leave our answer unread once its buffers are full."""
     idle_timeout: float = 30.0
     """Seconds a connection may wait for a request, before the first and between them."""
     max_body: int = 4 * 2**20
@@ -80,6 +82,8 @@ class _Gate(asyncio.Protocol):
         """Armed by a request's first byte, until the request is read whole."""
         self.handling: asyncio.Task[Any] | None = None
         """The task serving this connection's request, from its body until its answer."""
+        self.stalled: asyncio.TimerHandle | None = None
+        """Armed while the client does not read what we write (its buffers are full)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self.upgrade is not None:
@@ -130,6 +134,7 @@ class _Gate(asyncio.Protocol):
 
     def _release(self) -> None:
         self.request_read()
+        self._unstall()
         if self.handling is not None:
             # a request whose client is gone: its body, its wait for a share of the budget
             # or for whatever its handler waits for, are for nobody
@@ -175,12 +180,23 @@ class _Gate(asyncio.Protocol):
         return self.inner.eof_received() if self.inner is not None else None
 
     def pause_writing(self) -> None:
+        # a client that does not read its answer holds it in our buffers: it has as long
+        # to read on as a request has to arrive
+        if self.stalled is None:
+            self.stalled = asyncio.get_running_loop().call_later(
+                self.listener.limits.request_timeout, self._too_slow)
         if self.inner is not None:
             self.inner.pause_writing()
 
     def resume_writing(self) -> None:
+        self._unstall()
         if self.inner is not None:
             self.inner.resume_writing()
+
+    def _unstall(self) -> None:
+        if self.stalled is not None:
+            self.stalled.cancel()
+            self.stalled = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()
@@ -303,7 +319,13 @@ def _read_whole(listener: Listener) -> Any:
                 await request.read()  # kept by the request: the handler's read is free
                 if gate is not None:
                     gate.request_read()
-                return await handler(request)
+                response = await handler(request)
+                # written here, within the share: an answer is about as large as its
+                # request (a review, a converted job), and a client that does not read it
+                # holds it until the write deadline (_Gate.pause_writing)
+                await response.prepare(request)
+                await response.write_eof()
+                return response
         finally:
             if gate is not None:
                 gate.handling = None
