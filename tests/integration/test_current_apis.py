@@ -73,7 +73,7 @@ def test_the_client_logs_each_warning_it_is_sent_once(apiserver: TestAPIServer,
             "seccomp.security.alpha.kubernetes.io/pod": "runtime/default"}},
         "spec": {"containers": [{"name": "c", "image": "x"}]}}
 
-    async def create_twice() -> set[str]:
+    async def create_twice() -> dict[str, None]:
         client = Client(from_kubeconfig(str(apiserver.kubeconfig)))
         try:
             for _ in range(2):  # a dry run: nothing is stored

@@ -54,6 +54,21 @@ def test_queue_add_after_waits() -> None:
     assert 0.15 < run(scenario()) < 2  # type: ignore[operator]
 
 
+def test_a_key_asked_for_later_again_and_again_waits_once_for_the_earliest() -> None:
+    async def scenario() -> None:
+        q = WorkQueue("t")
+        for i in range(10_000):  # a sync asking for a look later, each time its job changes
+            q.add_after("a", 60 + i)
+        q.add_after("a", 0.1)
+        q.add_after("a", 30)
+        assert len(q._later) == 2  # held: the first time asked, and the earliest
+        assert await asyncio.wait_for(q.get(), 5) == "a"
+        q.done("a")
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(q.get(), 0.5)  # once: the later times went with it
+    run(scenario())
+
+
 def test_queue_retries_back_off_exponentially_and_forget_resets() -> None:
     async def scenario() -> list[float]:
         q = WorkQueue("t", base_delay=0.05)
@@ -631,3 +646,29 @@ def test_a_name_is_one_segment_of_a_path_whatever_its_author_wrote() -> None:
     for name in (".", ".."):
         with pytest.raises(ValueError, match="is no object's name"):
             PRIORITY_CLASSES.path(name=name)
+
+
+def test_the_warnings_remembered_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
+    # the API server's warnings may quote what a job's author wrote: one per pod made
+    from trainop.cluster.client import WARNINGS_KEPT, Client
+    from trainop.cluster.config import ClusterConfig
+
+    class Headers:
+        def __init__(self, text: str):
+            self.text = text
+
+        def getall(self, name: str, default: list[str]) -> list[str]:
+            return [f'299 - "{self.text}"']
+
+    client = Client(ClusterConfig(server="http://127.0.0.1:1"))
+    with caplog.at_level("WARNING", "trainop.client"):
+        for i in range(WARNINGS_KEPT * 4):
+            client._note_warnings(Headers(f"fractional byte value {i}m"), "POST", "/p")
+        client._note_warnings(Headers("fractional byte value 1m"), "POST", "/p")
+    assert len(client.warnings) == WARNINGS_KEPT
+    assert len(caplog.records) == WARNINGS_KEPT * 4 + 1  # one forgotten is told again
+    caplog.clear()
+    with caplog.at_level("WARNING", "trainop.client"):
+        client._note_warnings(Headers(f"fractional byte value {WARNINGS_KEPT * 4 - 1}m"),
+                              "POST", "/p")
+    assert caplog.records == []  # one still remembered is told once only

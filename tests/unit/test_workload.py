@@ -98,6 +98,8 @@ def test_topology_request_reads_the_annotations_in_kueues_order() -> None:
     ({wl.SLICE_REQUIRED_TOPOLOGY: "r", wl.SLICE_SIZE: "2147483648"}, "is not an int32"),
     ({wl.SLICE_CONSTRAINTS: "[{"}, "not JSON"),
     ({wl.SLICE_CONSTRAINTS: "[]"}, "1 to 3 layers"),
+    ({wl.SLICE_CONSTRAINTS: "[1, 2]"}, "1 to 3 layers"),
+    ({wl.SLICE_CONSTRAINTS: "[" * 100_000 + "]" * 100_000}, "not JSON"),
 ])
 def test_an_annotation_kueue_cannot_parse_is_refused(annotations: dict[str, str],
                                                      said: str) -> None:

@@ -28,6 +28,8 @@ MAX_IN_FLIGHT = 32
 """Requests in flight at once. Each is a TLS connection of about 300 KiB (asyncio's read
 buffer is 256 KiB): 32 cost half the memory of 64, and the API server makes no more
 objects a second with 64 (bench/README.md)."""
+WARNINGS_KEPT = 256
+"""Distinct API server warnings remembered (logged once each while remembered)."""
 
 
 class APIError(Exception):
@@ -189,14 +191,17 @@ class Client:
         # Requests in flight are bounded here; watches hold a connection each on top.
         self._in_flight = asyncio.Semaphore(max_connections)
         self._session: aiohttp.ClientSession | None = None
-        self.warnings: set[str] = set()
-        """Every distinct warning the API server has sent (each is logged once)."""
+        self.warnings: dict[str, None] = {}
+        """The distinct warnings the API server has sent, the newest WARNINGS_KEPT (each
+        logged once while kept: a warning may quote what a job's author wrote)."""
 
     def _note_warnings(self, headers: Any, method: str, path: str) -> None:
         # client-go prints each warning it is sent; once per text is enough to act on
         for text in warning_texts(headers.getall("Warning", [])):
             if text not in self.warnings:
-                self.warnings.add(text)
+                self.warnings[text] = None
+                if len(self.warnings) > WARNINGS_KEPT:
+                    del self.warnings[next(iter(self.warnings))]
                 log.warning("API server warning on %s %s: %s", method, path.split("?")[0],
                             text)
 

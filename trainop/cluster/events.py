@@ -19,6 +19,9 @@ from trainop.engine.labels import controller_name
 
 log = logging.getLogger("trainop.events")
 BACKLOG = 2000
+PER_NAMESPACE = BACKLOG // 10
+"""Of the backlog, events of one namespace waiting at most: a namespace telling a storm
+sheds its own events, not everyone's."""
 SENDERS = 4
 """Events go out through a few senders: they never crowd out the pods and status writes
 a job is waiting for, and when the API server falls behind they are what is shed."""
@@ -37,6 +40,8 @@ class EventRecorder:
         self._queue: asyncio.Queue[tuple[dict[str, Any], Event]] = asyncio.Queue(BACKLOG)
         self._senders: list[asyncio.Task[None]] = []
         self._last_drop_log = 0.0
+        self._waiting: dict[str, int] = {}
+        """Events waiting, by namespace."""
 
     def record(self, job: dict[str, Any], event: Event) -> None:
         meta = job.get("metadata") or {}
@@ -47,22 +52,34 @@ class EventRecorder:
             self._senders = [loop.create_task(self._sender()) for _ in range(SENDERS)]
         involved = {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"),
                     **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")}}
+        ns = str(involved["namespace"])
         try:
+            if self._waiting.get(ns, 0) >= PER_NAMESPACE:
+                raise asyncio.QueueFull
             self._queue.put_nowait((involved, event))
+            self._waiting[ns] = self._waiting.get(ns, 0) + 1
         except asyncio.QueueFull:
             EVENTS_RECORDED.labels("dropped").inc()
             if time.monotonic() - self._last_drop_log > 60:
                 self._last_drop_log = time.monotonic()
-                log.warning("the API server is not keeping up with events: %d waiting, "
-                            "dropping new ones (trainop_events_total{outcome=\"dropped\"})",
-                            BACKLOG)
+                log.warning("the API server is not keeping up with events: %d waiting, %d "
+                            "of namespace %s; dropping new ones (trainop_events_total"
+                            "{outcome=\"dropped\"})", self._queue.qsize(),
+                            self._waiting.get(ns, 0), ns)
 
     async def _sender(self) -> None:
         while True:
             involved, event = await self._queue.get()
+            ns = str(involved["namespace"])
             try:
                 await self._send(involved, event)
+            except Exception:  # one event's fault must not stop a sender for good
+                EVENTS_RECORDED.labels("failed").inc()
+                log.exception("event not recorded")
             finally:
+                self._waiting[ns] -= 1
+                if not self._waiting[ns]:
+                    del self._waiting[ns]
                 self._queue.task_done()
 
     async def _send(self, involved: dict[str, Any], event: Event) -> None:

@@ -52,6 +52,9 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._failures: dict[str, int] = {}
         self._later: list[tuple[float, int, str]] = []
+        self._due_at: dict[str, float] = {}
+        """When each key in `_later` is due: one time a key, the earliest asked for (a key
+        asked for again and again adds nothing, as client-go's waitingForQueue)."""
         self._seq = itertools.count()
         self._ready = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
@@ -84,7 +87,11 @@ class WorkQueue:
         if delay <= 0:
             self.add(key)
             return
-        heapq.heappush(self._later, (time.monotonic() + delay, next(self._seq), key))
+        due = time.monotonic() + delay
+        if self._due_at.get(key, due + 1) <= due:
+            return
+        self._due_at[key] = due
+        heapq.heappush(self._later, (due, next(self._seq), key))
         self._arm()
 
     def add_rate_limited(self, key: str) -> None:
@@ -113,7 +120,10 @@ class WorkQueue:
         self._timer = None
         now = time.monotonic()
         while self._later and self._later[0][0] <= now:
-            _, _, key = heapq.heappop(self._later)
+            due, _, key = heapq.heappop(self._later)
+            if self._due_at.get(key) != due:
+                continue  # made earlier since: that entry is the one
+            del self._due_at[key]
             self.add(key)
         self._arm()
 

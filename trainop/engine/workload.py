@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from trainop.api import Job
 from trainop.api.numbers import go_int
@@ -126,10 +127,12 @@ def topology_request(annotations: Mapping[str, str]) -> dict[str, Any]:
                                             annotations[UNCONSTRAINED_TOPOLOGY])
     if SLICE_CONSTRAINTS in annotations:
         try:
-            layers = json.loads(annotations[SLICE_CONSTRAINTS])
+            # (orjson refuses past 1,024 levels; Python's json would overflow its stack)
+            layers = orjson.loads(annotations[SLICE_CONSTRAINTS])
         except ValueError as e:
             raise WorkloadError(f"{SLICE_CONSTRAINTS}: not JSON ({e})") from None
-        if not isinstance(layers, list) or not 1 <= len(layers) <= 3:
+        if not isinstance(layers, list) or not 1 <= len(layers) <= 3 or not all(
+                isinstance(layer, dict) for layer in layers):
             raise WorkloadError(f"{SLICE_CONSTRAINTS}: must list 1 to 3 layers")
         request["podsetSliceRequiredTopologyConstraints"] = layers
     elif SLICE_REQUIRED_TOPOLOGY in annotations and SLICE_SIZE in annotations:
