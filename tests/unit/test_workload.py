@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -169,9 +170,11 @@ def made_for(kind: str = "PyTorchJob", **kw: Any) -> tuple[Any, dict[str, Any]]:
     return j, wl.desired(j, Priority())
 
 
-def test_a_workload_matches_its_job_until_counts_or_containers_change() -> None:
+@pytest.mark.parametrize("cached", [dict, wl.slim], ids=["whole", "as-cached"])
+def test_a_workload_matches_its_job_until_counts_or_containers_change(
+        cached: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     j, made = made_for()
-    assert wl.matches(j, made)
+    assert wl.matches(j, cached(made))
     # Kubernetes' semantic equality: quantities by amount, empty as missing
     container = made["spec"]["podSets"][1]["template"]["spec"]["containers"][0]
     for form in ("1", "1000m"):
@@ -180,29 +183,31 @@ def test_a_workload_matches_its_job_until_counts_or_containers_change() -> None:
             "requests": {"cpu": form}}
         k = job("PyTorchJob", replica_extra={"Worker": {"template": {"spec": {
             "containers": [{**container, "resources": {"requests": {"cpu": "1"}}}]}}}})
-        assert wl.matches(k, other)
+        assert wl.matches(k, cached(other))
     other = copy.deepcopy(made)
     other["spec"]["podSets"][1]["template"]["spec"]["containers"][0]["env"] = []
-    assert wl.matches(j, other)
+    assert wl.matches(j, cached(other))
     # not the job's: another count, image, owner, UID or maximum execution time
-    assert not wl.matches(job("PyTorchJob", {"Master": 1, "Worker": 3}), made)
+    assert not wl.matches(job("PyTorchJob", {"Master": 1, "Worker": 3}), cached(made))
     other = copy.deepcopy(made)
     other["spec"]["podSets"][1]["template"]["spec"]["containers"][0]["image"] = "x"
-    assert not wl.matches(j, other)
-    assert not wl.matches(job("PyTorchJob", name="another"), made)
-    assert not wl.matches(job("PyTorchJob", uid="uid-2"), made)
+    assert not wl.matches(j, cached(other))
+    assert not wl.matches(job("PyTorchJob", name="another"), cached(made))
+    assert not wl.matches(job("PyTorchJob", uid="uid-2"), cached(made))
     other = copy.deepcopy(made)
     other["spec"]["maximumExecutionTimeSeconds"] = 60
-    assert not wl.matches(j, other)
+    assert not wl.matches(j, cached(other))
 
 
-def test_tolerations_count_only_until_admission() -> None:
+@pytest.mark.parametrize("cached", [dict, wl.slim], ids=["whole", "as-cached"])
+def test_tolerations_count_only_until_admission(
+        cached: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     j, made = made_for()
     other = copy.deepcopy(made)
     other["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = [{"key": "k"}]
-    assert not wl.matches(j, other)
+    assert not wl.matches(j, cached(other))
     other["status"] = {"conditions": [{"type": "Admitted", "status": "True"}]}
-    assert wl.matches(j, other)
+    assert wl.matches(j, cached(other))
 
 
 FLAVORS: dict[str, dict[str, Any]] = {"spot": {"nodeLabels": {"pool": "spot"}, "tolerations": [
@@ -340,3 +345,19 @@ def test_a_workload_of_a_template_with_an_uncountable_quantity_compares_as_writt
     made["spec"]["podSets"][-1]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"cpu": "1e999999998"}}
     assert not wl.matches(j, made)
+
+
+def test_the_cache_keeps_a_workload_without_its_templates() -> None:
+    huge = {"Worker": {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "i", "env": [{"name": f"V{i}", "value": "x" * 1000}
+                                                  for i in range(1300)]}]}}}}
+    j = job("PyTorchJob", replica_extra=huge)
+    made = wl.desired(j, Priority())
+    made["metadata"]["managedFields"] = [{"manager": "kueue", "fieldsV1": {"f:spec": {}}}]
+    kept = wl.slim(made)
+    assert len(json.dumps(kept)) < 5_000 < 1_300_000 < len(json.dumps(made))
+    assert "managedFields" not in kept["metadata"]
+    assert [sorted(ps) for ps in kept["spec"]["podSets"]] == [
+        sorted([k for k in ps if k != "template"] + [wl.DIGESTS])
+        for ps in made["spec"]["podSets"]]
+    assert made["spec"]["podSets"][0]["template"]  # the Workload given is left as it was

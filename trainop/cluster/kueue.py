@@ -44,14 +44,15 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 @dataclass(slots=True)
 class WorkloadRecord:
-    """A Workload as the cache keeps it (small: its pod sets' templates and status)."""
+    """A Workload as the cache keeps it: all but its pod sets' templates, which only
+    digests of what is compared of them stand for (workload.slim)."""
 
     meta: Meta
     obj: dict[str, Any]
 
 
 def workload_record(obj: dict[str, Any]) -> WorkloadRecord:
-    return WorkloadRecord(meta_of(obj), obj)
+    return WorkloadRecord(meta_of(obj), wl.slim(obj))
 
 
 @dataclass(slots=True)

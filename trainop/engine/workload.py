@@ -252,16 +252,48 @@ def matches(job: Job, workload: Mapping[str, Any]) -> bool:
     mine, theirs = pod_sets(job), spec.get("podSets") or []
     if len(mine) != len(theirs):
         return False
-    fields = ("initContainers", "containers") if is_admitted(workload) else \
-        ("tolerations", "initContainers", "containers")
+    fields = COMPARED[1:] if is_admitted(workload) else COMPARED
     for a, b in zip(mine, theirs, strict=True):
         if a["count"] != b.get("count") or a.get("minCount") != b.get("minCount"):
             return False
-        pa, pb = (a.get("template") or {}).get("spec") or {}, \
-            (b.get("template") or {}).get("spec") or {}
-        if any(_semantic(pa.get(f)) != _semantic(pb.get(f)) for f in fields):
+        if any(_compared(a, f) != _compared(b, f) for f in fields):
             return False
     return True
+
+
+COMPARED = ("tolerations", "initContainers", "containers")
+"""What of a pod set's template `matches` compares (tolerations only before admission)."""
+DIGESTS = "trainop.kubeflow.org/compared"
+"""In a slim pod set (`slim`), in place of its template: a digest of each COMPARED field."""
+
+
+def slim(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """`workload` as the cache keeps it: each pod set's template (a job's may be 1.5 MiB,
+    five times that decoded) replaced by digests of what `matches` compares of it, and no
+    managedFields."""
+    out = dict(workload)
+    meta = out.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    spec = out.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("podSets"), list):
+        out["spec"] = {**spec, "podSets": [
+            {**{k: v for k, v in ps.items() if k != "template"},
+             DIGESTS: {f: _compared(ps, f) for f in COMPARED}} if isinstance(ps, dict) else ps
+            for ps in spec["podSets"]]}
+    return out
+
+
+def _compared(pod_set: Mapping[str, Any], field: str) -> str:
+    """A digest of `field` of the pod set's template as Kubernetes' semantic equality sees
+    it (a slim pod set carries it already)."""
+    digests = pod_set.get(DIGESTS)
+    if isinstance(digests, dict) and field in digests:
+        return str(digests[field])
+    spec = ((pod_set.get("template") or {}).get("spec") or {})
+    value = _semantic(spec.get(field)) if isinstance(spec, dict) else None
+    return hashlib.sha256(orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS)
+                          ).hexdigest()
 
 
 def _semantic(value: Any) -> Any:
