@@ -4,8 +4,10 @@
 ARG BASE=python:3.11.11-slim-bookworm
 FROM ${BASE}
 
+# MALLOC_ARENA_MAX: glibc's arenas, one per thread that parses and plans jobs by default,
+# each keep the peak a large job's parse left (bench/results/unstartable.md)
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 MALLOC_ARENA_MAX=2
 
 WORKDIR /src
 # The same pinned requirements as everywhere else: they live in pyproject.toml.

@@ -28,6 +28,7 @@ from trainop.frameworks import framework_for
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
+os.environ.setdefault("MALLOC_ARENA_MAX", "2")  # the manager runs as its image runs it
 CONCURRENCY = MAX_IN_FLIGHT
 """Requests in flight at most: the manager's client default, and so the bare client's."""
 

@@ -672,3 +672,20 @@ def test_the_warnings_remembered_are_bounded(caplog: pytest.LogCaptureFixture) -
         client._note_warnings(Headers(f"fractional byte value {WARNINGS_KEPT * 4 - 1}m"),
                               "POST", "/p")
     assert caplog.records == []  # one still remembered is told once only
+
+
+@pytest.mark.parametrize(("path", "resource"), [
+    ("/api/v1/namespaces/ns/pods", "pods"),
+    ("/api/v1/namespaces/ns/pods/p-0/status", "pods/status"),
+    ("/apis/kubeflow.org/v1/namespaces/ns/pytorchjobs/j?watch=true", "pytorchjobs"),
+    ("/api/v1/namespaces/ns", "namespaces"),
+    ("/api/v1/nodes/node-1", "nodes"),
+    # a name its author chose is never a label value: one series, whatever the name
+    ("/apis/scheduling.k8s.io/v1/priorityclasses/anything-at-all", "priorityclasses"),
+    ("/apis/kueue.x-k8s.io/v1beta2/workloadpriorityclasses/w/status",
+     "workloadpriorityclasses/status"),
+])
+def test_the_resource_a_request_is_counted_under(path: str, resource: str) -> None:
+    from trainop.cluster.client import resource_of
+
+    assert resource_of(path) == resource

@@ -172,12 +172,14 @@ def _namespace_of(path: str) -> str:
     return parts[parts.index("namespaces") + 1] if "namespaces" in parts[:-1] else ""
 
 
-def _resource_of(path: str) -> str:
+def resource_of(path: str) -> str:
+    """The resource (and subresource) an API path names, for a metric's label: never an
+    object's name, which a job's author may choose (a series each)."""
     parts = [p for p in path.split("?")[0].split("/") if p]
-    if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
-        i = parts.index("namespaces") + 2
-        return "/".join(parts[i:i + 1] + parts[i + 2:i + 3])
-    return parts[-1] if parts else ""
+    rest = parts[3 if parts[:1] == ["apis"] else 2:]  # past /apis/GROUP/VERSION or /api/v1
+    if len(rest) > 2 and rest[0] == "namespaces":
+        rest = rest[2:]  # a namespace's resource, not the namespace itself
+    return "/".join(rest[:1] + rest[2:3])
 
 
 class Client:
@@ -247,7 +249,7 @@ class Client:
                 headers=self._headers(content_type),
                 timeout=aiohttp.ClientTimeout(total=60),
             ) as resp:
-                API_REQUESTS.labels(verb, _resource_of(path), str(resp.status)).inc()
+                API_REQUESTS.labels(verb, resource_of(path), str(resp.status)).inc()
                 status, raw = resp.status, await resp.read()
                 retry_after = resp.headers.get("Retry-After", "")
                 self._note_warnings(resp.headers, method, path)
@@ -295,7 +297,7 @@ class Client:
             self.config.server + path, params=params, headers=self._headers(),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout),
         ) as resp:
-            API_REQUESTS.labels("watch", _resource_of(path), str(resp.status)).inc()
+            API_REQUESTS.labels("watch", resource_of(path), str(resp.status)).inc()
             self._note_warnings(resp.headers, "WATCH", path)
             if resp.status >= 400:
                 raw = await resp.read()

@@ -216,14 +216,17 @@ class Queueing:
             self.tell_kept_by_another(written, obj, theirs)
             return job
         state, now = job_state(job), wallclock.now()
-        try:
-            step = queueing.decide(written, state, workloads, wl.desired(written, Priority()),
+
+        def decide(priority: Priority) -> queueing.Step:
+            # in a worker thread: building and comparing the pod sets of a job of 1.5 MiB
+            # takes a while, which probes, the lease and watches need not wait for
+            return queueing.decide(written, state, workloads, wl.desired(written, priority),
                                    wait_for_pods_ready=True, now=now)
+        try:
+            step = await asyncio.to_thread(decide, Priority())
             if step.create is not None or step.replace_spec:
                 # a Workload to write: with its priority, looked up only then
-                step = queueing.decide(written, state, workloads,
-                                       wl.desired(written, await self.priority(written)),
-                                       wait_for_pods_ready=True, now=now)
+                step = await asyncio.to_thread(decide, await self.priority(written))
         except WorkloadError as err:
             self.recorder.record(obj, Event("Warning", "FailedToCreateWorkload", str(err)))
             return None
