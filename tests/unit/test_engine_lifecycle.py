@@ -1114,6 +1114,19 @@ def test_a_huge_job_is_planned_in_bounded_batches() -> None:
     assert len(names) == len(set(names))  # the second batch goes on where the first ended
 
 
+def test_a_job_of_a_large_template_is_planned_in_bounded_batches() -> None:
+    # a 1 MB template (arguments, not environment) copied into 500 pods is half a GiB of
+    # JSON in one plan, several GiB decoded: one plan holds about 32 MiB of it
+    args = ["x" * 1000] * 1000
+    c = Cluster(job("JAXJob", {"Worker": 500}, replica_extra={"Worker": {"template": {
+        "spec": {"containers": [{"name": "jax", "image": "i", "args": args}]}}}}))
+    plan = c.step()
+    pods = [o for o in plan.create if o["kind"] == "Pod"]
+    size = sum(len(orjson.dumps(p)) for p in pods)
+    assert 28 * 2**20 < size <= 36 * 2**20, size
+    assert plan.requeue_after == 0  # the next batch once the cache shows this one
+
+
 def test_every_replica_of_a_big_job_is_made_once_across_batches() -> None:
     c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1_199}))
     while c.step().create:

@@ -45,10 +45,12 @@ PLAN_OBJECTS = 500
 """Pods and services one plan makes at most; the next plan, once the cache shows these,
 makes the next ones. A job of 10,000 replicas costs the manager one batch at a time."""
 PLAN_BYTES = 32 * 2**20
-"""Bytes of environment one plan's pods hold at most: TF_CONFIG names every replica, so
-10,000 workers give each pod a 311 KiB variable (3 GiB for all at once)."""
+"""Bytes of template and environment one plan's pods hold at most: TF_CONFIG names every
+replica, so 10,000 workers give each pod a 311 KiB variable (3 GiB for all at once), and a
+template may hold a megabyte of arguments or volumes, copied into each pod."""
 OBJECT_BYTES = 2**10
-"""What a pod or service costs besides its environment, as the budget counts."""
+"""What a pod or service costs besides its template and environment, as the budget
+counts."""
 
 
 def _env_bytes(pod: dict[str, Any]) -> int:
@@ -81,6 +83,8 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     # pods that restart in place are made for the job's attempt (engine/inplace.py)
     attempt = inplace.attempts(live) if inplace.applies(job, live, fw, config) else None
     reclaimed = dict(observed.reclaimed)
+    template_bytes = {rtype: len(orjson.dumps(spec.template or {}))
+                      for rtype, spec in job.spec.replica_specs.items()}
     for rtype, n in resolve(job).replicas.items():
         may = not out.held and (fw.launcher is None
                                 or fw.launcher.may_create(job, rtype, observed))
@@ -112,7 +116,7 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                     inplace.decorate(pod, config, attempt)
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))
-                spent += OBJECT_BYTES + _env_bytes(pod)
+                spent += OBJECT_BYTES + template_bytes.get(rtype, 0) + _env_bytes(pod)
     out.replicas.extend(jobs)  # after the pods, as mpi-operator makes its launcher Job
     return out
 
