@@ -89,16 +89,39 @@ def test_queue_retries_back_off_exponentially_and_forget_resets() -> None:
     assert d[0] < d[1] < d[2] and d[2] >= 0.19 and d[3] < 0.15, d  # type: ignore[index,operator]
 
 
-def test_queue_overall_retry_rate_is_bounded() -> None:
+def test_queue_retry_rate_of_a_namespace_is_bounded() -> None:
     async def scenario() -> float:
         q = WorkQueue("t", base_delay=0.0, qps=20, burst=5)
         start = time.monotonic()
         for i in range(15):
-            q.add_rate_limited(f"k{i}")
+            q.add_rate_limited(f"ns/k{i}")
         for _ in range(15):
             await q.get()
         return time.monotonic() - start
     assert run(scenario()) >= 0.4  # type: ignore[operator]  # 10 past the burst at 20/s
+
+
+def test_one_namespaces_failing_keys_do_not_hold_back_anothers_retry() -> None:
+    async def scenario() -> list[str]:
+        q = WorkQueue("t", base_delay=0.0, qps=10, burst=5)
+        for i in range(1000):  # 100 s of retries at 10/s, were the bucket shared
+            q.add_rate_limited(f"storm/j{i}")
+        q.add_rate_limited("quiet/j")
+        return [await asyncio.wait_for(q.get(), 2) for _ in range(2)]
+    assert "quiet/j" in run(scenario())  # type: ignore[operator]
+
+
+def test_the_retry_buckets_of_namespaces_kept_are_bounded() -> None:
+    from trainop.cluster.workqueue import BUCKETS_KEPT
+
+    async def scenario() -> int:
+        q = WorkQueue("t", base_delay=0.0, qps=10, burst=5)
+        for i in range(BUCKETS_KEPT):
+            q.add_rate_limited(f"ns{i}/j")
+        await asyncio.sleep(0.3)  # each refilled its one token
+        q.add_rate_limited("one-more/j")
+        return len(q._buckets)
+    assert run(scenario()) == 1
 
 
 def test_plain_adds_are_not_rate_limited() -> None:

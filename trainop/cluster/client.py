@@ -89,6 +89,10 @@ class TokenBucket:
         self.tokens -= 1
         return 0.0 if self.tokens >= 0 else -self.tokens / self.qps
 
+    def full(self) -> bool:
+        """Whether as many tokens are saved up as there can be (none taken lately)."""
+        return self.ready() and self.tokens >= self.burst
+
     def ready(self) -> bool:
         """Whether a token is there now (none is taken)."""
         now = time.monotonic()

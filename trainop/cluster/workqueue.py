@@ -1,7 +1,9 @@
 """A rate-limited work queue of job keys, as client-go's: a key is queued once however
 often it is added, is never handed to two workers at once, and can be added after a delay.
-Retries (add_rate_limited) wait the longer of a per-key exponential back-off and an
-overall token bucket (10/s, burst 100); ordinary adds are not rate limited.
+Retries (add_rate_limited) wait the longer of a per-key exponential back-off and a token
+bucket (10/s, burst 100) of the key's namespace (client-go's is one for all: a namespace
+whose thousand jobs fail would push every other namespace's retries back by 100 s);
+ordinary adds are not rate limited.
 
 Unlike client-go's, keys are handed out by fair share among namespaces (fairqueue): the
 next key is the oldest of the namespace with keys waiting that has kept the workers busy
@@ -23,6 +25,8 @@ from trainop.cluster.client import REQUEST_ERRORS, TokenBucket
 from trainop.cluster.fairqueue import QUIET_CREDIT_SECONDS, FairQueue
 
 log = logging.getLogger("trainop.controller")
+BUCKETS_KEPT = 1000
+"""Namespaces' retry buckets kept before those that are full again go."""
 
 
 class WorkQueue:
@@ -45,7 +49,9 @@ class WorkQueue:
             lambda: max((time.monotonic() - t for t in self._started_at.values()), default=0.0))
         self.base_delay = base_delay
         self.max_delay = max_delay
-        self._bucket = TokenBucket(qps, burst)
+        self._qps, self._burst = qps, burst
+        self._buckets: dict[str, TokenBucket] = {}
+        """Each namespace's retry bucket, while it has retried lately."""
         self._queue: FairQueue[str] = FairQueue(credit=QUIET_CREDIT_SECONDS)
         """The keys waiting, by namespace, handed out by the workers' seconds each used."""
         self._dirty: set[str] = set()
@@ -101,8 +107,14 @@ class WorkQueue:
         self._failures[key] = n + 1
         for counter in self._retries:
             counter.inc()
+        ns = _namespace(key)
+        bucket = self._buckets.get(ns)
+        if bucket is None:
+            if len(self._buckets) >= BUCKETS_KEPT:  # those refilled are as good as new
+                self._buckets = {k: b for k, b in self._buckets.items() if not b.full()}
+            bucket = self._buckets[ns] = TokenBucket(self._qps, self._burst)
         self.add_after(key, max(min(self.base_delay * 2 ** n, self.max_delay),
-                                self._bucket.reserve()))
+                                bucket.reserve()))
 
     def forget(self, key: str) -> None:
         self._failures.pop(key, None)
