@@ -135,3 +135,45 @@ def test_a_job_admitted_partly_runs_as_many_replicas_as_were_admitted() -> None:
     assert j.spec.replica_specs["Worker"].replicas == 4  # the manager's copy unchanged
     assert admitted_job(j, {"worker": PodSetInfo(count=4)}).spec.replica_specs[
         "Worker"].replicas == 4
+
+
+def test_a_workload_is_released_by_one_task_however_many_events_it_has() -> None:
+    # each event on a Workload being deleted whose job is gone asks for its release
+    from aiohttp import web
+
+    from trainop.cluster.config import ClusterConfig
+
+    patches: list[str] = []
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def patch(request: web.Request) -> web.Response:
+            patches.append(request.match_info["name"])
+            await release.wait()
+            return web.json_response({})
+        app = web.Application()
+        app.router.add_patch(
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads/{name}", patch)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        client = Client(ClusterConfig(server=f"http://127.0.0.1:{port}"))
+        try:
+            q = Queueing(client, cast(Any, None), cast(Any, None), cast(Any, Told()))
+            going = {"metadata": {"namespace": "t", "name": "wl", "uid": "u",
+                                  "finalizers": [wl.FINALIZER]}}
+            for _ in range(100):
+                q.release_soon(going)
+            await asyncio.sleep(0.5)
+            release.set()
+            await asyncio.sleep(0.2)
+            q.release_soon(going)  # released: a later event may ask again
+            await asyncio.sleep(0.5)
+        finally:
+            await client.close()
+            await runner.cleanup()
+    asyncio.run(scenario())
+    assert patches == ["wl", "wl"]

@@ -63,10 +63,19 @@ def owned(kinds: list[str]) -> dict[str, Resource]:
     return {r.kind: r for kind in kinds for r in framework_for(kind).owned}
 
 
+PREBUILT_INDEX = "prebuilt"
+"""The jobs informer's index of jobs by the Workload made beforehand that they name."""
+
+
 def job_informer(client: Client, kind: str, namespace: str | None) -> Informer[JobRecord]:
     # jobs may be 1.5 MiB each: the first page is small, the next ones sized by it
     return Informer(client, job_resource(kind), job_record, lambda r: r.key, _no_owner, namespace,
-                    version=lambda r: r.meta.resource_version, first_page=JOB_FIRST_PAGE)
+                    version=lambda r: r.meta.resource_version, first_page=JOB_FIRST_PAGE,
+                    indexes={PREBUILT_INDEX: _prebuilt})
+
+
+def _prebuilt(rec: JobRecord) -> str | None:
+    return f"{rec.meta.namespace}/{rec.prebuilt}" if rec.prebuilt else None
 
 
 NODE_INDEX = "node"

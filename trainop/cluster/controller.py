@@ -17,7 +17,7 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.cluster import metrics
 from trainop.cluster.applier import PlanApplier, stored_status
-from trainop.cluster.caches import NODE_INDEX, Caches
+from trainop.cluster.caches import NODE_INDEX, PREBUILT_INDEX, Caches
 from trainop.cluster.client import Client
 from trainop.cluster.events import EventRecorder
 from trainop.cluster.expectations import expected, expected_gone
@@ -233,11 +233,10 @@ class JobController:
         assert rec is not None
         if rec.meta.owner_uid is None and new is not None:
             # a Workload made before its job (MultiKueue's, on a worker cluster): the job
-            # that names it, waiting for it, adopts it
-            for job_rec in list(self.jobs.items.values()):
-                if job_rec.prebuilt == rec.meta.name and \
-                        job_rec.meta.namespace == rec.meta.namespace:
-                    self.queue.add(job_rec.key)
+            # that names it, waiting for it, adopts it (found by index: any tenant's
+            # Workload event would otherwise scan every job)
+            for job_rec in self.jobs.indexed(PREBUILT_INDEX, rec.meta.key):
+                self.queue.add(job_rec.key)
             return
         if rec.meta.owner_kind != self.kind or not rec.meta.job_owner or \
                 not rec.meta.owner_name:

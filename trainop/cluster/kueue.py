@@ -135,6 +135,8 @@ class Queueing:
         """The namespaces whose jobs are queued (None: every one)."""
         self.without_queue_name = without_queue_name
         self._tasks: set[asyncio.Task[None]] = set()
+        self._releasing: set[str] = set()
+        """Workloads whose finalizer a task is removing."""
         self._told: dict[tuple[str, str], tuple[str, str]] = {}
         """(kind, job key) -> (Workload UID, message) of the last Pending event told."""
 
@@ -344,12 +346,20 @@ class Queueing:
                                 body)
 
     def release_soon(self, workload: Mapping[str, Any]) -> None:
-        """release(), in a task of its own (from an informer's handler)."""
+        """release(), in a task of its own (from an informer's handler), one at a time for
+        a Workload however many events it has."""
+        key = queueing.key(workload)
+        if key in self._releasing:
+            return
+        self._releasing.add(key)
+
         async def go() -> None:
             try:
                 await self.release(workload)
             except APIError as err:
-                log.warning("cannot release Workload %s: %s", queueing.key(workload), err)
+                log.warning("cannot release Workload %s: %s", key, err)
+            finally:
+                self._releasing.discard(key)
         task = asyncio.get_running_loop().create_task(go())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
