@@ -274,6 +274,8 @@ def test_reviews_are_judged_off_the_event_loop() -> None:
         return validate_review(r)
 
     class Request:
+        remote = "127.0.0.1"
+
         async def read(self) -> bytes:
             return body
 
@@ -332,6 +334,34 @@ def test_a_review_waits_for_a_judge_within_a_deadline_and_leaves_when_cancelled(
         assert await asyncio.wait_for(fourth, 5) == (200, {"raw": "fourth"})
         assert started == [b"first", b"fourth"]
     asyncio.run(scenario())
+
+
+def test_reviews_waiting_for_a_judge_are_served_fairly_among_addresses() -> None:
+    import asyncio
+    import threading
+    import time
+
+    from trainop.cluster.webhook import Judges
+
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def judge(raw: bytes) -> tuple[int, dict[str, Any]]:
+        time.sleep(0.05)  # a large review's seconds of CPU, shrunk
+        with lock:
+            order.append(raw.decode())
+        return 200, {}
+
+    async def scenario() -> None:
+        judges = Judges(1, wait=10)
+        flood = [asyncio.create_task(judges.judge(judge, f"flood-{i}".encode(), "10.0.0.9"))
+                 for i in range(8)]
+        await asyncio.sleep(0.01)
+        api_server = asyncio.create_task(judges.judge(judge, b"api-server", "10.0.0.1"))
+        await asyncio.gather(*flood, api_server)
+    asyncio.run(scenario())
+    # the one under way, then the API server's: not after the other seven
+    assert order.index("api-server") <= 2, order
 
 
 def test_an_mpi_jobs_transport_is_immutable() -> None:

@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -41,6 +42,7 @@ from trainop.api.resources import CRDS, SECRETS
 from trainop.cluster import listener
 from trainop.cluster.certs import ca_and_serving_cert, not_after
 from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
+from trainop.cluster.fairqueue import FairQueue
 from trainop.cluster.options import WebhookOptions
 
 log = logging.getLogger("trainop.webhook")
@@ -176,25 +178,63 @@ def _converted(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
 
 class Judges:
     """Decoding and judging a review of megabytes takes seconds of CPU: in worker threads,
-    `count` at once, so that the loop goes on serving probes and leases. A review waits
-    for one at most `wait` seconds (TimeoutError); one whose client hung up (cancelled)
-    leaves the queue at once, and a judge already at work on it is free again only when
-    its thread ends, so that never more than `count` threads judge."""
+    `count` at once, so that the loop goes on serving probes and leases. Reviews waiting
+    for a judge are served by fair share of the judges' seconds among client addresses
+    (fairqueue: a few addresses sending large reviews do not hold the API server's small
+    ones back behind all of theirs). A review waits at most `wait` seconds (TimeoutError);
+    one whose client hung up (cancelled) leaves the queue at once, and a judge already at
+    work on it is free again only when its thread ends, so that never more than `count`
+    threads judge."""
 
     def __init__(self, count: int, wait: float):
-        self._free = asyncio.Semaphore(count)
+        self.free = count
         self.wait = wait
+        self._waiting: FairQueue[asyncio.Future[None]] = FairQueue()
 
     async def judge(self, respond: Callable[[bytes], tuple[int, dict[str, Any]]],
-                    raw: bytes) -> tuple[int, dict[str, Any]]:
+                    raw: bytes, source: str = "") -> tuple[int, dict[str, Any]]:
+        waited = not self.free or len(self._waiting) > 0
+        if waited:
+            await self._turn(source)
+        else:
+            self.free -= 1
+        started = time.monotonic()
+        work = asyncio.ensure_future(asyncio.to_thread(respond, raw))
+
+        def done(_: object) -> None:
+            took = time.monotonic() - started
+            if waited:
+                self._waiting.charge(source, took)
+            else:
+                self._waiting.serve(source, took)
+            self._next()
+        work.add_done_callback(done)
+        return await asyncio.shield(work)
+
+    async def _turn(self, source: str) -> None:
+        """Wait for a judge, as `source`'s turn comes."""
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.push(source, turn)
         WAITING.inc()
         try:
-            await asyncio.wait_for(self._free.acquire(), self.wait)
+            await asyncio.wait_for(asyncio.shield(turn), self.wait)
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self._next()  # given a judge just as it left: the next one's
+            else:
+                turn.cancel()
+            raise
         finally:
             WAITING.dec()
-        work = asyncio.ensure_future(asyncio.to_thread(respond, raw))
-        work.add_done_callback(lambda _: self._free.release())
-        return await asyncio.shield(work)
+
+    def _next(self) -> None:
+        """A judge is free: the next waiting review's, or free."""
+        while len(self._waiting):
+            _, turn = self._waiting.pop()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.free += 1
 
 
 def _pems_of(secret: dict[str, Any] | None) -> dict[str, bytes] | None:
@@ -403,7 +443,7 @@ class WebhookServer:
         async def handle(request: web.Request) -> web.Response:
             raw = await request.read()
             try:
-                status, body = await self._judges.judge(respond, raw)
+                status, body = await self._judges.judge(respond, raw, request.remote or "")
             except TimeoutError:
                 BUSY.inc()
                 return web.json_response({"message": "trainop: every judge is busy; try "
