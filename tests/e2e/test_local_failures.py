@@ -198,6 +198,18 @@ def test_a_link_planted_in_the_workdir_is_not_followed(tmp_path: Path) -> None:
     assert victim.read_text() == "keep me\n"
 
 
+def test_a_workdir_others_may_write_in_is_not_used(tmp_path: Path) -> None:
+    """A folder anyone may write in, without the sticky bit: another user could rename
+    the run folder away and put hers in its place; the run refuses in one line."""
+    work = tmp_path / "shared"
+    work.mkdir()
+    work.chmod(0o777)
+    line = refusal_in_the_workdir(tmp_path, work)
+    assert line.startswith(f"trainop: {work}: "), line
+    assert "mode 777, no sticky bit" in line, line
+    assert list(work.iterdir()) == []  # nothing written there
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
 def test_a_file_another_user_made_in_the_workdir_is_not_used(tmp_path: Path) -> None:
     """A shared folder where another user pre-created the replica's log: she would read it

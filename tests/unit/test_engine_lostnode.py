@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.jobs import job
 from tests.sim import T0, Cluster
 from tests.unit.test_engine_inplace import PODS, started
@@ -98,7 +100,8 @@ def test_an_out_of_service_node_s_pods_are_deleted_at_once_with_grace_0() -> Non
 def test_a_pod_whose_node_is_gone_is_left_to_the_pod_garbage_collector() -> None:
     c = running()
     c.lost_nodes = (NodeState("n1", ""),)
-    c.step()
+    plan = c.step()
+    assert plan.delete == []  # not at once either: the garbage collector's to do
     assert waiting(c)[0]["message"] == (
         "node n1 is gone: the pod garbage collector deletes the pod, and it is made again "
         "then")
@@ -107,6 +110,20 @@ def test_a_pod_whose_node_is_gone_is_left_to_the_pod_garbage_collector() -> None
     c.advance(3600)
     plan = c.step()
     assert plan.delete == []  # a cache may not show a new Node yet: never forced on that
+
+
+@pytest.mark.parametrize("grace", [0, 1])
+def test_past_the_grace_a_pod_is_deleted_with_its_own_grace_however_short(grace: int) -> None:
+    # grace 0 is for out-of-service nodes only: a kubelet that comes back must end the
+    # pod's containers before a copy runs elsewhere (two live copies of one rank)
+    c = running(grace=grace)
+    c.lost_nodes = (LOST,)
+    c.advance(5)
+    plan = c.step()
+    assert plan.delete == [ObjectRef("Pod", "job-worker-1", grace=None)]
+    assert c.pods["job-worker-1"].terminating
+    c.advance(3600)
+    assert c.step().delete == []  # and never forced while it is Terminating
 
 
 def test_a_node_back_before_the_grace_leaves_its_pods_alone() -> None:

@@ -44,6 +44,21 @@ def test_a_quiet_flow_goes_first_up_to_its_credit_then_shares_equally() -> None:
     assert order[6:10] == ["s20", "v6", "s21", "v7"], order
 
 
+def test_a_flow_back_from_quiet_gets_its_credit_not_its_old_low_use() -> None:
+    queue: FairQueue[str] = FairQueue(credit=10)
+    queue.push("was-quiet", "early")
+    assert drain(queue, {"was-quiet": 1}, 1) == ["early"]  # it has used 1 since
+    for i in range(200):
+        queue.push("storm", f"s{i}")
+    drain(queue, {"storm": 1}, 100)  # the storm has used 100
+    for i in range(40):
+        queue.push("was-quiet", f"q{i}")
+    order = drain(queue, {"storm": 1, "was-quiet": 1}, 40)
+    # ten (its credit) first, then one each in turn: 25 of 40, not all 40 for having
+    # used little long ago
+    assert sum(item.startswith("q") for item in order) == 25, order
+
+
 def test_credit_comes_back_only_as_the_busy_flows_are_served() -> None:
     queue: FairQueue[str] = FairQueue(credit=3)
     for i in range(100):

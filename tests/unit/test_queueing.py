@@ -291,6 +291,11 @@ def test_replicas_that_are_done_give_their_quota_back_and_never_take_it_again() 
     assert decide(j, done, admitted) == Step()
     fewer = JobState(suspended=False, active=True, running=True, succeeded={})
     assert decide(j, fewer, admitted) == Step()
+    # nor to another count above 0 (Kueue refuses any lower count while it holds quota)
+    three = workload_of(j, *ADMITTED)
+    three["status"]["reclaimablePods"] = [{"name": "worker", "count": 2}]
+    one = JobState(suspended=False, active=True, running=True, succeeded={"Worker": 1})
+    assert decide(j, one, three) == Step()
     both = JobState(suspended=False, active=True, running=True,
                     succeeded={"Worker": 2, "Master": 1})
     patch, = decide(j, both, admitted).status

@@ -316,6 +316,18 @@ def test_every_kind_has_a_workload() -> None:
             r.lower() for r in KINDS[kind].replica_types if r in TYPICAL[kind]]
 
 
+def test_a_workload_of_another_minimum_is_not_the_elastic_jobs() -> None:
+    # a waiting elastic job whose minReplicas changed: its Workload is made again
+    elastic = job("PyTorchJob", {"Worker": 4},
+                  spec={"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}})
+    made = wl.desired(elastic, Priority())
+    assert wl.matches(elastic, made) and wl.matches(elastic, wl.slim(made))
+    made["spec"]["podSets"][0]["minCount"] = 3
+    assert not wl.matches(elastic, made)
+    del made["spec"]["podSets"][0]["minCount"]  # every replica or none
+    assert not wl.matches(elastic, made)
+
+
 def test_an_elastic_jobs_workers_may_be_admitted_partly() -> None:
     elastic = job("PyTorchJob", {"Worker": 4},
                   spec={"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}})
