@@ -12,10 +12,17 @@ from typing import Any
 from prometheus_client import Counter
 
 from trainop import wallclock
+from trainop.api.conversion import WRITTEN_IN
+from trainop.api.defaults import MPI_OPERATOR, OPERATORS
+from trainop.api.kinds import GROUP
 from trainop.api.resources import EVENTS
 from trainop.cluster.client import REQUEST_ERRORS, Client
 from trainop.engine import Event, clock
 from trainop.engine.labels import controller_name
+
+EVENT_SOURCES = {MPI_OPERATOR: "mpi-job-controller"}
+"""The source component of the events of each other operator whose API a job may be
+written in."""
 
 log = logging.getLogger("trainop.events")
 BACKLOG = 2000
@@ -30,6 +37,14 @@ a job is waiting for, and when the API server falls behind they are what is shed
 EVENTS_RECORDED = Counter("trainop_events_total", "Events recorded on jobs, by outcome",
                           ["outcome"])
 """outcome: sent, dropped (the backlog was full) or failed (the API server refused)."""
+
+
+def teller(involved: dict[str, Any]) -> str:
+    """Who tells a job's events: its kind's controller, by upstream's name, or where it was
+    written in another operator's API, that operator's (mpi-operator's
+    controllerAgentName, mpi_job_controller.go)."""
+    version = str(involved.get("apiVersion") or "").rpartition("/")[2]
+    return EVENT_SOURCES.get(OPERATORS.get(version, ""), controller_name(involved["kind"]))
 
 
 class EventRecorder:
@@ -50,7 +65,11 @@ class EventRecorder:
         if not self._senders:
             loop = asyncio.get_running_loop()
             self._senders = [loop.create_task(self._sender()) for _ in range(SENDERS)]
-        involved = {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"),
+        # a job written in another operator's API is told of as that operator tells it:
+        # at its version (mpi-operator's events name their MPIJob at v2beta1)
+        written = (meta.get("annotations") or {}).get(WRITTEN_IN)
+        involved = {"apiVersion": f"{GROUP}/{written}" if written else job.get("apiVersion"),
+                    "kind": job.get("kind"),
                     **{k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")}}
         ns = str(involved["namespace"])
         try:
@@ -90,8 +109,8 @@ class EventRecorder:
             "metadata": {"name": f"{involved['name']}.{secrets.token_hex(8)}", "namespace": ns},
             "involvedObject": involved,
             "reason": event.reason, "message": event.message[:1024], "type": event.type,
-            "source": {"component": controller_name(involved["kind"])},
-            "reportingComponent": controller_name(involved["kind"]),
+            "source": {"component": teller(involved)},
+            "reportingComponent": teller(involved),
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from trainop.api.conversion import WRITTEN_IN
 from trainop.api.kinds import GROUP, OTHER_VERSIONS, VERSION
 from trainop.api.numbers import whole_number
 from trainop.api.resources import JOBS
@@ -347,6 +348,9 @@ class JobRecord:
     prebuilt: str | None = None
     """The Workload made for it beforehand that it names (MultiKueue's copy on a worker
     cluster), or None."""
+    written_in: str | None = None
+    """The version of its kind it was written in, where that is not v1 (its events are
+    told as that version's operator tells them)."""
 
     @property
     def key(self) -> str:
@@ -359,9 +363,11 @@ class JobRecord:
     def head(self) -> dict[str, Any]:
         """What writes of status and events need: identity, version and status."""
         m = self.meta
-        return {"apiVersion": self.api_version, "kind": self.kind,
-                "metadata": {"name": m.name, "namespace": m.namespace, "uid": m.uid,
-                             "resourceVersion": m.resource_version},
+        meta: dict[str, Any] = {"name": m.name, "namespace": m.namespace, "uid": m.uid,
+                                "resourceVersion": m.resource_version}
+        if self.written_in is not None:
+            meta["annotations"] = {WRITTEN_IN: self.written_in}
+        return {"apiVersion": self.api_version, "kind": self.kind, "metadata": meta,
                 "status": self.status}
 
 
@@ -372,5 +378,8 @@ def job_record(obj: dict[str, Any]) -> JobRecord:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     status = obj.get("status")
     prebuilt = prebuilt_in(meta.get("labels"), meta.get("annotations"))
-    return JobRecord(meta_of(obj), str(obj.get("apiVersion", "")), str(obj.get("kind", "")),
-                     status if isinstance(status, dict) else {}, orjson.dumps(obj), prebuilt)
+    written = (meta.get("annotations") or {}).get(WRITTEN_IN)
+    kind = str(obj.get("kind", ""))
+    return JobRecord(meta_of(obj), str(obj.get("apiVersion", "")), kind,
+                     status if isinstance(status, dict) else {}, orjson.dumps(obj), prebuilt,
+                     written if written in OTHER_VERSIONS.get(kind, {}) else None)
