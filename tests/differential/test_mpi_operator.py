@@ -327,7 +327,16 @@ def test_a_v2beta1_launcher_that_waits_for_its_workers_each(beside: tuple[Kube, 
     assert [side.get("jobs.batch", "wait-launcher") for side in beside] == [None, None]
     for side in beside:
         for name in ("wait-worker-0", "wait-worker-1"):
-            side.set_pod(name, "Running")  # its container ready, and the pod Ready too
+            side.set_pod(name, "Running")  # its container ready, the pod not Ready yet
+            side.kubectl("patch", "pod", name, "--subresource=status", "--type=merge", "-p",
+                         json.dumps({"status": {"conditions": [
+                             {"type": "Ready", "status": "False"}]}}))
+    # a readiness gate or probe keeps the pod's Ready condition False: not ready, on
+    # either side (mpi-operator's isPodReady reads the condition)
+    time.sleep(3)
+    assert [side.get("jobs.batch", "wait-launcher") for side in beside] == [None, None]
+    for side in beside:
+        for name in ("wait-worker-0", "wait-worker-1"):
             side.kubectl("patch", "pod", name, "--subresource=status", "--type=merge", "-p",
                          json.dumps({"status": {"conditions": [
                              {"type": "Ready", "status": "True"}]}}))

@@ -712,3 +712,19 @@ def test_the_resource_a_request_is_counted_under(path: str, resource: str) -> No
     from trainop.cluster.client import resource_of
 
     assert resource_of(path) == resource
+
+
+@pytest.mark.parametrize(("condition", "ready"), [("True", True), ("False", False),
+                                                  (None, False)])
+def test_a_pod_is_ready_by_its_ready_condition_not_its_containers(condition: str | None,
+                                                                   ready: bool) -> None:
+    # a readiness gate keeps the condition False while every container is ready
+    from tests.unit.test_unreadable_objects import pod
+
+    obj = pod()
+    obj["status"]["containerStatuses"] = [{"name": "jax", "ready": True,
+                                           "state": {"running": {}}}]
+    if condition is not None:
+        obj["status"]["conditions"] = [{"type": "Ready", "status": condition}]
+    rec = pod_record(obj)
+    assert rec is not None and rec.ready is ready

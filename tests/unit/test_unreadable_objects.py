@@ -204,3 +204,4 @@ def test_a_relist_keeps_the_record_of_an_object_now_unreadable() -> None:
                         fake, 1.5)
     assert fake.calls.count("list") >= 2
     assert informer.items["tenant/p"]["metadata"]["resourceVersion"] == "5"
+

@@ -145,7 +145,7 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         return None
     rtype, index = replica
     status = obj.get("status") or {}
-    restarts, ready, reason = 0, True, status.get("reason")
+    restarts, reason = 0, status.get("reason")
     codes: dict[str, int] = {}
     last: dict[str, tuple[int, str | None]] = {}
     statuses = status.get("containerStatuses") or []
@@ -153,7 +153,6 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         if cs.get("name") == inplace.AGENT:
             continue  # trainop's own (engine/inplace.py): its end is not the job's
         restarts += int(cs.get("restartCount") or 0)
-        ready = ready and bool(cs.get("ready"))
         state = cs.get("state") or {}
         term = state.get("terminated")
         before = (cs.get("lastState") or {}).get("terminated")
@@ -178,7 +177,11 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         meta=meta, replica_type=rtype, index=index,
         phase=phase,
         terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
-        restarts=restarts, ready=ready and bool(statuses), reason=reason,
+        restarts=restarts, reason=reason,
+        # the pod's Ready condition, as Kubernetes (and mpi-operator's isPodReady) reads
+        # readiness: its readiness gates and probes, not its containers' statuses alone
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True"
+                  for c in status.get("conditions") or [] if isinstance(c, dict)),
         exit_codes=codes or None, last_runs=last or None,
         # (a pod that restarts in place runs on while its own containers wait to start
         # again: an image that cannot be pulled any more is told as for a new pod)

@@ -55,6 +55,7 @@ class PodState:
     last_run: tuple[int, str | None] | None = None
     """The main container's last run when it restarted in place: exit code and reason."""
     ready: bool = False
+    """Its Ready condition is True (readiness gates and probes passed)."""
     waiting: Waiting | None = None
     """Why a pod that has not started waits; None while it starts as it should."""
     created: str | None = None
