@@ -298,3 +298,9 @@ def test_an_answer_left_unread_is_dropped_at_the_deadline_and_frees_its_share() 
         writer.close()
         await listener.cleanup()
     asyncio.run(scenario())
+
+
+def test_the_api_servers_idle_connections_are_never_closed_under_it() -> None:
+    # Go's http.Transport (the API server's webhook client) keeps an idle connection 90 s
+    # and may send on it until then: closed first by us, a call fails with EOF
+    assert ConnectionLimits().idle_timeout > 90

@@ -53,8 +53,11 @@ class ConnectionLimits:
     """Seconds from a request's first byte until its headers and body are in (the API
     server gives a webhook at most 30 s in all, 10 s by default); and seconds a client may
     leave our answer unread once its buffers are full."""
-    idle_timeout: float = 30.0
-    """Seconds a connection may wait for a request, before the first and between them."""
+    idle_timeout: float = 120.0
+    """Seconds a connection may wait for a request, before the first and between them:
+    longer than the API server's client keeps an idle connection (Go's http.Transport:
+    90 s), so that it is always the client that closes one, never we while it may be
+    sending on it (a webhook call that then fails with EOF)."""
     max_body: int = 4 * 2**20
     """Bytes a request body may have: an AdmissionReview holds a job and, for an update,
     its old version (the API server keeps an object under about 1.5 MiB)."""
