@@ -187,3 +187,52 @@ def test_every_readme_pattern_names_a_scenario_of_the_suite() -> None:
     unnamed = [p.text for p in known for s in p.scenarios
                if s != "*" and s.split("/")[0] not in tests]
     assert not unnamed, f"patterns naming no scenario of the suite: {unnamed}"
+
+
+SUCCEEDS = "default:a_job_that_succeeds/MPIJob"
+GANG = "default:a_gang_job_gets_its_pod_group_and_runs/volcano"
+
+
+@pytest.mark.parametrize("line", [
+    f"{SUCCEEDS} succeeded: MPIJob/job .status.replicaStatuses.Worker.succeeded: 2 != (none)",
+    f"{GANG} succeeded: event Normal JobTerminated PyTorchJob/job: Job has been terminated. "
+    "Deleting PodGroup: 1 != 4",
+    f"{SUCCEEDS} running: event Normal SuccessfulCreatePod MPIJob/job: Created pod: "
+    "job-launcher: 1 != 0",
+    f"{SUCCEEDS} running: serviceaccounts/job-launcher .metadata.labels.training.kubeflow.org/"
+    'job-name: "job" != (none)',
+    f"{SUCCEEDS} succeeded: roles/job-launcher: (none) != exists",
+    "shipped:exit_code_retries_a_retryable_code_and_fails_on_another failed: PyTorchJob/job "
+    '.status.completionTime: "<time>" != (none)',
+])
+def test_the_readmes_patterns_cover_their_differences(line: str) -> None:
+    assert undocumented([line], patterns()) == []
+
+
+@pytest.mark.parametrize("line", [
+    # the MPIJob's worker count while it runs, or another count
+    f"{SUCCEEDS} running: MPIJob/job .status.replicaStatuses.Worker.succeeded: 2 != (none)",
+    f"{SUCCEEDS} succeeded: MPIJob/job .status.replicaStatuses.Worker.succeeded: 1 != (none)",
+    # a PodGroup deleted without its event, or told twice
+    f"{GANG} succeeded: event Normal JobTerminated PyTorchJob/job: Job has been terminated. "
+    "Deleting PodGroup: 0 != 4",
+    f"{GANG} succeeded: event Normal SuccessfulDeletePodGroup PyTorchJob/job: Deleted "
+    "PodGroup: job: 2 != 4",
+    # a launcher made twice
+    f"{SUCCEEDS} running: event Normal SuccessfulCreatePod MPIJob/job: Created pod: "
+    "job-launcher: 2 != 0",
+    # a wrong label value, a label of upstream's trainop lacks
+    f"{SUCCEEDS} running: serviceaccounts/job-launcher .metadata.labels.training.kubeflow.org/"
+    'job-name: "other" != (none)',
+    f"{SUCCEEDS} running: configmaps/job-config .metadata.labels.training.kubeflow.org/"
+    'operator-name: "pytorchjob-controller" != (none)',
+    f"{SUCCEEDS} running: roles/job-launcher .metadata.labels.training.kubeflow.org/"
+    'job-role: (none) != "launcher"',
+    # a launcher Role never made while the job runs
+    f"{SUCCEEDS} running: roles/job-launcher: (none) != exists",
+    # a completion time while the job has not failed
+    "default:exit_code_retries_a_retryable_code_and_fails_on_another running: PyTorchJob/job "
+    '.status.completionTime: "<time>" != (none)',
+])
+def test_the_readmes_patterns_do_not_cover_a_bug_beside_their_difference(line: str) -> None:
+    assert undocumented([line], patterns()) == [line]
