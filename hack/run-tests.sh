@@ -8,6 +8,13 @@
 set -uo pipefail
 python=$1
 shift
+# every process the suites start inherits this mark: what still carries it once the lanes
+# have ended was left running (testbed/leftovers.py names it, stops it, and fails the run)
+TRAINOP_TEST_RUN="$(date +%s%N)-$$"
+export TRAINOP_TEST_RUN
+# interrupted (Ctrl-C, killed by a runner's TERM): what the suites started stops too
+trap '"$python" -m testbed.leftovers >&2' EXIT
+trap 'exit 130' INT TERM
 log=side-lane.log
 side=("differential" "kueue and not node and not differential")
 main="not differential and not (kueue and not node)"
@@ -28,7 +35,11 @@ codes+=($(cat "$log.codes" 2>/dev/null || echo 1))
 rm -f "$log.codes"
 echo "---- the side lane (run beside the others; $log) ----"
 cat "$log"
-echo "exit codes (main, differential, kueue): ${codes[*]}"
+"$python" -m testbed.leftovers
+left=$?
+trap - EXIT
+echo "exit codes (main, differential, kueue): ${codes[*]}; left running: $left"
+[[ $left -eq 0 ]] || exit 1
 all_none=1
 for code in "${codes[@]}"; do
   [[ $code -eq 0 || $code -eq 5 ]] || exit 1
