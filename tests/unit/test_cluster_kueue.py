@@ -141,7 +141,7 @@ def test_a_workload_is_released_by_one_task_however_many_events_it_has() -> None
     # each event on a Workload being deleted whose job is gone asks for its release
     from aiohttp import web
 
-    from trainop.cluster.config import ClusterConfig
+    from tests.unit.test_informer_faults import client_of
 
     patches: list[str] = []
 
@@ -155,13 +155,7 @@ def test_a_workload_is_released_by_one_task_however_many_events_it_has() -> None
         app = web.Application()
         app.router.add_patch(
             "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads/{name}", patch)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        client = Client(ClusterConfig(server=f"http://127.0.0.1:{port}"))
-        try:
+        async with client_of(app) as client:
             q = Queueing(client, cast(Any, None), cast(Any, None), cast(Any, Told()))
             going = {"metadata": {"namespace": "t", "name": "wl", "uid": "u",
                                   "finalizers": [wl.FINALIZER]}}
@@ -172,8 +166,5 @@ def test_a_workload_is_released_by_one_task_however_many_events_it_has() -> None
             await asyncio.sleep(0.2)
             q.release_soon(going)  # released: a later event may ask again
             await asyncio.sleep(0.5)
-        finally:
-            await client.close()
-            await runner.cleanup()
     asyncio.run(scenario())
     assert patches == ["wl", "wl"]

@@ -11,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.unit.test_informer_faults import client_of
 from trainop.cluster.client import Client
-from trainop.cluster.config import ClusterConfig
 from trainop.cluster.events import EVENTS_RECORDED, PER_NAMESPACE, EventRecorder
 from trainop.engine import Event
 
@@ -30,17 +30,8 @@ async def slow_api(release: asyncio.Event, told: list[str],
         return web.json_response(body, status=201)
     app = web.Application()
     app.router.add_post("/api/v1/namespaces/{ns}/events", create)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = Client(ClusterConfig(server=f"http://127.0.0.1:{port}"))
-    try:
+    async with client_of(app) as client:
         yield client
-    finally:
-        await client.close()
-        await runner.cleanup()
 
 
 def job(ns: str) -> dict[str, object]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
@@ -40,6 +40,14 @@ async def serving(fake: FlakyServer) -> AsyncIterator[Client]:
     """A client of `fake`, served on a loopback port for the block's duration."""
     app = web.Application()
     app.router.add_get("/api/v1/pods", fake.handle)
+    async with client_of(app) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def client_of(app: web.Application) -> AsyncIterator[Client]:
+    """A client of `app` (an API server's few answers a test needs), served on a loopback
+    port for the block's duration."""
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -53,10 +61,13 @@ async def serving(fake: FlakyServer) -> AsyncIterator[Client]:
         await runner.cleanup()
 
 
-async def run_against(fake: FlakyServer, seconds: float) -> Informer[Any]:
+async def run_against(fake: FlakyServer, seconds: float,
+                      decode: Callable[[dict[str, Any]], Any] = lambda o: o,
+                      key: Callable[[Any], str] = lambda o: o["metadata"]["name"]
+                      ) -> Informer[Any]:
+    """A pods informer (`decode`, `key`) after `seconds` against `fake`, never stopped."""
     async with serving(fake) as client:
-        informer: Informer[Any] = Informer(client, PODS, lambda o: o,
-                                           lambda o: o["metadata"]["name"], lambda o: None)
+        informer: Informer[Any] = Informer(client, PODS, decode, key, lambda o: None)
         task = asyncio.create_task(informer.run())
         await asyncio.sleep(seconds)
         assert not task.done(), "the informer stopped"

@@ -5,7 +5,6 @@ can be made of is skipped, logged and counted, never taken for a broken stream."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -13,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_informer_faults import FlakyServer, listing, serving
+from tests.unit.test_informer_faults import FlakyServer, listing, run_against
 from trainop.api.numbers import go_int, whole_number
-from trainop.api.resources import PODS
 from trainop.cluster.informer import UNREADABLE, Informer
 from trainop.cluster.records import pod_record
 from trainop.engine import inplace
@@ -116,20 +114,8 @@ def informed(decode: Callable[[dict[str, Any]], Any], fake: FlakyServer,
              seconds: float = 1.0) -> Informer[Any]:
     """A pods informer with `decode`, keyed as the pods cache is (namespace/name), after
     `seconds` against `fake`."""
-    async def scenario() -> Informer[Any]:
-        async with serving(fake) as client:
-            informer: Informer[Any] = Informer(
-                client, PODS, decode,
-                lambda o: f"{o['metadata']['namespace']}/{o['metadata']['name']}",
-                lambda o: None)
-            task = asyncio.create_task(informer.run())
-            await asyncio.sleep(seconds)
-            assert not task.done(), "the informer stopped"
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        return informer
-    return asyncio.run(scenario())
+    return asyncio.run(run_against(fake, seconds, decode, lambda o: "{namespace}/{name}".format(
+        **o["metadata"])))
 
 
 def watching(*events: dict[str, Any]) -> bytes:
