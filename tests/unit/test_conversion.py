@@ -249,6 +249,12 @@ def test_a_stash_of_the_jobs_own_version_is_dropped_as_it_is_converted() -> None
      "v2beta1-fields may hold spec fields only, not status"),
     ({WRITTEN_IN: "v3"}, "written-in: 'v3' is not a version of MPIJob"),
     ({WRITTEN_IN: "v2beta1", fields_annotation("v2beta1"): "[]"}, "is not a JSON object"),
+    # past Python's recursion and orjson's depth: refused, not a RecursionError that would
+    # fail the whole review
+    ({fields_annotation("v2beta1"): '{"spec": ' + '{"a": ' * 5000 + "1" + "}" * 5001},
+     "v2beta1-fields is nested more than 100 levels deep"),
+    ({fields_annotation("v2beta1"): '{"spec": ' + '{"a": ' * 500 + "1" + "}" * 501},
+     "v2beta1-fields is nested more than 100 levels deep"),
 ])
 def test_a_stored_job_reads_at_v2beta1_without_what_it_cannot_take(
         annotations: dict[str, str], said: str) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from trainop.api import nesting
 from trainop.api.kinds import GROUP, JOB_MODELS, OTHER_VERSIONS, VERSION
 
 WRITTEN_IN = f"trainop.{GROUP}/written-in"
@@ -139,11 +140,15 @@ def _stashed(text: Any, version: str, source: type[BaseModel], target: type[Base
     if text is None:
         return {}
     try:
-        value = json.loads(text) if isinstance(text, str) else None
+        value = nesting.loads(text) if isinstance(text, str) else None
     except ValueError as err:
         raise ConversionError(f"annotation {name} is not JSON: {err}") from None
     if not isinstance(value, dict):
         raise ConversionError(f"annotation {name} is not a JSON object")
+    if nesting.deepest(value) is not None:
+        # (what follows walks it by recursion)
+        raise ConversionError(f"annotation {name} is nested more than {nesting.MAX_DEPTH} "
+                              "levels deep")
     if set(value) - {"spec"}:
         # a status above all: what only the status subresource may write
         raise ConversionError(f"annotation {name} may hold spec fields only, not "
