@@ -673,7 +673,7 @@ def test_a_name_is_one_segment_of_a_path_whatever_its_author_wrote() -> None:
 
 def test_the_warnings_remembered_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
     # the API server's warnings may quote what a job's author wrote: one per pod made
-    from trainop.cluster.client import WARNINGS_KEPT, Client
+    from trainop.cluster.client import Client
     from trainop.cluster.config import ClusterConfig
 
     class Headers:
@@ -685,14 +685,14 @@ def test_the_warnings_remembered_are_bounded(caplog: pytest.LogCaptureFixture) -
 
     client = Client(ClusterConfig(server="http://127.0.0.1:1"))
     with caplog.at_level("WARNING", "trainop.client"):
-        for i in range(WARNINGS_KEPT * 4):
+        for i in range(1024):
             client._note_warnings(Headers(f"fractional byte value {i}m"), "POST", "/p")
         client._note_warnings(Headers("fractional byte value 1m"), "POST", "/p")
-    assert len(client.warnings) == WARNINGS_KEPT
-    assert len(caplog.records) == WARNINGS_KEPT * 4 + 1  # one forgotten is told again
+    assert len(client.warnings) == 256  # the README's newest 256
+    assert len(caplog.records) == 1025  # one forgotten is told again
     caplog.clear()
     with caplog.at_level("WARNING", "trainop.client"):
-        client._note_warnings(Headers(f"fractional byte value {WARNINGS_KEPT * 4 - 1}m"),
+        client._note_warnings(Headers(f"fractional byte value {1023}m"),
                               "POST", "/p")
     assert caplog.records == []  # one still remembered is told once only
 

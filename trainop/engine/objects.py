@@ -83,8 +83,9 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     # pods that restart in place are made for the job's attempt (engine/inplace.py)
     attempt = inplace.attempts(live) if inplace.applies(job, live, fw, config) else None
     reclaimed = dict(observed.reclaimed)
-    template_bytes = {rtype: len(orjson.dumps(spec.template or {}))
-                      for rtype, spec in job.spec.replica_specs.items()}
+    template_bytes: dict[str, int] = {}
+    """Each replica type's template as JSON, measured once a pod of it is planned (a round
+    that makes nothing measures nothing)."""
     for rtype, n in resolve(job).replicas.items():
         may = not out.held and (fw.launcher is None
                                 or fw.launcher.may_create(job, rtype, observed))
@@ -116,7 +117,10 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
                     inplace.decorate(pod, config, attempt)
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))
-                spent += OBJECT_BYTES + template_bytes.get(rtype, 0) + _env_bytes(pod)
+                if rtype not in template_bytes:
+                    template = job.spec.replica_specs[rtype].template
+                    template_bytes[rtype] = len(orjson.dumps(template or {}))
+                spent += OBJECT_BYTES + template_bytes[rtype] + _env_bytes(pod)
     out.replicas.extend(jobs)  # after the pods, as mpi-operator makes its launcher Job
     return out
 
