@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import KINDS, Job, load_job
+from trainop.api.conversion import WRITTEN_IN
 
 
 def pod_template(container: str, image: str = "example.com/train:1", **extra: Any
@@ -48,3 +49,11 @@ TYPICAL: dict[str, dict[str, int | None]] = {
 def job(kind: str, replicas: Mapping[str, int | None] | None = None, **kw: Any) -> Job:
     """A defaulted, valid job of `kind` (the typical replica layout unless given)."""
     return load_job(manifest(kind, replicas or TYPICAL[kind], **kw))
+
+
+def v2beta1_job(extra: dict[str, Any] | None = None, workers: int = 2) -> Job:
+    """A v2beta1 MPIJob's v1 form, as the conversion gives it, defaulted."""
+    doc = manifest("MPIJob", {"Launcher": 1, "Worker": workers},
+                   spec={"transport": "SSH", **(extra or {})})
+    doc["metadata"]["annotations"] = {WRITTEN_IN: "v2beta1"}
+    return load_job(doc)

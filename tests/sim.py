@@ -88,8 +88,9 @@ class Cluster:
                 self.in_place.tell(meta["name"], meta["annotations"])
             else:
                 self.created[f"{obj['kind']}/{meta['name']}"] = obj
-                self.objects[(obj["kind"], meta["name"])] = OwnedObject(
-                    obj["kind"], meta["name"], content=content_of(obj["kind"], obj))
+                key = (obj["kind"], meta["name"])  # what else it says (a phase) stays
+                self.objects[key] = dataclasses.replace(
+                    self.objects[key], content=content_of(obj["kind"], obj))
         for obj in plan.to_create:
             meta = obj["metadata"]
             self.created[f"{obj['kind']}/{meta['name']}"] = obj

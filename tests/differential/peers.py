@@ -181,6 +181,7 @@ class Side:
             elif not (item["kind"] == "ConfigMap" and name == "kube-root-ca.crt"):
                 snap[f"{item['kind'].lower()}s/{name}"] = self.normalise(item)
         snap["events"] = counts(events)
+        snap["event sources"] = sources(events, kind)
         snap["metrics"] = self.metrics()
         return snap
 
@@ -215,6 +216,24 @@ def counts(events: list[dict[str, Any]]) -> dict[str, int]:
                f"{ev.get('message') or ev.get('note')}")
         told[key] += int(ev.get("count") or (ev.get("series") or {}).get("count") or 1)
     return dict(sorted(told.items()))
+
+
+def sources(events: list[dict[str, Any]], kind: str) -> dict[str, list[str]]:
+    """Who told the job's events, of which object (`kind/name` -> each distinct
+    `apiVersion from source (reportingComponent)`): the rest of an event a client reads
+    besides its type, reason, message and count (`counts`), which a client that watches
+    events by the job's API version or the operator's component filters on. Only the
+    events on jobs: the pods' are the kubelet's and the scheduler's."""
+    told: dict[str, set[str]] = {}
+    for ev in events:
+        obj = ev.get("involvedObject") or {}
+        if obj.get("kind") != kind:
+            continue
+        source = ev.get("source") or {}
+        told.setdefault(f"{kind}/{obj.get('name')}", set()).add(
+            f"{obj.get('apiVersion')} from {json.dumps(source, sort_keys=True)} "
+            f"({ev.get('reportingComponent') or ''})")
+    return {k: sorted(v) for k, v in sorted(told.items())}
 
 
 class Sides:

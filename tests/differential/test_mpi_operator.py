@@ -12,6 +12,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from testbed import mpioperator
 from testbed.apiserver import TestAPIServer
 from testbed.jobcontrollers import JobControllers
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
+from tests.differential.conftest import PODGROUPS
 from tests.integration.kube import Kube, converting_manager, install_rbac, wait_for
 from tests.require import cannot_run
 from trainop.local.ports import free_port
@@ -36,20 +38,29 @@ TEMPLATE = {"spec": {"containers": [{"name": "mpi", "image": "mpi:1"}]}}
 @pytest.fixture(scope="module")
 def beside(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kube, Kube]]:
     """(mpi-operator's namespace, trainop's), on an API server of their own."""
+    yield from side_by_side(tmp_path_factory.mktemp("mpi-operator"), [], [])
+
+
+def side_by_side(tmp: Path, theirs_args: list[str], ours_args: list[str]
+                 ) -> Iterator[tuple[Kube, Kube]]:
+    """mpi-operator (`theirs_args`) and trainop (`ours_args`) each in a namespace of its
+    own on one API server (trainop's CRDs, the PodGroup kinds' too), Job controllers
+    running their launcher Jobs; (mpi-operator's namespace, trainop's)."""
     if not mpioperator.binary().is_file():
         cannot_run(f"mpi-operator is not built: {mpioperator.binary()} (hack/test-assets.sh)")
-    tmp = tmp_path_factory.mktemp("mpi-operator")
     with TestAPIServer(users={SA_TOKEN: (SA_USER, SA_GROUPS)}) as api:
         api.kubectl("apply", "--server-side", "-k", str(CRDS))
+        api.kubectl("apply", "--server-side", "-f", str(PODGROUPS))
         api.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
         install_rbac(api)
         tag = uuid.uuid4().hex[:6]
         theirs, ours = Kube(api, f"mpi-operator-{tag}"), Kube(api, f"trainop-{tag}")
-        manager = converting_manager(api, tmp, "--namespace", ours.ns)
+        manager = converting_manager(api, tmp, "--namespace", ours.ns, *ours_args)
         jobs = JobControllers(api, tmp / "job-controllers.log")
         port = free_port()
         operator = mpioperator.MPIOperator(api, "--namespace", theirs.ns, "--monitoring-port",
-                                           str(port), log_path=tmp / "mpi-operator.log")
+                                           str(port), *theirs_args,
+                                           log_path=tmp / "mpi-operator.log")
         METRICS.update({theirs.ns: port, ours.ns: manager.metrics_port})
         try:
             jobs.wait_ready()
@@ -196,6 +207,8 @@ def running_each(beside: tuple[Kube, Kube], doc: dict[str, Any]) -> None:
     for side in beside:
         running(side, doc["metadata"]["name"])
         wait_condition(side, doc["metadata"]["name"], "Running")
+    assert same_replica_statuses(beside, doc["metadata"]["name"]) == {
+        "Launcher": {"active": 1}, "Worker": {"active": 2}}
 
 
 def test_a_v2beta1_job_that_succeeds_each(beside: tuple[Kube, Kube]) -> None:
@@ -209,10 +222,34 @@ def test_a_v2beta1_job_that_succeeds_each(beside: tuple[Kube, Kube]) -> None:
     assert [(c["type"], c["status"]) for c in done[ours.ns]] == [
         ("Created", "True"), ("Running", "False"), ("Succeeded", "True")]
     assert done[ours.ns][-1]["message"] == f"MPIJob {ours.ns}/ok successfully completed."
+    # the launcher's, and no worker counted once it completed (mpi-operator lists them no
+    # more: its running workers are not counted as succeeded)
+    assert same_replica_statuses(beside, "ok") == {"Launcher": {"succeeded": 1}, "Worker": {}}
     # and the same events (mpi-operator tells Running on every reconcile, trainop once)
     assert told(theirs, "ok") == told(ours, "ok") == {
-        ("MPIJobCreated", "MPIJob NS/ok is created."), ("MPIJobRunning", "MPIJob NS/ok is running"),
-        ("MPIJobSucceeded", "MPIJob NS/ok successfully completed.")}
+        ("Normal", "MPIJobCreated", "MPIJob NS/ok is created."),
+        ("Normal", "MPIJobRunning", "MPIJob NS/ok is running"),
+        ("Normal", "MPIJobSucceeded", "MPIJob NS/ok successfully completed.")}
+
+
+def replica_statuses(kube: Kube, job: str) -> Any:
+    return json.loads(kube.kubectl("get", V2, job, "-o", "json")).get("status", {}).get(
+        "replicaStatuses")
+
+
+def same_replica_statuses(beside: tuple[Kube, Kube], job: str) -> Any:
+    """Both sides' `status.replicaStatuses` of `job`, once they agree (each operator
+    writes at its own pace; an AssertionError with both if they do not within 30 s)."""
+    seen: list[Any] = []
+
+    def agree() -> Any:
+        seen[:] = [replica_statuses(side, job) for side in beside]
+        return {"statuses": seen[1]} if seen[0] == seen[1] else None
+
+    try:
+        return wait_for(f"{job}'s replica statuses alike", agree, 30)["statuses"]
+    except AssertionError:
+        raise AssertionError(f"replicaStatuses: mpi-operator's {seen[0]} != {seen[1]}") from None
 
 
 def in_any_namespace(conds: list[dict[str, str]], kube: Kube) -> list[dict[str, str]]:
@@ -220,11 +257,22 @@ def in_any_namespace(conds: list[dict[str, str]], kube: Kube) -> list[dict[str, 
     return [{**c, "message": c["message"].replace(f"{kube.ns}/", "NS/")} for c in conds]
 
 
-def told(kube: Kube, job: str) -> set[tuple[str, str]]:
-    """The MPIJob's events (reason, message; the namespace written NS)."""
+def told(kube: Kube, job: str) -> set[tuple[str, str, str]]:
+    """The MPIJob's events (type, reason, message; the namespace written NS), each
+    checked whole: about the job at v2beta1 in its namespace, told by mpi-operator's
+    component. How often is not compared: mpi-operator tells
+    `MPIJobRunning` again on every reconcile, so its count is how often it reconciled."""
     events = json.loads(kube.kubectl("get", "events", "-o", "json"))["items"]
-    return {(e["reason"], e["message"].replace(f"{kube.ns}/", "NS/")) for e in events
-            if e["involvedObject"]["kind"] == "MPIJob" and e["involvedObject"]["name"] == job}
+    mine = [e for e in events if e["involvedObject"]["kind"] == "MPIJob"
+            and e["involvedObject"]["name"] == job]
+    for e in mine:
+        assert {k: e["involvedObject"].get(k) for k in ("apiVersion", "namespace", "fieldPath")
+                } == {"apiVersion": "kubeflow.org/v2beta1", "namespace": kube.ns,
+                      "fieldPath": None}, e
+        assert (e["source"], e.get("reportingComponent") or "") == (
+            {"component": "mpi-job-controller"}, ""), e
+    return {(e["type"], e["reason"], e["message"].replace(f"{kube.ns}/", "NS/"))
+            for e in mine}
 
 
 def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> None:
@@ -240,6 +288,7 @@ def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> 
     suspended = {side.ns: wait_condition(side, "pause", "Suspended") for side in beside}
     assert in_any_namespace(suspended[theirs.ns], theirs) == in_any_namespace(
         suspended[ours.ns], ours)
+    assert same_replica_statuses(beside, "pause") == {"Launcher": {}, "Worker": {}}
     running_now = next(c for c in suspended[ours.ns] if c["type"] == "Running")
     assert (running_now["status"], running_now["reason"]) == ("False", "MPIJobSuspended")
     launcher = theirs.get("jobs.batch", "pause-launcher")
@@ -255,9 +304,10 @@ def test_a_v2beta1_job_suspended_and_resumed_each(beside: tuple[Kube, Kube]) -> 
     assert next(c for c in resumed[ours.ns] if c["type"] == "Suspended")["reason"] == (
         "MPIJobResumed")
     assert told(theirs, "pause") == told(ours, "pause") == {
-        ("MPIJobCreated", "MPIJob NS/pause is created."),
-        ("MPIJobRunning", "MPIJob NS/pause is running"),
-        ("MPIJobSuspended", "MPIJob suspended"), ("MPIJobResumed", "MPIJob resumed")}
+        ("Normal", "MPIJobCreated", "MPIJob NS/pause is created."),
+        ("Normal", "MPIJobRunning", "MPIJob NS/pause is running"),
+        ("Normal", "MPIJobSuspended", "MPIJob suspended"),
+        ("Normal", "MPIJobResumed", "MPIJob resumed")}
 
 
 def test_a_v2beta1_job_whose_launcher_fails_each(beside: tuple[Kube, Kube]) -> None:
@@ -275,6 +325,7 @@ def test_a_v2beta1_job_whose_launcher_fails_each(beside: tuple[Kube, Kube]) -> N
     assert (last["type"], last["reason"], last["message"]) == (
         "Failed", "BackoffLimitExceeded/", "Job has reached the specified backoff limit: ")
     assert told(theirs, "bad") == told(ours, "bad")
+    assert same_replica_statuses(beside, "bad") == {"Launcher": {"failed": 1}, "Worker": {}}
     # the difference the README names: with cleanPodPolicy None, mpi-operator leaves the
     # workers running sshd for ever; trainop stops them
     workers = {f"bad-worker-{i}" for i in (0, 1)}
@@ -307,6 +358,7 @@ def test_a_v2beta1_job_suspended_from_the_start_each(beside: tuple[Kube, Kube]) 
     launchers = [launcher_job(side, "queued") for side in beside]
     assert launchers[0] == launchers[1], differing(launchers[0], launchers[1])
     assert launchers[1]["spec"]["suspend"] is True
+    assert same_replica_statuses(beside, "queued") == {"Launcher": {}, "Worker": {}}
     for side in beside:
         assert side.get("configmap", "queued-config") and side.get("secret", "queued-ssh")
         assert side.get("service", "queued") is not None

@@ -49,7 +49,8 @@ class MemoryAPI:
         """Whether what holds a name carries the labels its create asked for (else it was
         made by another operator: mpi-operator's launcher Job)."""
         self.asked: dict[str, dict[str, str]] = {}
-        self.patched: list[tuple[str, dict[str, Any]]] = []
+        self.patched: list[tuple[str, dict[str, Any] | list[dict[str, Any]]]] = []
+        self.kinds: list[str] = []
         self.taken_by, self.deleting = taken_by, deleting
         """The kind and name of the holders' controller; whether they are being deleted."""
         self.conflicts = conflicts
@@ -88,8 +89,10 @@ class MemoryAPI:
             meta["labels"] = self.asked.get(name, {})
         return {"items": [{"metadata": meta}]}
 
-    async def patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+    async def patch(self, path: str, patch: dict[str, Any] | list[dict[str, Any]],
+                    kind: str = "application/merge-patch+json") -> dict[str, Any]:
         self.patched.append((path, patch))
+        self.kinds.append(kind)
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         await asyncio.sleep(0)  # as a request would: the others go on meanwhile
@@ -390,3 +393,23 @@ def test_the_updates_of_a_plan_go_out_side_by_side() -> None:
     # the first alone (a patch the API server refuses fails once), then at most
     # MAX_IN_FLIGHT at once
     assert api.most_in_flight == MAX_IN_FLIGHT
+
+
+def test_a_pod_group_is_updated_by_a_json_patch_the_rest_by_merge_patches() -> None:
+    # a merge patch would merge minResources key by key: a resource no longer asked for
+    # would stay in the gang's minimum
+    api, told = MemoryAPI(), Told()
+    plan, head = plan_for("JAXJob", {"Worker": 1})
+    plan.update = [
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "job"}, "spec": {"minMember": 1, "minResources": {"cpu": "1"}}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}]
+    asyncio.run(applier(api, told, "JAXJob").apply("default/job", head, plan))
+    by_path = dict(zip((p for p, _ in api.patched), api.kinds, strict=True))
+    assert by_path == {
+        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/job":
+            "application/json-patch+json",
+        "/api/v1/namespaces/default/configmaps/c": "application/merge-patch+json"}
+    assert dict(api.patched)[
+        "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/job"][1] == {
+        "op": "add", "path": "/spec/minResources", "value": {"cpu": "1"}}

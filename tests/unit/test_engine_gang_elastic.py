@@ -6,9 +6,10 @@ from fractions import Fraction
 
 import pytest
 
-from tests.jobs import job
+from tests.jobs import job, v2beta1_job
 from tests.sim import Cluster
 from trainop.engine import EngineConfig, OwnedObject, quantity
+from trainop.engine.objects import patch_of
 
 VOLCANO = EngineConfig(gang_scheduler="volcano")
 PLUGINS = EngineConfig(gang_scheduler="scheduler-plugins-scheduler")
@@ -85,6 +86,114 @@ def test_no_gang_no_pod_group() -> None:
     c.step()
     assert "PodGroup/job" not in c.created
     assert "schedulerName" not in c.pod("job-worker-0")["spec"]
+
+
+def test_a_changed_scheduling_policy_updates_the_pod_group() -> None:
+    # upstream's SyncPodGroup and mpi-operator's getOrCreatePodGroups write the spec again
+    j = job("TFJob", {"Worker": 4}, spec={"runPolicy": {"schedulingPolicy": {
+        "minAvailable": 4, "scheduleTimeoutSeconds": 120, "minResources": {"cpu": 4,
+                                                                         "memory": "1Gi"}}}})
+    c = Cluster(j, PLUGINS)
+    c.step()
+    assert c.step().update == []  # current: nothing to write
+    c.job.spec.run_policy.scheduling_policy.schedule_timeout_seconds = 30
+    c.job.spec.run_policy.scheduling_policy.min_resources = {"cpu": 2}
+    plan = c.step()
+    assert [(o["kind"], o["metadata"]["name"]) for o in plan.update] == [("PodGroup", "job")]
+    # a JSON patch: minResources replaced whole (a merge patch would keep the memory)
+    assert patch_of(plan.update[0]) == [
+        {"op": "add", "path": "/spec/minMember", "value": 4},
+        {"op": "add", "path": "/spec/minResources", "value": {"cpu": "2"}},
+        {"op": "add", "path": "/spec/priorityClassName", "value": None},
+        {"op": "add", "path": "/spec/scheduleTimeoutSeconds", "value": 30}]
+    assert c.step().update == []  # once
+
+
+def test_a_volcano_pod_group_keeps_its_queue_and_phase_when_updated() -> None:
+    policy = {"minAvailable": 2, "queue": "a"}
+    c = Cluster(job("PyTorchJob", {"Worker": 2}, spec={"runPolicy": {
+        "schedulingPolicy": policy}}), VOLCANO)
+    c.step()
+    c.objects[("PodGroup", "job")] = OwnedObject(
+        "PodGroup", "job", phase="Inqueue", content=c.objects[("PodGroup", "job")].content)
+    c.step()
+    c.job.spec.run_policy.scheduling_policy.queue = "b"  # upstream keeps the first queue
+    assert c.step().update == []
+    c.job.spec.run_policy.scheduling_policy.min_available = 1
+    plan = c.step()
+    assert [o["spec"]["minMember"] for o in plan.update] == [1]
+    assert "/spec/queue" not in {op["path"] for op in patch_of(plan.update[0])}
+    assert c.step().update == [] and not c.step().create  # admitted still: nothing held
+
+
+def test_a_v2beta1_job_under_volcano_is_made_at_once() -> None:
+    # mpi-operator makes the pods and the launcher Job with the PodGroup and leaves the
+    # gang to the scheduler; upstream v1 waits for the PodGroup's admission
+    c = Cluster(v2beta1_job(), VOLCANO)
+    made = {f"{o['kind']}/{o['metadata']['name']}" for o in c.step().to_create}
+    assert {"PodGroup/job", "Pod/job-worker-0", "Pod/job-worker-1", "Job/job-launcher"} <= made
+    worker = c.pod("job-worker-0")
+    # its decoration: the scheduler's name always, the group annotation, no task annotation
+    assert worker["spec"]["schedulerName"] == "volcano"
+    assert worker["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "job"}
+    launcher = c.created["Job/job-launcher"]["spec"]["template"]
+    assert launcher["spec"]["schedulerName"] == "volcano"
+    assert launcher["metadata"]["annotations"] == {"scheduling.k8s.io/group-name": "job"}
+
+
+def test_a_v2beta1_pod_group_is_mpi_operators() -> None:
+    # podgroup.go newPodGroup: no queue by default, the job's annotations not copied
+    c = Cluster(v2beta1_job(), VOLCANO)
+    c.step()
+    pg = c.created["PodGroup/job"]
+    assert pg["spec"] == {"minMember": 3, "minResources": {}}
+    assert "annotations" not in pg["metadata"]
+    # the queue from the job's Volcano annotation, the priority from the launcher's
+    # template, the workers past minMember - 1 left out of minResources, limits counted
+    # where nothing is requested
+    template = {"template": {"spec": {"priorityClassName": "low", "containers": [{
+        "name": "mpi", "image": "i", "resources": {"requests": {"cpu": "1"},
+                                                   "limits": {"cpu": "2", "memory": "1Gi"}}}]}}}
+    j = v2beta1_job({"runPolicy": {"schedulingPolicy": {"minAvailable": 2}},
+                 "mpiReplicaSpecs": {"Launcher": {"replicas": 1, **template},
+                                     "Worker": {"replicas": 3, **template}}}, workers=3)
+    j.metadata.annotations = {**(j.metadata.annotations or {}),
+                              "scheduling.volcano.sh/queue-name": "q"}
+    d = Cluster(j, VOLCANO)
+    d.step()
+    assert d.created["PodGroup/job"]["spec"] == {
+        "minMember": 2, "queue": "q", "priorityClassName": "low",
+        "minResources": {"cpu": "2", "memory": str(2 * 2**30)}}
+    # scheduler-plugins: the timeout always written, 0 by default; no empty minResources
+    e = Cluster(v2beta1_job(), PLUGINS)
+    e.step()
+    assert e.created["PodGroup/job"]["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 0}
+    # a template's own scheduler is overwritten
+    mine = {"replicas": 1, "template": {"spec": {"schedulerName": "mine", "containers": [
+        {"name": "m", "image": "i"}]}}}
+    f = Cluster(v2beta1_job({"mpiReplicaSpecs": {"Launcher": mine, "Worker": mine}},
+                            workers=1), PLUGINS)
+    f.step()
+    assert f.pod("job-worker-0")["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+
+
+@pytest.mark.parametrize(("policy", "deleted"), [(None, False), ("Running", True),
+                                                 ("All", True)])
+def test_a_finished_v2beta1_jobs_pod_group_goes_as_mpi_operator_cleans_up(
+        policy: str | None, deleted: bool) -> None:
+    # mpi-operator deletes it with the workers only (cleanUpWorkerPods), telling nothing
+    extra = {"runPolicy": {"cleanPodPolicy": policy}} if policy else {}
+    c = Cluster(v2beta1_job(extra), VOLCANO)
+    c.step()
+    c.all("Running")
+    c.set_job("job-launcher", running=1, started=True)
+    c.step()
+    c.set_job("job-launcher", finished="Complete", running=0)
+    plan = c.step()
+    assert c.condition("Succeeded").status == "True"
+    assert [r.kind for r in plan.delete if r.kind == "PodGroup"] == (
+        ["PodGroup"] if deleted else [])
+    assert not [e for e in plan.events + plan.on_removed if "PodGroup" in e.message]
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -7,9 +7,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.jobs import TYPICAL, job, manifest
+from tests.jobs import TYPICAL, job, v2beta1_job
 from tests.sim import T0, Cluster
-from trainop.api import KINDS, Job, JobStatus, load_job
+from trainop.api import KINDS, JobStatus
 from trainop.api.conversion import WRITTEN_IN
 from trainop.engine import EngineConfig, Plan, create_refused
 from trainop.engine.objects import PLAN_BYTES, PLAN_OBJECTS, patch_of
@@ -684,14 +684,6 @@ def test_a_job_answers_to_the_name_its_api_gives_the_operator(
     assert bool(names(c.step(), "Pod")) is ours
 
 
-def v2beta1_job(extra: dict[str, Any] | None = None, workers: int = 2) -> Job:
-    """A v2beta1 MPIJob's v1 form, as the conversion gives it, defaulted."""
-    doc = manifest("MPIJob", {"Launcher": 1, "Worker": workers},
-                   spec={"transport": "SSH", **(extra or {})})
-    doc["metadata"]["annotations"] = {WRITTEN_IN: "v2beta1"}
-    return load_job(doc)
-
-
 def v2beta1_pods(extra: dict[str, Any] | None = None) -> tuple[Cluster, dict[str, Any]]:
     """The objects a v2beta1 MPIJob (its v1 form, as the conversion gives it) gets first."""
     c = Cluster(v2beta1_job(extra))
@@ -1136,3 +1128,54 @@ def test_every_replica_of_a_big_job_is_made_once_across_batches() -> None:
     assert max(len(p.create) for p in c.plans) == PLAN_OBJECTS
     assert len(c.plans) == 6  # five batches, and the plan that finds nothing missing
     assert c.plans[-1].requeue_after != 0
+
+
+def statuses(c: Cluster) -> dict[str, dict[str, int]]:
+    """The job's replicaStatuses as a client reads them (zero counts left out)."""
+    return {t: rs.model_dump(exclude_none=True)
+            for t, rs in (c.job.status.replica_statuses or {}).items()}
+
+
+def test_v2beta1_replica_statuses_are_mpi_operators() -> None:
+    # mpi-operator's updateMPIJobStatus: no Launcher entry until its Job exists; the
+    # workers counted while the job runs, running ones only
+    c = Cluster(v2beta1_job())
+    c.step()  # makes the launcher Job, which it does not see yet
+    assert statuses(c) == {"Worker": {}}
+    c.set("job-worker-0", phase="Running")
+    c.step()
+    assert statuses(c) == {"Launcher": {}, "Worker": {"active": 1}}
+    running_v2beta1(c)
+    assert statuses(c) == {"Launcher": {"active": 1}, "Worker": {"active": 2}}
+    # once its launcher Job completes it lists no worker: `Worker: {}`, not the running
+    # workers counted as succeeded
+    c.set_job("job-launcher", finished="Complete", running=0)
+    c.step()
+    assert statuses(c) == {"Launcher": {"succeeded": 1}, "Worker": {}}
+    c.step()
+    assert statuses(c) == {"Launcher": {"succeeded": 1}, "Worker": {}}
+    # a failed one keeps the Job's failed count
+    d, _ = v2beta1_pods()
+    running_v2beta1(d)
+    d.set("job-worker-1", phase="Failed", exit_code=1)
+    d.step()
+    assert statuses(d) == {"Launcher": {"active": 1}, "Worker": {"active": 1, "failed": 1}}
+    d.set_job("job-launcher", finished="Failed", running=0, failed=3, reason="x", message="y")
+    d.step()
+    assert statuses(d) == {"Launcher": {"failed": 3}, "Worker": {}}
+
+
+def test_a_v2beta1_job_suspended_from_creation_has_both_entries_empty() -> None:
+    # mpi-operator makes its launcher Job suspended and writes {Launcher: {}, Worker: {}}
+    c, made = v2beta1_pods({"runPolicy": {"suspend": True}})
+    assert made["Job/job-launcher"]["spec"]["suspend"] is True
+    assert statuses(c) == {"Worker": {}}
+    c.step()
+    assert statuses(c) == {"Launcher": {}, "Worker": {}}
+    # and a running job suspended: the same, whatever ran
+    d, _ = v2beta1_pods()
+    running_v2beta1(d)
+    d.job.spec.run_policy.suspend = True
+    d.set_job("job-launcher", running=0, started=True, suspended=True)
+    d.step()
+    assert statuses(d) == {"Launcher": {}, "Worker": {}}

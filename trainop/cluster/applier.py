@@ -226,8 +226,10 @@ class PlanApplier:
             await self._delete(key, ns, r)
 
         async def update(o: dict[str, Any]) -> None:
+            patch = patch_of(o)
             await self.client.patch(resource_for(o["kind"], o["apiVersion"]).path(
-                ns, o["metadata"]["name"]), patch_of(o))
+                ns, o["metadata"]["name"]), patch, "application/json-patch+json"
+                if isinstance(patch, list) else "application/merge-patch+json")
 
         try:
             # one at a time, in the plan's order: what needs another object (a RoleBinding

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop.api import Job
+from trainop.api import Job, ReplicaStatus
 from trainop.api.resources import JOBS
 from trainop.engine.framework import Counts
 from trainop.engine.labels import app_labels, object_meta
@@ -62,3 +62,22 @@ def counts(state: BatchJob | None, replicas: int) -> Counts:
                   succeeded=1 if state.finished == COMPLETE else 0, failed=state.failed,
                   succeeded_indexes=frozenset({0}) if state.finished == COMPLETE
                   else frozenset())
+
+
+def replica_statuses(counts_by_type: dict[str, Counts], rtype: str, state: BatchJob | None,
+                     stopped: bool) -> dict[str, ReplicaStatus]:
+    """`status.replicaStatuses` as mpi-operator writes them (updateMPIJobStatus,
+    cleanUpWorkerPods): the Job's replica only once its Job exists, as the Job tells it
+    (`counts`); every other type's pods counted while the job runs, and none at all
+    (`{}`) once it is `stopped` (suspended, or its Job ended): mpi-operator no longer
+    lists those pods then, whatever they did."""
+    out: dict[str, ReplicaStatus] = {}
+    for name, c in counts_by_type.items():
+        if name == rtype:
+            if state is None:
+                continue
+            c = counts(state, c.replicas)
+        elif stopped:
+            c = Counts(replicas=c.replicas)
+        out[name] = ReplicaStatus(active=c.active, succeeded=c.succeeded, failed=c.failed)
+    return out

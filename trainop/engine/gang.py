@@ -6,6 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.defaults import MPI_OPERATOR, written_for
 from trainop.api.resolved import resolve
 from trainop.api.resources import PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
 from trainop.api.templates import containers
@@ -69,14 +70,29 @@ def min_resources(job: Job) -> dict[str, str]:
 def held(observed: Observed, job: Job, config: EngineConfig) -> bool:
     """Volcano admits a gang before its pods may exist: until its PodGroup is admitted,
     upstream makes nothing else and writes no status but lastReconcileTime
-    (pkg/controller.v1/common/job.go:318-330)."""
-    if not config.volcano:
+    (pkg/controller.v1/common/job.go:318-330). mpi-operator makes the pods and its
+    launcher Job at once and leaves the gang to the scheduler (mpi_job_controller.go:
+    syncHandler): a job written in its API is never held."""
+    if not config.volcano or written_for(job) == MPI_OPERATOR:
         return False
     pg = observed.object("PodGroup", job.name)
     return pg is None or pg.phase not in ADMITTED_PHASES
 
 
+def told_at_end(job: Job, clean_pod_policy: str) -> list[tuple[str, str]] | None:
+    """The events (reason, message) the deletion of a finished job's PodGroup tells, as
+    it goes; None: the PodGroup is kept. Upstream deletes it, in its words
+    (pkg/controller.v1/common/job.go:238-243); mpi-operator only with a cleanPodPolicy
+    that deletes pods, and tells nothing (cleanUpWorkerPods)."""
+    if written_for(job) == MPI_OPERATOR:
+        return [] if clean_pod_policy in ("All", "Running") else None
+    return [("JobTerminated", "Job has been terminated. Deleting PodGroup"),
+            ("SuccessfulDeletePodGroup", f"Deleted PodGroup: {job.name}")]
+
+
 def desired_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
+    if written_for(job) == MPI_OPERATOR:
+        return _mpi_operator_pod_group(job, config)
     sp = job.spec.run_policy.scheduling_policy
     spec: dict[str, Any] = {"minMember": min_member(job)}
     resources = min_resources(job)
@@ -99,12 +115,94 @@ def desired_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
 def decorate_pod(job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig) -> None:
     meta = pod["metadata"]
     spec = pod["spec"]
-    # a template's own schedulerName is kept (pkg/controller.v1/control/podgroup_control.go:66)
+    scheduler = "volcano" if config.volcano else config.gang_scheduler
+    if written_for(job) == MPI_OPERATOR:
+        # the scheduler's name always, and no task annotation (podgroup.go:
+        # decoratePodTemplateSpec)
+        spec["schedulerName"] = scheduler
+    else:
+        # a template's own schedulerName is kept (pkg/controller.v1/control/
+        # podgroup_control.go:66)
+        spec.setdefault("schedulerName", scheduler)
     if config.volcano:
-        spec.setdefault("schedulerName", "volcano")
         annotations = meta.setdefault("annotations", {})
         annotations[VOLCANO_GROUP_ANNOTATION] = job.name
-        annotations[VOLCANO_TASK_ANNOTATION] = rtype.lower()
+        if written_for(job) != MPI_OPERATOR:
+            annotations[VOLCANO_TASK_ANNOTATION] = rtype.lower()
     else:
-        spec.setdefault("schedulerName", config.gang_scheduler)
         meta["labels"][PLUGINS_GROUP_LABEL] = job.name
+
+
+VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+"""A job's Volcano queue where its schedulingPolicy names none (mpi-operator's newPodGroup)."""
+
+
+def _mpi_operator_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
+    """mpi-operator's PodGroup (podgroup.go: newPodGroup): minMember as upstream's, the
+    queue from the policy or the job's Volcano queue annotation (none by default), the
+    priority class from the policy or the launcher's or the workers' template, the
+    scheduler-plugins timeout always written (0 by default), no annotation of the job's.
+    Its labels are the two trainop's caches watch by (mpi-operator writes none)."""
+    sp = job.spec.run_policy.scheduling_policy
+    members = min_member(job)
+    spec: dict[str, Any] = {"minMember": members}
+    resources = _mpi_operator_min_resources(job, members)
+    if config.volcano:
+        queue = (sp.queue if sp is not None and sp.queue else
+                 (job.metadata.annotations or {}).get(VOLCANO_QUEUE_ANNOTATION))
+        if queue:
+            spec["queue"] = queue
+        priority = _mpi_operator_priority_class(job)
+        if priority:
+            spec["priorityClassName"] = priority
+        if resources is not None:  # a pointer there: written even when empty
+            spec["minResources"] = resources
+    else:
+        spec["scheduleTimeoutSeconds"] = (
+            sp.schedule_timeout_seconds if sp is not None
+            and sp.schedule_timeout_seconds is not None else 0)
+        if resources:
+            spec["minResources"] = resources
+    return podgroups(config).new(object_meta(job, job.name, job_labels(job)), spec=spec)
+
+
+def _mpi_operator_priority_class(job: Job) -> str | None:
+    sp = job.spec.run_policy.scheduling_policy
+    if sp is not None and sp.priority_class:
+        return sp.priority_class
+    for rtype in ("Launcher", "Worker"):
+        rspec = job.spec.replica_specs.get(rtype)
+        name = ((rspec.template or {}).get("spec") or {}).get("priorityClassName") \
+            if rspec is not None else None
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
+def _mpi_operator_min_resources(job: Job, members: int) -> dict[str, str] | None:
+    """mpi-operator's calPGMinResource: the launcher and, where they are more than
+    `members`, `members - 1` workers; each container's requests, and its limits for what
+    it requests nothing of. mpi-operator orders the two by their PriorityClasses' values
+    first; here they are taken as equal (the workers last), as they are when the
+    templates name none."""
+    sp = job.spec.run_policy.scheduling_policy
+    if sp is not None and sp.min_resources is not None:
+        return {k: str(v) for k, v in sp.min_resources.items()}
+    if members == 0:
+        return None
+    replicas = dict(resolve(job).replicas)
+    if sum(replicas.values()) > members and "Worker" in replicas:
+        replicas["Worker"] = members - 1
+    total: dict[str, Fraction] = {}
+    for rtype, n in replicas.items():
+        for c in containers(job.spec.replica_specs[rtype].template):
+            res = c.get("resources") or {}
+            limits, requests = res.get("limits"), res.get("requests")
+            amounts = {**(limits if isinstance(limits, dict) else {}),
+                       **(requests if isinstance(requests, dict) else {})}
+            for name, value in amounts.items():
+                try:
+                    total[name] = total.get(name, Fraction(0)) + quantity.parse(value) * n
+                except ValueError:
+                    continue  # the API server rejects the pod itself; say it there
+    return {k: quantity.fmt(v) for k, v in sorted(total.items())}

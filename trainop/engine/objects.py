@@ -204,14 +204,27 @@ def _suspend(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("spec") or {}).get("suspend"))
 
 
+GANG_FIELDS = ("minMember", "minResources", "priorityClassName", "scheduleTimeoutSeconds")
+"""What of a PodGroup's spec follows the job's schedulingPolicy (upstream's SyncPodGroup
+and mpi-operator's getOrCreatePodGroups write it again on every reconcile). The queue
+stays the one it was made with, as upstream keeps it (job.go: pgSpecFill); what else the
+gang scheduler writes there is its own."""
+
+
+def _gang_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec") or {}
+    return {k: spec.get(k) for k in GANG_FIELDS}
+
+
 KEPT_CURRENT: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "ConfigMap": lambda obj: obj.get("data"),
     "Role": lambda obj: obj.get("rules"),
     "Job": _suspend,
+    "PodGroup": _gang_spec,
 }
 """Kind -> what of an object a job owns the engine keeps current (MPI's hostfile and
 discover_hosts.sh, its launcher Role's worker names, whether its launcher Job is
-suspended); other objects are made once."""
+suspended, a PodGroup's GANG_FIELDS); other objects are made once."""
 
 SCHEDULING = ("nodeSelector", "tolerations", "schedulingGates")
 """What of a suspended Job's pod template may change before it first runs (Kubernetes'
@@ -231,13 +244,18 @@ def content_of(kind: str, obj: Mapping[str, Any]) -> str | None:
     return hashlib.sha256(orjson.dumps(kept(obj), option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def patch_of(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The merge patch that brings an object up to date with desired `obj`: what
-    KEPT_CURRENT names, a pod's annotations (the attempts engine/inplace.py tells it), and
-    with a Job resumed, its template's labels, annotations and
-    SCHEDULING where `obj` has a template (batchjob.update leaves it out for a Job that
-    ran: Kubernetes refuses to change them then)."""
+def patch_of(obj: Mapping[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
+    """The patch that brings an object up to date with desired `obj`: a merge patch of
+    what KEPT_CURRENT names, a pod's annotations (the attempts engine/inplace.py tells
+    it), and with a Job resumed, its template's labels, annotations and SCHEDULING where
+    `obj` has a template (batchjob.update leaves it out for a Job that ran: Kubernetes
+    refuses to change them then). A PodGroup's is a JSON patch (a list): its
+    `minResources` is replaced whole, which a merge patch would merge key by key, and a
+    field the job no longer sets is written null, which the API server prunes."""
     kind = obj["kind"]
+    if kind == "PodGroup":
+        return [{"op": "add", "path": f"/spec/{k}", "value": v}
+                for k, v in _gang_spec(obj).items()]
     if kind == "ConfigMap":
         return {"data": obj.get("data")}
     if kind == "Pod":  # what engine/inplace.py tells a pod: its annotations

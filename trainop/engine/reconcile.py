@@ -192,7 +192,13 @@ class _Run:
         if message is not None and cond.get(self.status, cond.RUNNING) is None:
             cond.append_after_end(self.status, cond.RUNNING, "False", f"{self.kind}Running",
                                   message, self.now)
-        if not just_now and cond.is_true(self.status, cond.FAILED):
+        if self.batch is not None:
+            # mpi-operator lists the other pods no more: their counts are gone; the Job's
+            # replica keeps what its Job told as the job ended
+            for rtype, rs in (self.status.replica_statuses or {}).items():
+                if rtype != self.batch:
+                    rs.active = rs.succeeded = rs.failed = 0
+        elif not just_now and cond.is_true(self.status, cond.FAILED):
             # pods cleanup deletes, or that are gone, are no longer active (upstream leaves
             # the count of the moment the job failed, however long ago its pods went)
             remaining = self.counts_by_type([p for p in self.live_pods() if p not in doomed])
@@ -236,12 +242,12 @@ class _Run:
             # (upstream keeps them until the job is deleted: a finished job's names may be
             # taken by another workload's pods, or were never its own if it failed on them)
             self.delete_kind(resource)
-        if self.config.gang_scheduler and self.observed.object(
+        told = gang.told_at_end(self.job, policy)
+        if self.config.gang_scheduler and told is not None and self.observed.object(
                 "PodGroup", self.job.name) is not None and self.plan.remove(
                 ObjectRef("PodGroup", self.job.name, gang.podgroups(self.config).api_version)):
-            # upstream's words (pkg/controller.v1/common/job.go:238-243), told as it goes
-            self.removed("JobTerminated", "Job has been terminated. Deleting PodGroup")
-            self.removed("SuccessfulDeletePodGroup", f"Deleted PodGroup: {self.job.name}")
+            for reason, message in told:
+                self.removed(reason, message)
         return doomed
 
     def suspend(self) -> None:
@@ -271,10 +277,15 @@ class _Run:
         for ctype, value, message in self.fw.wording.suspended(
                 self.job, cond.is_true(self.status, cond.RUNNING)):
             self.condition(ctype, value, f"{self.kind}Suspended", message)
-        # every pod is gone or going; what ended stays counted (a job suspended from the
-        # start has no replica statuses, as upstream writes none for it)
-        for rs in (self.status.replica_statuses or {}).values():
-            rs.active = 0
+        if self.batch is not None:  # mpi-operator's, even for a job suspended from the start
+            self.status.replica_statuses = batchjob.replica_statuses(
+                self.counts_by_type(self.observed.pods), self.batch, self.batch_state(),
+                stopped=True)
+        else:
+            # every pod is gone or going; what ended stays counted (a job suspended from
+            # the start has no replica statuses, as upstream writes none for it)
+            for rs in (self.status.replica_statuses or {}).values():
+                rs.active = 0
         self.status.waiting_replicas = None
 
     def active(self) -> None:
@@ -293,8 +304,12 @@ class _Run:
         # The replica statuses describe the pods observed, whatever this round decides.
         counts = self.counts_by_type(self.observed.pods)
         if self.batch is not None:
-            counts[self.batch] = batchjob.counts(self.batch_state(), counts[self.batch].replicas)
-        self.replica_statuses(counts)
+            state = self.batch_state()
+            self.status.replica_statuses = batchjob.replica_statuses(
+                counts, self.batch, state, stopped=state is not None and state.finished is not None)
+            counts[self.batch] = batchjob.counts(state, counts[self.batch].replicas)
+        else:
+            self.replica_statuses(counts)
         ads = self.job.spec.run_policy.active_deadline_seconds
         if ads is not None and self.batch is None:  # else the Job's own deadline
             left = ads - (self.now_dt - clock.parse(st.start_time)).total_seconds()
