@@ -24,7 +24,7 @@ from trainop.engine import (
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
 from trainop.engine.observed import InPlace, NodeState
-from trainop.frameworks import framework_for
+from trainop.frameworks import framework_of
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 KEY = SSHKeyPair("PRIVATE", "PUBLIC")
@@ -60,7 +60,7 @@ class Cluster:
                         reclaimed=self.reclaimed)
 
     def plan(self) -> Plan:
-        return reconcile(self.job, self.observed, self.now, framework_for(self.job.kind),
+        return reconcile(self.job, self.observed, self.now, framework_of(self.job),
                          self.addr, self.config)
 
     def step(self) -> Plan:

@@ -269,8 +269,9 @@ def told(kube: Kube, job: str) -> set[tuple[str, str, str]]:
         assert {k: e["involvedObject"].get(k) for k in ("apiVersion", "namespace", "fieldPath")
                 } == {"apiVersion": "kubeflow.org/v2beta1", "namespace": kube.ns,
                       "fieldPath": None}, e
-        assert (e["source"], e.get("reportingComponent") or "") == (
-            {"component": "mpi-job-controller"}, ""), e
+        # (client-go's recorder reports as its source's component: event.go makeEvent)
+        assert (e["source"], e.get("reportingComponent"), e.get("reportingInstance") or "") == (
+            {"component": "mpi-job-controller"}, "mpi-job-controller", ""), e
     return {(e["type"], e["reason"], e["message"].replace(f"{kube.ns}/", "NS/"))
             for e in mine}
 

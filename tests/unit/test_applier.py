@@ -18,6 +18,7 @@ from trainop.cluster.caches import job_informer
 from trainop.cluster.client import MAX_IN_FLIGHT, APIError
 from trainop.engine import (
     ClusterAddressing,
+    EngineConfig,
     Event,
     Observed,
     OwnedObject,
@@ -413,3 +414,20 @@ def test_a_pod_group_is_updated_by_a_json_patch_the_rest_by_merge_patches() -> N
     assert dict(api.patched)[
         "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/job"][1] == {
         "op": "add", "path": "/spec/minResources", "value": {"cpu": "1"}}
+
+
+def test_a_pod_group_another_operator_made_is_labelled_for_the_caches() -> None:
+    # mpi-operator's PodGroup carries no label: trainop, running the job now, would never
+    # see it and try to make it for ever
+    api, told = MemoryAPI(taken={"job": "u1"}, labelled=False), Told()
+    j = job("PyTorchJob", {"Worker": 1}, uid="u1")
+    plan = reconcile(j, Observed(), T0, framework_for("PyTorchJob"), ClusterAddressing(),
+                     EngineConfig(gang_scheduler="volcano"))
+    head = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {
+        "name": "job", "namespace": "default", "uid": "u1", "resourceVersion": "1"}}
+    asyncio.run(applier(api, told, "PyTorchJob").apply("default/job", head, plan))
+    assert api.patched == [(
+        "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups/job",
+        {"metadata": {"labels": {"training.kubeflow.org/job-name": "job",
+                                 "training.kubeflow.org/operator-name": "pytorchjob-controller"}}})]
+    assert "CreateFailed" not in [e.reason for e in told.events]

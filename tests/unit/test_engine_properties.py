@@ -12,7 +12,7 @@ from tests.sim import T0, Cluster
 from trainop.api import KINDS, InvalidJob, Job
 from trainop.engine import ClusterAddressing, Observed, OwnedObject, PodState, reconcile
 from trainop.engine.labels import replica_name
-from trainop.frameworks import framework_for
+from trainop.frameworks import framework_of
 
 PHASES = ["Pending", "Running", "Succeeded", "Failed", "Unknown"]
 POLICIES = ["Always", "OnFailure", "Never", "ExitCode"]
@@ -66,7 +66,7 @@ def test_never_raises_and_never_plans_an_object_twice(data: st.DataObject) -> No
     j = data.draw(jobs())
     observed = data.draw(observed_for(j))
     now = T0 + dt.timedelta(seconds=data.draw(st.integers(0, 1000)))
-    plan = reconcile(j, observed, now, framework_for(j.kind), ClusterAddressing())
+    plan = reconcile(j, observed, now, framework_of(j), ClusterAddressing())
     created = [(o["kind"], o["metadata"]["name"]) for o in plan.to_create]
     assert len(created) == len(set(created))
     existing = {p.name for p in observed.pods}

@@ -4,40 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop.api.conversion import written_in
-from trainop.api.kinds import VERSION, KindInfo
+from trainop.api.kinds import KindInfo
+from trainop.api.persona import TRAINING_OPERATOR, persona_of
 from trainop.api.templates import containers
 from trainop.api.types import Job, ReplicaSpec, RunPolicy
 
-OUR_MANAGER = "kubeflow.org/training-operator"
+OUR_MANAGER = TRAINING_OPERATOR.manager
 """The runPolicy.managedBy value of jobs trainop (as the training operator) runs."""
-MANAGER_NAMES = {VERSION: OUR_MANAGER, "v2beta1": "kubeflow.org/mpi-operator"}
-"""The runPolicy.managedBy value that names trainop, by the API a job was written in:
-mpi-operator's own name for a v2beta1 MPIJob (its KubeflowJobController, v2beta1/types.go);
-it leaves every other value, as trainop does."""
-
-
-MPI_OPERATOR = "mpi-operator"
-OPERATORS = {"v2beta1": MPI_OPERATOR}
-"""The operator whose API a job was written in, where that is not training-operator's v1:
-mpi-operator for a v2beta1 MPIJob. The objects of such a job carry that operator's labels
-(engine/labels.py)."""
-
-
-RESTART_POLICIES = {"v2beta1": {"Launcher": "OnFailure"}}
-"""Replica types whose restartPolicy defaults otherwise in the API a job was written in
-than in its kind's v1: mpi-operator's launcher restarts in place (v2beta1/default.go)."""
-
-
-def written_for(job: Job) -> str | None:
-    """The operator whose API `job` was written in (OPERATORS); None for v1."""
-    return OPERATORS.get(written_in(job.metadata.annotations, job.api_version))
 
 
 def our_manager(job: Job) -> str:
-    """The runPolicy.managedBy value by which `job` is trainop's to run."""
-    return MANAGER_NAMES.get(written_in(job.metadata.annotations, job.api_version),
-                             OUR_MANAGER)
+    """The runPolicy.managedBy value by which `job` is trainop's to run: its persona's
+    (mpi-operator's own name for a v2beta1 MPIJob, its KubeflowJobController,
+    v2beta1/types.go); every other value is left to its controller."""
+    return persona_of(job).manager
 
 
 def manager_of(job: Job) -> str | None:
@@ -52,7 +32,7 @@ def default_job(job: Job) -> Job:
     info = job.info
     spec = job.spec
     spec.replica_specs = _normalised_replica_types(info, spec.replica_specs)
-    restart = RESTART_POLICIES.get(written_in(job.metadata.annotations, job.api_version), {})
+    restart = persona_of(job).restart_policies
 
     for rtype, rspec in spec.replica_specs.items():
         if rspec.replicas is None:

@@ -16,10 +16,13 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api import JobStatus
+from trainop.api.persona import TRAINING_OPERATOR, Persona
 from trainop.api.resources import (
     CONFIGMAPS,
     JOBS,
+    PLUGINS_PODGROUPS,
     SERVICES,
+    VOLCANO_PODGROUPS,
     Resource,
     job_resource,
     resource_for,
@@ -36,7 +39,7 @@ from trainop.engine.waiting import not_ours
 
 log = logging.getLogger("trainop.applier")
 
-ADOPTED = (CONFIGMAPS, SERVICES, JOBS)
+ADOPTED = (CONFIGMAPS, SERVICES, JOBS, VOLCANO_PODGROUPS, PLUGINS_PODGROUPS)
 """What of a job's own objects made by another operator the applier labels for the caches
 (mpi-operator's of a v2beta1 MPIJob; its pods carry trainop's labels already)."""
 REJECTED = (400, 422)
@@ -127,10 +130,10 @@ class PlanApplier:
             self.holders.pop(key, None)
 
     async def apply(self, key: str, obj: dict[str, Any], plan: Plan,
-                    operator: str | None = None) -> float | None:
+                    persona: Persona = TRAINING_OPERATOR) -> float | None:
         """Send `plan`; the seconds after which the job is to be decided again (the plan's,
-        or a second where a name it needs is still held). `operator`: whose API the job
-        was written in (defaults.written_for), whose counters count it."""
+        or a second where a name it needs is still held). `persona`: the job's, whose
+        counters count it."""
         try:
             await self._send(key, obj, plan)
         except NameHeld as held:
@@ -142,7 +145,7 @@ class PlanApplier:
                 held.held, held.resource, due=time.monotonic() + FIRST_LOOK)
             blocked = created_only(plan, stored_status(obj), wallclock.now())
             if blocked is not None:
-                await self.commit(key, obj, blocked, operator)
+                await self.commit(key, obj, blocked, persona)
             return 0.0
         except Refused as refusal:
             plan = create_refused(plan, self.kind, key, str(refusal), wallclock.now())
@@ -152,9 +155,9 @@ class PlanApplier:
             blocked = created_only(plan, stored_status(obj), wallclock.now())
             if blocked is not None:
                 with contextlib.suppress(*REQUEST_ERRORS):
-                    await self.commit(key, obj, blocked, operator)
+                    await self.commit(key, obj, blocked, persona)
             raise
-        await self.commit(key, obj, plan, operator)
+        await self.commit(key, obj, plan, persona)
         if plan.delete_job:
             ns = obj["metadata"]["namespace"]
             try:
@@ -164,14 +167,13 @@ class PlanApplier:
                 if not err.not_found:
                     raise
                 return None  # an earlier round deleted it, and told so
-            if operator is None:  # mpi-operator counts no deletion
-                metrics.JOBS_DELETED.labels(ns, self.framework).inc()
+            metrics.count_jobs({"deleted": 1}, ns, self.framework, persona)
             for event in plan.on_deleted:
                 self.recorder.record(obj, event)
         return plan.requeue_after
 
     async def commit(self, key: str, obj: dict[str, Any], plan: Plan,
-                     operator: str | None = None) -> None:
+                     persona: Persona = TRAINING_OPERATOR) -> None:
         """What follows a plan's writes: its status, its events, its metrics. Events that
         announce a transition are told only once the status that holds it is stored: a
         conflict on the status write raises, the job is decided again from the fresh
@@ -187,7 +189,7 @@ class PlanApplier:
         for event in plan.on_removed + plan.events + plan.on_created:
             self.recorder.record(obj, event)
         metrics.count_jobs(plan.metrics, obj["metadata"]["namespace"], self.framework,
-                           operator)
+                           persona)
 
     async def _send(self, key: str, obj: dict[str, Any], plan: Plan) -> None:
         """Create the plan's prerequisites (in order), then its replicas (pods and their

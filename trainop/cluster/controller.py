@@ -12,7 +12,7 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job, parse_job
-from trainop.api.defaults import written_for
+from trainop.api.persona import persona_of
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.cluster import metrics
@@ -43,7 +43,7 @@ from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name, replica_type_of
 from trainop.engine.observed import NodeState
 from trainop.engine.queueing import given_back
-from trainop.frameworks import framework_for
+from trainop.frameworks import framework_for, framework_of
 
 
 def _parse(rec: JobRecord) -> Job:
@@ -113,6 +113,8 @@ class JobController:
         self.config = config
         self.leading = leading
         self.framework = framework_for(kind)
+        """The kind's plugin, for the kind's facts; a job runs by its persona's
+        (framework_of)."""
         self.addr = ClusterAddressing(config.cluster_domain)
         self.queue = WorkQueue(kind, controller=controller_name(kind))
         self._parsed = parsed
@@ -368,12 +370,12 @@ class JobController:
         exited = dict(self._exited.get(key, {}))
         observed = dataclasses.replace(self.observed(job, tuple(exited.items())),
                                        reclaimed=reclaimed)
-        launcher = self.framework.launcher
-        if launcher is not None and launcher.wants_ssh_key(job, observed):
+        fw = framework_of(job)
+        if fw.launcher is not None and fw.launcher.wants_ssh_key(job, observed):
             observed = dataclasses.replace(observed, ssh_key=new_key_pair())
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
-                                       self.framework, self.addr, self.config.engine)
-        requeue = await self.applier.apply(key, obj, plan, written_for(job))
+                                       fw, self.addr, self.config.engine)
+        requeue = await self.applier.apply(key, obj, plan, persona_of(job))
         if kueue_reads is not None and plan.status_changed and job_state(
                 job.model_copy(update={"status": plan.status})) != kueue_reads:
             # what Kueue reads of the job changed (running, ended): the Workload's step
@@ -396,7 +398,7 @@ class JobController:
     def tell_launcher(self, key: str, job: Job, observed: Observed) -> None:
         """mpi_operator_job_info for a job whose launcher a Job makes (mpi-operator's
         jobs, the only ones: Launcher.batch_job), once the Job exists."""
-        batch = batch_type(self.framework, job, self.config.engine)
+        batch = batch_type(framework_of(job), job, self.config.engine)
         if batch is None or key in self._launchers:
             return
         name = replica_name(job, batch, 0)

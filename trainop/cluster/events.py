@@ -13,16 +13,12 @@ from prometheus_client import Counter
 
 from trainop import wallclock
 from trainop.api.conversion import WRITTEN_IN
-from trainop.api.defaults import MPI_OPERATOR, OPERATORS
 from trainop.api.kinds import GROUP
+from trainop.api.persona import persona_at
 from trainop.api.resources import EVENTS
 from trainop.cluster.client import REQUEST_ERRORS, Client
 from trainop.engine import Event, clock
 from trainop.engine.labels import controller_name
-
-EVENT_SOURCES = {MPI_OPERATOR: "mpi-job-controller"}
-"""The source component of the events of each other operator whose API a job may be
-written in."""
 
 log = logging.getLogger("trainop.events")
 BACKLOG = 2000
@@ -43,8 +39,8 @@ def teller(involved: dict[str, Any]) -> str:
     """Who tells a job's events: its kind's controller, by upstream's name, or where it was
     written in another operator's API, that operator's (mpi-operator's
     controllerAgentName, mpi_job_controller.go)."""
-    version = str(involved.get("apiVersion") or "").rpartition("/")[2]
-    return EVENT_SOURCES.get(OPERATORS.get(version, ""), controller_name(involved["kind"]))
+    persona = persona_at(str(involved.get("apiVersion") or ""))
+    return persona.event_source or controller_name(involved["kind"])
 
 
 class EventRecorder:

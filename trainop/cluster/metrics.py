@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
+from trainop.api.persona import MPI_OPERATOR, TRAINING_OPERATOR, Persona
+
 # Go's client (upstream's) has no `_created` series; a scraper sees the same samples here
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -26,8 +28,8 @@ QUEUE_RETRIES = Counter("trainop_workqueue_retries_total", "Keys retried after a
 # them; the queue updates both through one call each)
 
 JOB_COUNTERS = {"created": JOBS_CREATED, "successful": JOBS_SUCCESSFUL, "failed": JOBS_FAILED,
-                "restarted": JOBS_RESTARTED}
-"""Plan.metrics's names -> the counters."""
+                "restarted": JOBS_RESTARTED, "deleted": JOBS_DELETED}
+"""Plan.metrics's names (and `deleted`, which the applier counts) -> the counters."""
 MPI_OPERATOR_COUNTERS = {
     "created": Counter("mpi_operator_jobs_created", "Counts number of MPI jobs created"),
     "successful": Counter("mpi_operator_jobs_successful",
@@ -45,16 +47,25 @@ job is deleted (mpi-operator never does)."""
 
 
 def count_jobs(counts: dict[str, int], namespace: str, framework: str,
-               operator: str | None) -> None:
+               persona: Persona = TRAINING_OPERATOR) -> None:
     """Add a plan's job counts (Plan.metrics) to the counters of the operator whose API
-    the job was written in (None: training-operator's)."""
+    the job was written in."""
     for name, n in counts.items():
-        if not n:
-            continue
-        if operator is None:
-            JOB_COUNTERS[name].labels(namespace, framework).inc(n)
-        elif (counter := MPI_OPERATOR_COUNTERS.get(name)) is not None:
-            counter.inc(n)
+        if n:
+            COUNTED[persona](name, namespace, framework, n)
+
+
+def _training_operator(name: str, namespace: str, framework: str, n: int) -> None:
+    JOB_COUNTERS[name].labels(namespace, framework).inc(n)
+
+
+def _mpi_operator(name: str, namespace: str, framework: str, n: int) -> None:
+    if (counter := MPI_OPERATOR_COUNTERS.get(name)) is not None:
+        counter.inc(n)
+
+
+COUNTED = {TRAINING_OPERATOR: _training_operator, MPI_OPERATOR: _mpi_operator}
+"""Each persona's counting."""
 
 
 # The metrics of controller-runtime v0.19 (what upstream v1.9 runs on), with its names,

@@ -6,7 +6,7 @@ from fractions import Fraction
 from typing import Any
 
 from trainop.api import Job
-from trainop.api.defaults import MPI_OPERATOR, written_for
+from trainop.api.persona import MPI_OPERATOR, TRAINING_OPERATOR, Persona, persona_of
 from trainop.api.resolved import resolve
 from trainop.api.resources import PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
 from trainop.api.templates import containers
@@ -67,70 +67,93 @@ def min_resources(job: Job) -> dict[str, str]:
     return {k: quantity.fmt(v) for k, v in sorted(total.items())}
 
 
-def held(observed: Observed, job: Job, config: EngineConfig) -> bool:
-    """Volcano admits a gang before its pods may exist: until its PodGroup is admitted,
-    upstream makes nothing else and writes no status but lastReconcileTime
-    (pkg/controller.v1/common/job.go:318-330). mpi-operator makes the pods and its
-    launcher Job at once and leaves the gang to the scheduler (mpi_job_controller.go:
-    syncHandler): a job written in its API is never held."""
-    if not config.volcano or written_for(job) == MPI_OPERATOR:
-        return False
-    pg = observed.object("PodGroup", job.name)
-    return pg is None or pg.phase not in ADMITTED_PHASES
+class Gang:
+    """How the operator of a job's persona gangs it: training-operator's (upstream's
+    pkg/controller.v1/common: job.go, scheduling.go, control/podgroup_control.go)."""
 
+    def held(self, observed: Observed, job: Job, config: EngineConfig) -> bool:
+        """Volcano admits a gang before its pods may exist: until its PodGroup is
+        admitted, upstream makes nothing else and writes no status but lastReconcileTime
+        (pkg/controller.v1/common/job.go:318-330)."""
+        if not config.volcano:
+            return False
+        pg = observed.object("PodGroup", job.name)
+        return pg is None or pg.phase not in ADMITTED_PHASES
 
-def told_at_end(job: Job, clean_pod_policy: str) -> list[tuple[str, str]] | None:
-    """The events (reason, message) the deletion of a finished job's PodGroup tells, as
-    it goes; None: the PodGroup is kept. Upstream deletes it, in its words
-    (pkg/controller.v1/common/job.go:238-243); mpi-operator only with a cleanPodPolicy
-    that deletes pods, and tells nothing (cleanUpWorkerPods)."""
-    if written_for(job) == MPI_OPERATOR:
-        return [] if clean_pod_policy in ("All", "Running") else None
-    return [("JobTerminated", "Job has been terminated. Deleting PodGroup"),
-            ("SuccessfulDeletePodGroup", f"Deleted PodGroup: {job.name}")]
+    def told_at_end(self, job: Job, clean_pod_policy: str) -> list[tuple[str, str]] | None:
+        """The events (reason, message) the deletion of a finished job's PodGroup tells,
+        as it goes; None: the PodGroup is kept. Upstream deletes it, in its words
+        (pkg/controller.v1/common/job.go:238-243)."""
+        return [("JobTerminated", "Job has been terminated. Deleting PodGroup"),
+                ("SuccessfulDeletePodGroup", f"Deleted PodGroup: {job.name}")]
 
+    def pod_group(self, job: Job, config: EngineConfig) -> dict[str, Any]:
+        sp = job.spec.run_policy.scheduling_policy
+        spec: dict[str, Any] = {"minMember": min_member(job)}
+        resources = min_resources(job)
+        # Volcano's minResources is a pointer upstream: written even when empty
+        if resources or config.volcano:
+            spec["minResources"] = resources
+        if config.volcano:
+            # upstream: pkg/controller.v1/common/job.go:252-267 (queue "default" unless
+            # given)
+            spec["queue"] = sp.queue if sp is not None and sp.queue else "default"
+            if sp is not None and sp.priority_class:
+                spec["priorityClassName"] = sp.priority_class
+        elif sp is not None and sp.schedule_timeout_seconds is not None:
+            spec["scheduleTimeoutSeconds"] = sp.schedule_timeout_seconds
+        meta = object_meta(job, job.name, job_labels(job))
+        if job.metadata.annotations:  # as upstream: pkg/controller.v1/common/scheduling.go:54
+            meta["annotations"] = dict(job.metadata.annotations)
+        return podgroups(config).new(meta, spec=spec)
 
-def desired_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
-    if written_for(job) == MPI_OPERATOR:
-        return _mpi_operator_pod_group(job, config)
-    sp = job.spec.run_policy.scheduling_policy
-    spec: dict[str, Any] = {"minMember": min_member(job)}
-    resources = min_resources(job)
-    # Volcano's minResources is a pointer upstream: written even when empty
-    if resources or config.volcano:
-        spec["minResources"] = resources
-    if config.volcano:
-        # upstream: pkg/controller.v1/common/job.go:252-267 (queue "default" unless given)
-        spec["queue"] = sp.queue if sp is not None and sp.queue else "default"
-        if sp is not None and sp.priority_class:
-            spec["priorityClassName"] = sp.priority_class
-    elif sp is not None and sp.schedule_timeout_seconds is not None:
-        spec["scheduleTimeoutSeconds"] = sp.schedule_timeout_seconds
-    meta = object_meta(job, job.name, job_labels(job))
-    if job.metadata.annotations:  # as upstream: pkg/controller.v1/common/scheduling.go:54
-        meta["annotations"] = dict(job.metadata.annotations)
-    return podgroups(config).new(meta, spec=spec)
-
-
-def decorate_pod(job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig) -> None:
-    meta = pod["metadata"]
-    spec = pod["spec"]
-    scheduler = "volcano" if config.volcano else config.gang_scheduler
-    if written_for(job) == MPI_OPERATOR:
-        # the scheduler's name always, and no task annotation (podgroup.go:
-        # decoratePodTemplateSpec)
-        spec["schedulerName"] = scheduler
-    else:
+    def decorate_pod(self, job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig
+                     ) -> None:
         # a template's own schedulerName is kept (pkg/controller.v1/control/
         # podgroup_control.go:66)
-        spec.setdefault("schedulerName", scheduler)
-    if config.volcano:
-        annotations = meta.setdefault("annotations", {})
-        annotations[VOLCANO_GROUP_ANNOTATION] = job.name
-        if written_for(job) != MPI_OPERATOR:
+        pod["spec"].setdefault("schedulerName", _scheduler(config))
+        if config.volcano:
+            annotations = pod["metadata"].setdefault("annotations", {})
+            annotations[VOLCANO_GROUP_ANNOTATION] = job.name
             annotations[VOLCANO_TASK_ANNOTATION] = rtype.lower()
-    else:
-        meta["labels"][PLUGINS_GROUP_LABEL] = job.name
+        else:
+            pod["metadata"]["labels"][PLUGINS_GROUP_LABEL] = job.name
+
+
+def _scheduler(config: EngineConfig) -> str:
+    return "volcano" if config.volcano else str(config.gang_scheduler)
+
+
+class MPIOperatorGang(Gang):
+    """mpi-operator's (mpi_job_controller.go: syncHandler, cleanUpWorkerPods; podgroup.go):
+    the pods and the launcher Job are made at once, the gang left to the scheduler."""
+
+    def held(self, observed: Observed, job: Job, config: EngineConfig) -> bool:
+        return False
+
+    def told_at_end(self, job: Job, clean_pod_policy: str) -> list[tuple[str, str]] | None:
+        """Deleted with the workers only, telling nothing."""
+        return [] if clean_pod_policy in ("All", "Running") else None
+
+    def pod_group(self, job: Job, config: EngineConfig) -> dict[str, Any]:
+        return _mpi_operator_pod_group(job, config)
+
+    def decorate_pod(self, job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig
+                     ) -> None:
+        """The scheduler's name always, and no task annotation (decoratePodTemplateSpec)."""
+        pod["spec"]["schedulerName"] = _scheduler(config)
+        if config.volcano:
+            pod["metadata"].setdefault("annotations", {})[VOLCANO_GROUP_ANNOTATION] = job.name
+        else:
+            pod["metadata"]["labels"][PLUGINS_GROUP_LABEL] = job.name
+
+
+GANGS: dict[Persona, Gang] = {TRAINING_OPERATOR: Gang(), MPI_OPERATOR: MPIOperatorGang()}
+"""Each persona's gang."""
+
+
+def gang_of(job: Job) -> Gang:
+    return GANGS[persona_of(job)]
 
 
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import Job
-from trainop.api.defaults import MPI_OPERATOR, written_for
 from trainop.api.numbers import whole_number
+from trainop.api.persona import PERSONAS, persona_of
 
 PREFIX = "training.kubeflow.org"
 JOB_NAME = f"{PREFIX}/job-name"
@@ -43,6 +43,10 @@ def replica_type_of(job: Job, label: str) -> str | None:
     return next((rt for rt in job.spec.replica_specs if rt.lower() == label.lower()), None)
 
 
+ROLE_LABELLED = frozenset(p.operator_label for p in PERSONAS.values() if p.role_labels)
+"""The operator-name values of pods labelled by job-role (Persona.role_labels)."""
+
+
 def replica_of(labels: Mapping[str, Any], name: str) -> tuple[str, int] | None:
     """The replica type (as the label writes it, lower case) and index of pod `name`, by its
     labels; a type's only pod carries no index (MPI's launcher) and is index 0. A pod of
@@ -50,7 +54,7 @@ def replica_of(labels: Mapping[str, Any], name: str) -> tuple[str, int] | None:
     replica-index label is shifted by one where the launcher is rank 0). None for a pod
     without trainop's replica labels."""
     rtype, index = labels.get(REPLICA_TYPE), str(labels.get(REPLICA_INDEX, "0"))
-    if not rtype and labels.get(OPERATOR_NAME) == MPI_OPERATOR and (
+    if not rtype and labels.get(OPERATOR_NAME) in ROLE_LABELLED and (
             role := labels.get(JOB_ROLE)) in ROLES:
         rtype, index = role, "0" if role == "launcher" else name.rpartition("-")[2]
     number = whole_number(index, MOST_REPLICAS)
@@ -63,7 +67,8 @@ def job_labels(job: Job) -> dict[str, str]:
     """What every object of `job` carries: its name, and its operator's (the controller's
     name; a job written in mpi-operator's API says `mpi-operator`, which Kueue's MPIJob
     integration and kueuectl select on)."""
-    return {JOB_NAME: job.name, OPERATOR_NAME: written_for(job) or controller_name(job.kind)}
+    return {JOB_NAME: job.name,
+            OPERATOR_NAME: persona_of(job).operator_label or controller_name(job.kind)}
 
 
 def app_labels(job: Job) -> dict[str, str]:
@@ -76,7 +81,7 @@ def app_labels(job: Job) -> dict[str, str]:
 def replica_labels(job: Job, rtype: str, index: int | None = None) -> dict[str, str]:
     """A replica's pod's labels: the replica type and index (mpi-operator's: the type as
     job-role, and no replica-type)."""
-    if written_for(job) == MPI_OPERATOR:
+    if persona_of(job).role_labels:
         labels = {**job_labels(job), JOB_ROLE: rtype.lower()}
     else:
         labels = {**job_labels(job), REPLICA_TYPE: rtype.lower()}

@@ -66,8 +66,8 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
     if hpa is not None:
         desired.append(hpa)
     if config.gang_scheduler:
-        desired.append(gang.desired_pod_group(job, config))
-        out.held = gang.held(observed, job, config)
+        desired.append(gang.gang_of(job).pod_group(job, config))
+        out.held = gang.gang_of(job).held(observed, job, config)
     _compare(desired, observed, out)
 
     batch = batch_type(fw, job, config)

@@ -242,7 +242,7 @@ class _Run:
             # (upstream keeps them until the job is deleted: a finished job's names may be
             # taken by another workload's pods, or were never its own if it failed on them)
             self.delete_kind(resource)
-        told = gang.told_at_end(self.job, policy)
+        told = gang.gang_of(self.job).told_at_end(self.job, policy)
         if self.config.gang_scheduler and told is not None and self.observed.object(
                 "PodGroup", self.job.name) is not None and self.plan.remove(
                 ObjectRef("PodGroup", self.job.name, gang.podgroups(self.config).api_version)):
@@ -295,7 +295,7 @@ class _Run:
             self.condition(cond.SUSPENDED, "False", f"{self.kind}Resumed", message)
             self.event(f"{self.kind}Resumed", message)
             st.start_time = self.now  # a resumed job starts again (deadlines count anew)
-        if gang.held(self.observed, self.job, self.config):
+        if gang.gang_of(self.job).held(self.observed, self.job, self.config):
             self.create_missing()  # the PodGroup (and what pods mount); no pods, no status
             return
         if st.start_time is None:

@@ -9,9 +9,16 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from trainop.frameworks.registry import FRAMEWORKS, declare, framework_for, withdraw
+from trainop.frameworks.registry import (
+    FRAMEWORKS,
+    declare,
+    declare_persona,
+    framework_for,
+    framework_of,
+    withdraw,
+)
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["FRAMEWORKS", "declare", "framework_for", "withdraw"]
+__all__ = ["FRAMEWORKS", "declare", "declare_persona", "framework_for", "framework_of", "withdraw"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from trainop.api import Job
-from trainop.api.defaults import MPI_OPERATOR, written_for
 from trainop.api.model import settled
+from trainop.api.persona import MPI_OPERATOR
 from trainop.api.resolved import resolve
 from trainop.api.resources import (
     CONFIGMAPS,
@@ -37,7 +37,7 @@ from trainop.engine.framework import spec_of
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks import mpi_exec, mpi_ssh
 from trainop.frameworks.common import all_succeeded
-from trainop.frameworks.registry import declare
+from trainop.frameworks.registry import declare, declare_persona
 
 
 class Transport(Protocol):
@@ -62,52 +62,17 @@ class Transport(Protocol):
 
 TRANSPORTS: dict[str, Transport] = {"KubectlExec": mpi_exec.KubectlExec(),
                                     "SSH": mpi_ssh.SSH()}
+MPI_OPERATOR_TRANSPORTS: dict[str, Transport] = {**TRANSPORTS, "SSH": mpi_ssh.MPIOperatorSSH()}
+"""A job written in mpi-operator's API has its pods shaped as mpi-operator shapes them."""
 
 
-def transport(job: Job) -> Transport:
-    return TRANSPORTS[settled(spec_of(job, MPIJobSpec).transport, "spec.transport")]
+def transport_of(transports: dict[str, Transport], job: Job) -> Transport:
+    return transports[settled(spec_of(job, MPIJobSpec).transport, "spec.transport")]
 
 
 class MPIWording(ShortTitle):
     """MPI's own UpdateJobStatus words every condition (mpijob_controller.go:581-614): the
-    job's name alone, and no common/pod.go messages (MPI reconciles its pods itself). A job
-    written in mpi-operator's API is told in mpi-operator's words (its
-    mpi_job_controller.go and mpi_job_controller_status.go): `MPIJob <ns>/<name> ...`."""
-
-    def short_title(self, job: Job) -> bool:
-        return written_for(job) != MPI_OPERATOR
-
-    def created(self, job: Job) -> str:
-        if written_for(job) == MPI_OPERATOR:
-            return f"MPIJob {job.key} is created."
-        return super().created(job)
-
-    def suspended(self, job: Job, running: bool) -> list[tuple[str, str, str]]:
-        if written_for(job) == MPI_OPERATOR:  # Running False whether it ran or not
-            return [(cond.SUSPENDED, "True", "MPIJob suspended"),
-                    (cond.RUNNING, "False", f"MPIJob {job.key} is suspended.")]
-        return super().suspended(job, running)
-
-    def resumed(self, job: Job) -> str:
-        if written_for(job) == MPI_OPERATOR:
-            return "MPIJob resumed"
-        return super().resumed(job)
-
-    def never_running(self, job: Job) -> str | None:
-        if written_for(job) != MPI_OPERATOR:
-            return None
-        return f"MPIJob {job.key} is finished but Running condition was never set."
-
-    def tells_objects(self, job: Job) -> bool:
-        return written_for(job) != MPI_OPERATOR  # mpi-operator tells none
-
-    def told(self, job: Job, ctype: str) -> str | None:
-        if written_for(job) != MPI_OPERATOR:
-            return None
-        if ctype == cond.CREATED:
-            return self.created(job)
-        # mpi-operator tells this on every reconcile while the job runs; trainop once
-        return f"MPIJob {job.key} is running" if ctype == cond.RUNNING else None
+    job's name alone, and no common/pod.go messages (MPI reconciles its pods itself)."""
 
     def created_pod(self, rtype: str, name: str) -> str:
         if rtype == "Worker":
@@ -135,6 +100,37 @@ class MPIWording(ShortTitle):
         return reason, message
 
 
+class MPIOperatorWording(MPIWording):
+    """mpi-operator's words (its mpi_job_controller.go and mpi_job_controller_status.go):
+    `MPIJob <ns>/<name> ...`."""
+
+    def short_title(self, job: Job) -> bool:
+        return False
+
+    def created(self, job: Job) -> str:
+        return f"MPIJob {job.key} is created."
+
+    def suspended(self, job: Job, running: bool) -> list[tuple[str, str, str]]:
+        # Running False whether it ran or not
+        return [(cond.SUSPENDED, "True", "MPIJob suspended"),
+                (cond.RUNNING, "False", f"MPIJob {job.key} is suspended.")]
+
+    def resumed(self, job: Job) -> str:
+        return "MPIJob resumed"
+
+    def never_running(self, job: Job) -> str | None:
+        return f"MPIJob {job.key} is finished but Running condition was never set."
+
+    def tells_objects(self, job: Job) -> bool:
+        return False  # mpi-operator tells none
+
+    def told(self, job: Job, ctype: str) -> str | None:
+        if ctype == cond.CREATED:
+            return self.created(job)
+        # mpi-operator tells this on every reconcile while the job runs; trainop once
+        return f"MPIJob {job.key} is running" if ctype == cond.RUNNING else None
+
+
 EVENT_MESSAGE_LIMIT = 1024
 """mpi-operator's eventMessageLimit (mpi_job_controller.go)."""
 
@@ -153,8 +149,11 @@ class MPILauncher(Launcher):
     started = ("Worker",)
     grants = (ROLEBINDINGS, ROLES)
 
+    def __init__(self, transports: dict[str, Transport]):
+        self.transports = transports
+
     def objects(self, job: Job, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
-        return transport(job).objects(job, observed, addr)
+        return transport_of(self.transports, job).objects(job, observed, addr)
 
     def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
         if rtype != "Launcher" or spec_of(job, MPIJobSpec).launcher_creation_policy != \
@@ -165,14 +164,15 @@ class MPILauncher(Launcher):
         return all(i in ready for i in range(resolve(job).replicas_of("Worker")))
 
     def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
-        return transport(job).wants_ssh_key(job, observed)
-
-    def batch_job(self, job: Job) -> str | None:
-        # mpi-operator's launcher is a batch/v1 Job (newLauncherJob)
-        return "Launcher" if written_for(job) == MPI_OPERATOR else None
+        return transport_of(self.transports, job).wants_ssh_key(job, observed)
 
     def stops_on_finish(self, job: Job) -> tuple[str, ...]:
-        return transport(job).stops_on_finish()
+        return transport_of(self.transports, job).stops_on_finish()
+
+
+class MPIOperatorLauncher(MPILauncher):
+    def batch_job(self, job: Job) -> str | None:
+        return "Launcher"  # mpi-operator's launcher is a batch/v1 Job (newLauncherJob)
 
 
 class MPI(Framework[MPIJobSpec]):
@@ -181,33 +181,45 @@ class MPI(Framework[MPIJobSpec]):
     pod_services = False
     tells_exit_codes = False  # MPI reconciles its pods itself (mpijob_controller.go:330)
     owned = (CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS, JOBS)
-    wording = MPIWording()
-    launcher = MPILauncher()
+    wording: MPIWording = MPIWording()
+    transports = TRANSPORTS
+    launcher = MPILauncher(TRANSPORTS)
+
+    def transport(self, job: Job) -> Transport:
+        return transport_of(self.transports, job)
 
     def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
-        return transport(job).env(job, rtype, index, addr)
+        return self.transport(job).env(job, rtype, index, addr)
 
     def env_containers(self, job: Job) -> str | None:
-        return transport(job).env_containers(job)
+        return self.transport(job).env_containers(job)
 
     def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
-        transport(job).decorate_pod(job, rtype, index, pod, addr, config)
+        self.transport(job).decorate_pod(job, rtype, index, pod, addr, config)
 
     def names_looked_up_once(self, job: Job, rtype: str, index: int, addr: Addressing
                              ) -> list[str]:
-        return transport(job).names_looked_up_once(job, rtype, addr)
+        return self.transport(job).names_looked_up_once(job, rtype, addr)
 
     def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Launcher")
 
+
+class MPIOperatorMPI(MPI):
+    """An MPIJob written in mpi-operator's API (v2beta1), run as mpi-operator runs it: its
+    words, its pods' shape, its launcher a batch/v1 Job."""
+
+    wording = MPIOperatorWording()
+    transports = MPI_OPERATOR_TRANSPORTS
+    launcher = MPIOperatorLauncher(MPI_OPERATOR_TRANSPORTS)
+
     def running(self, job: Job, counts: dict[str, Counts]) -> bool:
-        if written_for(job) != MPI_OPERATOR:
-            return super().running(job, counts)
-        # mpi-operator: a launcher pod runs and so does every worker (updateMPIJobStatus)
+        # a launcher pod runs and so does every worker (updateMPIJobStatus)
         worker = counts.get("Worker")
         return counts["Launcher"].active > 0 and (worker is None
                                                    or worker.active == worker.replicas)
 
 
 declare(MPI())
+declare_persona(MPI_OPERATOR, MPIOperatorMPI())

@@ -12,7 +12,6 @@ import base64
 from typing import Any
 
 from trainop.api import Job
-from trainop.api.defaults import MPI_OPERATOR, written_for
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
@@ -39,6 +38,11 @@ def _spec(job: Job) -> MPIJobSpec:
     return spec_of(job, MPIJobSpec)
 
 
+def _as_worker(job: Job) -> bool:
+    """runLauncherAsWorker: the launcher hosts rank 0."""
+    return settled(_spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker")
+
+
 def worker_hosts(job: Job, addr: Addressing) -> list[str]:
     """Every worker's host name, in index order."""
     return [addr.host(job, "Worker", i) for i in range(resolve(job).replicas_of("Worker"))]
@@ -47,8 +51,7 @@ def worker_hosts(job: Job, addr: Addressing) -> list[str]:
 def rank_hosts(job: Job, addr: Addressing) -> list[str]:
     """The hosts ranks run on, in the hostfile's order: with runLauncherAsWorker the
     launcher first, then every worker (mpi-operator's newConfigMap)."""
-    launcher = [addr.host(job, "Launcher", 0)] if settled(
-        _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker") else []
+    launcher = [addr.host(job, "Launcher", 0)] if _as_worker(job) else []
     return launcher + worker_hosts(job, addr)
 
 
@@ -56,8 +59,7 @@ def up_hosts(job: Job, observed: Observed, addr: Addressing) -> list[str]:
     """What discover_hosts.sh prints (Horovod's elastic discovery): the launcher where it
     hosts ranks, then the workers that run, by pod name (mpi-operator's
     updateDiscoverHostsInConfigMap); the hostfile lists every worker."""
-    launcher = rank_hosts(job, addr)[:1] if settled(
-        _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker") else []
+    launcher = rank_hosts(job, addr)[:1] if _as_worker(job) else []
     running = sorted((p.name, p.index) for p in observed.pods
                      if p.replica_type == "Worker" and p.phase == Phase.RUNNING)
     return launcher + [addr.host(job, "Worker", i) for _, i in running]
@@ -100,11 +102,6 @@ class SSH:
         env = {"K_MPI_JOB_ROLE": rtype.lower()}
         if rtype == "Launcher":
             env.update(launcher_env(job))
-            if written_for(job) == MPI_OPERATOR and not settled(
-                    _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker"):
-                # a launcher that hosts no rank is given no GPU (mpi-operator's
-                # launcherEnvVars)
-                env.update(NVIDIA_VISIBLE_DEVICES="", NVIDIA_DRIVER_CAPABILITIES="")
         return env
 
     def env_containers(self, job: Job) -> str | None:
@@ -112,12 +109,18 @@ class SSH:
 
     def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
-        if written_for(job) == MPI_OPERATOR and settled(
-                _spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker"):
-            # mpi-operator's replica-index counts the hosts from the launcher, rank 0
-            # (mpi_job_controller.go: newLauncherPodTemplate, newWorker)
-            pod["metadata"]["labels"][REPLICA_INDEX] = str(
-                0 if rtype == "Launcher" else index + 1)
+        self.mount_keys(job, rtype, pod)
+        if rtype == "Launcher" and resolve(job).present("Worker"):
+            # ssh looks each worker up once: cluster DNS may hold the names a second or two
+            # after the workers run, so the launcher starts once they all resolve (always:
+            # this pod shape is trainop's own, not upstream's, so no flag is asked; for
+            # mpi-operator's, --wait-for-dns asks: names_looked_up_once)
+            pod["spec"].setdefault("initContainers", []).append(
+                wait_for_dns_container(worker_hosts(job, addr), config))
+
+    def mount_keys(self, job: Job, rtype: str, pod: dict[str, Any]) -> None:
+        """The pod's hostname and subdomain, its SSH keys and, for the launcher, the
+        hostfile and discover_hosts.sh."""
         spec = pod["spec"]
         spec["hostname"] = pod["metadata"]["name"]
         spec["subdomain"] = job.name
@@ -146,18 +149,8 @@ class SSH:
             mounts.append({"name": mpi_exec.CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
         for c in containers(pod):
             c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
-        if rtype == "Launcher" and resolve(job).present("Worker") and \
-                written_for(job) != MPI_OPERATOR:
-            # ssh looks each worker up once: cluster DNS may hold the names a second or two
-            # after the workers run, so the launcher starts once they all resolve (always:
-            # this pod shape is trainop's own, not upstream's, so no flag is asked; for
-            # mpi-operator's, --wait-for-dns asks: names_looked_up_once)
-            spec.setdefault("initContainers", []).append(
-                wait_for_dns_container(worker_hosts(job, addr), config))
 
     def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]:
-        if rtype == "Launcher" and written_for(job) == MPI_OPERATOR:
-            return worker_hosts(job, addr)
         return []
 
     def objects(self, job: Job, observed: Observed, addr: Addressing
@@ -178,6 +171,30 @@ class SSH:
                 data={"ssh-privatekey": _b64(key.private_key),
                       "ssh-publickey": _b64(key.public_key)}))
         return objects
+
+
+class MPIOperatorSSH(SSH):
+    """The SSH design as mpi-operator shapes its pods (mpi_job_controller.go:
+    newLauncherPodTemplate, newWorker, launcherEnvVars)."""
+
+    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+        env = super().env(job, rtype, index, addr)
+        if rtype == "Launcher" and not _as_worker(job):
+            # a launcher that hosts no rank is given no GPU
+            env.update(NVIDIA_VISIBLE_DEVICES="", NVIDIA_DRIVER_CAPABILITIES="")
+        return env
+
+    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+                     addr: Addressing, config: EngineConfig) -> None:
+        if _as_worker(job):
+            # the replica-index counts the hosts from the launcher, rank 0
+            pod["metadata"]["labels"][REPLICA_INDEX] = str(
+                0 if rtype == "Launcher" else index + 1)
+        self.mount_keys(job, rtype, pod)
+
+    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]:
+        # its launcher has no init container of trainop's: --wait-for-dns asks for one
+        return worker_hosts(job, addr) if rtype == "Launcher" else []
 
 
 def _b64(text: str) -> str:

@@ -21,7 +21,7 @@ from trainop.api.templates import containers, main_container
 from trainop.engine import EngineConfig, Observed, reconcile
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
-from trainop.frameworks import framework_for
+from trainop.frameworks import framework_of
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import NotRunnable, command_of
 from trainop.local.runner import LocalRun, RunOptions, RunResult
@@ -132,7 +132,7 @@ def _images(job: Job) -> set[str]:
 
 def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Console) -> int:
     """Print every replica's command and trainop's environment for it; start nothing."""
-    fw = framework_for(job.kind)
+    fw = framework_of(job)
     plan = reconcile(job, Observed(), wallclock.now(), fw, LocalAddressing.for_job(job),
                      EngineConfig())
     report = []

@@ -18,7 +18,7 @@ from trainop.engine import conditions as cond
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
-from trainop.frameworks import framework_for
+from trainop.frameworks import framework_of
 from trainop.local import files
 from trainop.local.addressing import LocalAddressing
 from trainop.local.process import LocalPod, NotRunnable, command_of
@@ -68,7 +68,7 @@ class LocalRun:
                  on_change: Callable[[], None] = lambda: None):
         self.job = job
         self.options = options
-        self.framework = framework_for(job.kind)
+        self.framework = framework_of(job)
         self.addr = LocalAddressing.for_job(job)
         self.pods: dict[str, LocalPod] = {}
         self.objects: dict[tuple[str, str], OwnedObject] = {}
