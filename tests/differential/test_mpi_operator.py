@@ -157,7 +157,8 @@ def launcher_job(kube: Kube, job: str) -> dict[str, Any]:
     template["metadata"].pop("ownerReferences", None)  # mpi-operator's quirk (docs)
     for c in template["spec"]["containers"]:
         c["env"] = [f"{e['name']}={e.get('value')}" for e in c.get("env") or []]
-    return {"spec": spec, "owner": made["metadata"]["ownerReferences"][0]["kind"]}
+    owner = made["metadata"]["ownerReferences"][0]
+    return {"spec": spec, "owner": {k: owner[k] for k in ("apiVersion", "kind", "controller")}}
 
 
 def differing(theirs: Any, ours: Any, path: str = "") -> list[str]:

@@ -742,7 +742,12 @@ def test_a_v2beta1_jobs_launcher_is_a_batch_job() -> None:
     assert {k: v for k, v in launcher["spec"].items() if k != "template"} == {
         "backoffLimit": 3, "activeDeadlineSeconds": 600, "ttlSecondsAfterFinished": 60,
         "podReplacementPolicy": "Failed"}
-    assert launcher["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
+    # its owner named at the version the job was written in, as mpi-operator's
+    # controller reference does (Kueue tells a managed job's launcher Job by it)
+    assert {k: launcher["metadata"]["ownerReferences"][0][k] for k in ("apiVersion", "kind")
+            } == {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob"}
+    assert {o["metadata"]["ownerReferences"][0]["apiVersion"] for o in made.values()} == {
+        "kubeflow.org/v2beta1"}
     pod = launcher["spec"]["template"]["spec"]
     assert pod["hostname"] == "job-launcher" and pod["subdomain"] == "job"
     assert pod["restartPolicy"] == "OnFailure"

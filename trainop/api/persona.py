@@ -19,6 +19,9 @@ from trainop.api.types import Job
 class Persona:
     name: str
     """The operator, as the project speaks of it."""
+    version: str
+    """The API version its jobs are written in, which what they own names as its owner
+    (as each operator's controller reference does)."""
     manager: str
     """The runPolicy.managedBy value that names trainop (the operator's own); every other
     value is another controller's."""
@@ -36,14 +39,15 @@ class Persona:
     """A launcher is made by a batch/v1 Job under the job's limits."""
 
 
-TRAINING_OPERATOR = Persona("training-operator", manager="kubeflow.org/training-operator")
+TRAINING_OPERATOR = Persona("training-operator", VERSION,
+                            manager="kubeflow.org/training-operator")
 MPI_OPERATOR = Persona(
-    "mpi-operator", manager="kubeflow.org/mpi-operator", operator_label="mpi-operator",
+    "mpi-operator", "v2beta1", manager="kubeflow.org/mpi-operator", operator_label="mpi-operator",
     event_source="mpi-job-controller",  # controllerAgentName, mpi_job_controller.go
     restart_policies={"Launcher": "OnFailure"},  # v2beta1/default.go
     role_labels=True, launcher_job=True)
 
-PERSONAS: dict[str, Persona] = {VERSION: TRAINING_OPERATOR, "v2beta1": MPI_OPERATOR}
+PERSONAS: dict[str, Persona] = {p.version: p for p in (TRAINING_OPERATOR, MPI_OPERATOR)}
 """API version -> the persona of the jobs written in it."""
 
 

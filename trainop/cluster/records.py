@@ -47,7 +47,7 @@ class Meta:
     @property
     def job_owner(self) -> bool:
         """Whether the controller reference names a job, at any version its kind is served
-        at (mpi-operator's objects name their MPIJob at v2beta1, trainop's at v1)."""
+        at (a v2beta1 MPIJob's objects name it at v2beta1, mpi-operator's and trainop's alike)."""
         group, _, version = (self.owner_api_version or "").partition("/")
         return group == GROUP and (version == VERSION or version in OTHER_VERSIONS.get(
             str(self.owner_kind), {}))

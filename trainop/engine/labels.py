@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.kinds import GROUP
 from trainop.api.numbers import whole_number
 from trainop.api.persona import PERSONAS, persona_of
 
@@ -95,8 +96,11 @@ def selector_string(labels: dict[str, str]) -> str:
 
 
 def owner_reference(job: Job) -> dict[str, Any]:
+    """The job as the controller of what it owns, at the version it was written in (a
+    v2beta1 MPIJob's objects name their owner at v2beta1, as mpi-operator's do: Kueue
+    tells the launcher Job of a job it manages by that)."""
     return {
-        "apiVersion": job.api_version,
+        "apiVersion": f"{GROUP}/{persona_of(job).version}",
         "kind": job.kind,
         "name": job.name,
         "uid": job.metadata.uid or "",
