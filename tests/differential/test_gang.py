@@ -102,13 +102,14 @@ def test_a_gang_job_with_min_resources(sides: Sides) -> None:
 
 def test_a_gang_jobs_changed_policy_updates_its_pod_group(sides: Sides) -> None:
     # upstream writes the PodGroup's spec again on every reconcile (SyncPodGroup); a
-    # changed minimum, priority and minResources reach it (Volcano's queue stays)
+    # changed minimum, priority and minResources reach it (the queue may not change: both
+    # webhooks refuse it)
     doc = job("PyTorchJob", spec={"runPolicy": {"schedulingPolicy": POLICY}})
     found = admitted_and_running(sides, doc)
     changed = copy.deepcopy(doc)
     changed["spec"]["runPolicy"]["schedulingPolicy"] = {
-        **POLICY, "minAvailable": 2, "priorityClass": "low", "queue": "other",
-        "scheduleTimeoutSeconds": 30, "minResources": {"cpu": "2"}}
+        **POLICY, "minAvailable": 2, "priorityClass": "low", "scheduleTimeoutSeconds": 30,
+        "minResources": {"cpu": "2"}}
     submit(sides, changed)
     found += sides.compare("PyTorchJob", "changed")
     check(sides, found)
