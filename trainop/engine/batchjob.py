@@ -6,13 +6,17 @@ and reads the replica's counts and end from its status."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainop.api import Job, ReplicaStatus
+from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.engine.framework import Counts
 from trainop.engine.labels import app_labels, object_meta
-from trainop.engine.observed import BatchJob
+from trainop.engine.observed import BatchJob, Phase
+
+if TYPE_CHECKING:
+    from trainop.engine.round import Round
 
 COMPLETE = "Complete"
 FAILED = "Failed"
@@ -81,3 +85,26 @@ def replica_statuses(counts_by_type: dict[str, Counts], rtype: str, state: Batch
             c = Counts(replicas=c.replicas)
         out[name] = ReplicaStatus(active=c.active, succeeded=c.succeeded, failed=c.failed)
     return out
+
+
+def step(r: Round) -> bool:
+    """A job whose replica a Job makes ends when that Job fails, and no other pod's end
+    decides anything (mpi-operator: a worker that fails is not made again), but one the
+    cluster evicted; True when the job ended (nothing more to do in this round)."""
+    assert r.batch is not None
+    state = r.batch_state()
+    if state is not None and state.finished == FAILED:
+        reason, message = r.fw.wording.job_failed(r.job, state)
+        if r.fail(reason, message):
+            r.plan.add_metric("failed")
+        return True
+    # a replica the cluster evicted ends the job (mpi-operator's updateMPIJobStatus;
+    # it does not count such a job as failed)
+    others = [p for p in r.live_pods() if p.replica_type != r.batch
+              and resolve(r.job).in_spec(p.replica_type, p.index)]
+    evicted = sum(1 for p in others if p.phase == Phase.FAILED and p.reason == "Evicted")
+    if evicted:
+        total = resolve(r.job).total - resolve(r.job).replicas[r.batch]
+        r.fail(f"{r.kind}Evicted", r.fw.wording.evicted(r.job, evicted, total))
+        return True
+    return False

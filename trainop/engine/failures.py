@@ -2,7 +2,7 @@
 
 `judge` reads the job, its live pods and the restarts its status remembers, and returns
 one Judgement (or None when nothing failed): restart some pods, or fail the job, with the
-condition's reason and message. The lifecycle (reconcile.py) carries it out.
+condition's reason and message; `step` carries it out in a round (reconcile.py).
 """
 
 from __future__ import annotations
@@ -11,14 +11,18 @@ import dataclasses
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainop.api import Job, JobStatus, ReplicaSpec
+from trainop.api import Job, JobStatus, ReplicaSpec, ReplicaStatus
 from trainop.api.resolved import resolve
 from trainop.api.types import PodFailurePolicy
-from trainop.engine import podfailure
+from trainop.engine import conditions as cond
+from trainop.engine import inplace, podfailure
 from trainop.engine.framework import Framework
 from trainop.engine.observed import Phase, PodState
+
+if TYPE_CHECKING:
+    from trainop.engine.round import Round
 
 
 class Verdict(enum.Enum):
@@ -245,3 +249,55 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
         fw.wording.restarting_event(job, len(retry), rtype) or "", True, first,
         restart=tuple(live) if whole_job else tuple(f.pod for f in retry),
         recreations=bumps, whole_job=whole_job)
+
+
+def step(r: Round) -> bool:
+    """Restart or fail as the failure rules judge (`judge`); True when the job stopped or
+    restarts (nothing more to create in this round)."""
+    policy = r.job.spec.run_policy.pod_failure_policy
+    if policy is None and r.config.ignore_disruptions:
+        policy = podfailure.IGNORE_DISRUPTIONS
+    live = r.live_pods()
+    judgement = judge(r.job, live, r.status, r.fw, policy)
+    if judgement is None:
+        return False
+    in_place = r.attempts is not None and inplace.restarts_in_place(r, live)
+    if judgement.verdict is not Verdict.FAIL and judgement.ignored:
+        # made again, counted nowhere: the pod's end was not the job's doing
+        ignored = [pod for pod, _ in judgement.ignored]
+        r.delete_pods([p for p in ignored if not (in_place and inplace.alive(p))],
+                      "pod failure policy")
+        for _, why in judgement.ignored:
+            r.event(podfailure.REASON, f"{why}: the pod is made again, not counted")
+        if in_place and any(inplace.alive(p) for p in ignored):
+            inplace.next_attempt(r, live)  # every pod goes on from a new attempt together
+    if judgement.verdict is Verdict.IGNORE:
+        return True
+    if judgement.first is not None:
+        r.record_failure(judgement.first)
+    if judgement.verdict is Verdict.FAIL:
+        if r.fail(judgement.reason, judgement.message, judgement.event_message,
+                  judgement.warning, judgement.condition_reason) and judgement.by_replicas:
+            r.plan.add_metric("failed")  # not a limit's failure (upstream's counters)
+        return True
+    if in_place and judgement.whole_job:
+        inplace.next_attempt(r, live)
+    else:
+        r.delete_pods(list(judgement.restart), "restarting the whole job"
+                      if judgement.whole_job else "restarting")
+    statuses = r.status.replica_statuses or {}
+    for rtype, n in judgement.recreations.items():
+        rs = statuses.setdefault(rtype, ReplicaStatus())
+        rs.restarts = (rs.restarts or 0) + n
+    r.status.replica_statuses = statuses
+    r.plan.add_metric("restarted", sum(judgement.recreations.values()))  # pod.go:366
+    r.condition(cond.RESTARTING, "True", judgement.reason, judgement.message, tell=False)
+    # upstream's two Warnings, on every restart: one per pod it deletes (pod.go:362-364),
+    # then its controller's (e.g. pytorchjob_controller.go:431)
+    for rtype, n in sorted(judgement.recreations.items()):
+        for _ in range(n):
+            r.event(judgement.reason, f"job {r.job.name} is restarting because "
+                                      f"{rtype} replica(s) failed.", warning=True)
+    if judgement.event_message:
+        r.event(judgement.reason, judgement.event_message, warning=True)
+    return True

@@ -28,13 +28,19 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainop.api import Job, templates
+from trainop.api.resolved import resolve
 from trainop.engine import clock
+from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
 from trainop.engine.observed import Phase, PodState
+from trainop.engine.plan import shown
+
+if TYPE_CHECKING:
+    from trainop.engine.round import Round
 
 PREFIX = "trainop.kubeflow.org"
 ATTEMPT = f"{PREFIX}/attempt"
@@ -261,3 +267,96 @@ def ran(pod: PodState) -> bool:
     after: the job moves on without it."""
     return alive(pod) and not held(pod) and pod.phase in (
         Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED)
+
+
+def restarts_in_place(r: Round, live: list[PodState]) -> bool:
+    """Whether the job's pods can restart in place: the API server kept their restart
+    rules (else a Normal event says the job restarts by making its pods again)."""
+    if all(p.in_place is None or p.in_place.kept_rules for p in live):
+        return True
+    r.event(UNAVAILABLE, f"{DROPPED}: {FALLBACK}")
+    return False
+
+
+def next_attempt(r: Round, live: list[PodState]) -> None:
+    """Move the job to its next attempt: every pod stops the one it runs, and waits at
+    its barrier until the new one is released. Pods that did not run the last attempt
+    (ended, or not past their barrier yet) are made again for it: no pod may start the
+    last one late, which makes every pod held after this move one it restarted."""
+    assert r.attempts is not None
+    if r.attempts.under_way:
+        return  # a restart is under way: every pod stops already
+    r.attempts = Attempts(r.attempts.current + 1, r.attempts.released)
+    again = [p for p in live if not ran(p)]
+    r.delete_pods(again, "restarting the whole job")
+    made = f"; {len(again)} made again" if again else ""
+    r.event(RESTARTING, f"Restarting the {len(live) - len(again)} pod(s) of the job in "
+                        f"place, attempt {r.attempts.current}{made}")
+
+
+def carry_on(r: Round) -> bool:
+    """Carry on a restart in place under way: release the new attempt once every pod is
+    held at its barrier for it; make again the pods that ended, and those that did not
+    stop within STOP_GRACE. True while it is under way (the round ends: nothing
+    of the old attempt is judged, and the job is not Running)."""
+    if r.attempts is None or not r.attempts.under_way:
+        return False
+    attempt = r.attempts.current
+    resolved = resolve(r.job)
+    mine = [p for p in r.live_pods() if resolved.in_spec(p.replica_type, p.index)]
+    # those that ended are made again, and so are those not told this attempt that did
+    # not run the last (the manager stopped before it deleted them: next_attempt)
+    r.delete_pods([p for p in mine if not alive(p) or (
+        p.in_place is not None and p.in_place.attempt < attempt and not ran(p))],
+        "restarting the whole job")
+    at_barrier = {(p.replica_type, p.index) for p in mine
+                  if held(p) and p.in_place is not None and p.in_place.attempt == attempt}
+    if all(slot in at_barrier for slot in resolved.slots()):
+        r.attempts = Attempts(attempt, attempt)
+        r.event(RELEASED_REASON, f"Every pod stopped for attempt {attempt}, which starts")
+        return True
+    restarting = cond.get(r.status, cond.RESTARTING)
+    since = clock.parse(restarting.last_transition_time) if restarting and \
+        restarting.last_transition_time else r.now_dt
+    left = STOP_GRACE - (r.now_dt - since).total_seconds()
+    # (a pod made since, for this attempt, is on its way to the barrier: not late)
+    late = [p for p in mine if alive(p) and (p.replica_type, p.index) not in at_barrier
+            and not (p.created and clock.parse(p.created) > since)]
+    if left <= 0 and late:
+        r.delete_pods(late, "not restarted in place")
+        r.event(LATE, f"{shown(p.name for p in late)} did not stop for attempt {attempt} "
+                      f"within {STOP_GRACE:.0f}s: made again", warning=True)
+    elif late:
+        r.plan.requeue(left)
+    r.create_missing()  # made for the new attempt, they wait at the barrier for it
+    return True
+
+
+def tell(r: Round) -> None:
+    """Tell every pod that restarts in place the job's attempts where it was told
+    otherwise, and to finish where its main container succeeded or the job ended (its
+    agent ends, and the pod as its main container did); tell again a pod that has not
+    acted on it within NUDGE. The pods this round deletes are left alone."""
+    if r.attempts is None:
+        return
+    doomed = {ref.name for ref in r.plan.delete if ref.kind == "Pod"}
+    over = cond.is_finished(r.status)
+    steady = not r.attempts.under_way  # (else every pod restarts, these too)
+    again = []
+    for p in r.live_pods():
+        if p.name in doomed:
+            continue
+        finish = over or (steady and p.phase == Phase.SUCCEEDED)
+        if (patch := told(p, r.attempts, finish, r.now)) is not None:
+            r.plan.update.append(patch)
+        elif (left := again_in(p, r.now_dt)) is not None:
+            if left > 0:
+                r.plan.requeue(left)
+            else:
+                r.plan.update.append(told_again(p, r.now))
+                again.append(p.name)
+    if again:
+        r.event(TOLD_AGAIN_REASON, f"{shown(again)} did not act on what "
+                                   f"{'it was' if len(again) == 1 else 'they were'} told "
+                                   f"within {NUDGE:.0f}s (the kubelet may not have written "
+                                   f"the files again): told again")

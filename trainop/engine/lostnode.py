@@ -18,7 +18,7 @@ deleted with its own grace period (a kubelet that comes back ends its containers
 an out-of-service node it is deleted with grace 0 at once; a pod whose Node is gone is left
 to the pod garbage collector. Nothing else is ever force-deleted. Once a pod is gone it is
 made again under the job's rules, as a pod the cluster took away: not the job's failure (a
-job that restarts as a whole restarts as such pods are deleted, uncounted: reconcile.py).
+job that restarts as a whole restarts as such pods are deleted, uncounted: `step`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from trainop.engine import clock
+from trainop.engine import clock, failures, inplace
+from trainop.engine import conditions as cond
 from trainop.engine.observed import LIVE_PHASES, NodeState, PodState
+from trainop.engine.plan import shown
+
+if TYPE_CHECKING:
+    from trainop.engine.round import Round
 
 REASON = "NodeLost"
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
@@ -89,3 +95,35 @@ def decide(pods: Iterable[PodState], nodes: Iterable[NodeState], grace: float,
         out.told.append(Told(p, f"node {node.name} {state}: {what}",
                              f"pod {p.name} is on node {node.name}, which {state}: {what}"))
     return out
+
+
+def step(r: Round) -> bool:
+    """The round's step for pods on nodes that stopped reporting (--lost-node-grace):
+    deleted once the grace ran out, at once where the node is out of service (told in
+    waiting.step). A job that restarts as a whole (restartScope: Job) restarts as the pods
+    go, uncounted: its other ranks cannot go on without the lost ones (True then: the
+    round ends)."""
+    grace = r.config.lost_node_grace
+    if grace is None or not r.observed.lost_nodes:
+        return False
+    r.lost = decide(r.observed.pods, r.observed.lost_nodes, grace, r.now_dt)
+    r.delete_pods(r.lost.delete, "node lost")
+    r.delete_pods(r.lost.force, "node out of service", force=True)
+    if r.lost.next_look is not None:
+        r.plan.requeue(r.lost.next_look)
+    # (a pod deleted before is Terminating, or gone: its job restarted then)
+    going = [p for p in r.lost.delete + r.lost.force if not p.terminating]
+    if not going or r.job.spec.run_policy.restart_scope != "Job":
+        return False
+    names = {p.name for p in going}
+    others = [p for p in r.live_pods() if p.name not in names]
+    message = (f"{r.job.kind} {r.job.name} is restarting because "
+               f"{shown(p.name for p in going)} lost {'its' if len(going) == 1 else 'their'}"
+               f" node (not counted); {failures.WHOLE_JOB}.")
+    if r.attempts is not None and inplace.restarts_in_place(r, others):
+        inplace.next_attempt(r, others)  # the lost pods are made again for it, at the barrier
+    else:
+        r.delete_pods(others, "restarting the whole job")
+    r.condition(cond.RESTARTING, "True", f"{r.kind}Restarting", message, tell=False)
+    r.event(f"{r.kind}Restarting", message, warning=True)
+    return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,3 +105,10 @@ class Plan:
         seconds = min(max(seconds, 0.0), MAX_REQUEUE)
         if self.requeue_after is None or seconds < self.requeue_after:
             self.requeue_after = seconds
+
+
+def shown(names: Iterable[str]) -> str:
+    """The first names of an event about many objects (--aggregate-events, restarts),
+    `...` after five."""
+    names = list(names)
+    return ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from trainop.api import Job, WaitingReplica
 from trainop.api.resolved import resolve
@@ -13,6 +14,9 @@ from trainop.engine import clock, lostnode
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import Held, Observed, Phase, PodState
 from trainop.engine.plan import Event
+
+if TYPE_CHECKING:
+    from trainop.engine.round import Round
 
 NAME_IN_USE = "NameInUse"
 """The reason of a replica whose name an object of an earlier job still holds."""
@@ -112,3 +116,17 @@ def overdue_message(job: Job, pod: PodState) -> str:
     if pod.waiting is not None:
         return f"{words} ({pod.waiting.reason}: {pod.waiting.message})."
     return f"{words}."
+
+
+def step(r: Round) -> bool:
+    """Say which replicas wait and why (status.waitingReplicas, an event per new cause);
+    True when that fails the job: a pod past runPolicy.startupDeadlineSeconds."""
+    found = survey(r.job, r.observed, r.status.waiting_replicas, r.now_dt, r.lost.told)
+    r.status.waiting_replicas = found.entries or None
+    r.plan.events.extend(found.events)
+    if found.overdue is not None:
+        r.fail(STARTUP_DEADLINE, overdue_message(r.job, found.overdue))
+        return True
+    if found.next_look is not None:
+        r.plan.requeue(found.next_look)
+    return False
