@@ -16,6 +16,7 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api import Job
+from trainop.api.resolved import resolve
 from trainop.api.resources import Resource, job_resource
 from trainop.cluster.client import APIError, Client
 from trainop.cluster.events import EventRecorder
@@ -115,7 +116,7 @@ def admitted_job(job: Job, infos: Mapping[str, wl.PodSetInfo]) -> Job:
         template = copy.deepcopy(spec.template or {})
         wl.apply(template, info, rtype.lower())
         update: dict[str, Any] = {"template": template}
-        if info.count is not None and info.count < (spec.replicas or 1):
+        if info.count is not None and info.count < resolve(job).replicas[rtype]:
             update["replicas"] = info.count  # admitted partly: as many as Kueue admitted
         specs[rtype] = spec.model_copy(update=update)
     return job.model_copy(update={"spec": job.spec.model_copy(update={"replica_specs": specs})})

@@ -233,7 +233,7 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
             return Judgement(Verdict.FAIL, "RestartLimitExceeded", message, message, True,
                              first)
 
-    whole_job = rp.restart_scope == "Job" or restart_job
+    whole_job = resolve(job).whole_job_restarts or restart_job
     if whole_job:
         bumps = {first.pod.replica_type: 1}
     else:

@@ -133,7 +133,7 @@ def asked(job: Job, config: EngineConfig) -> bool:
     job whose template restarts its pods itself is not, by the manager's flag: validation
     refuses it with the field)."""
     rp = job.spec.run_policy
-    if rp.restart_scope != "Job":
+    if not resolve(job).whole_job_restarts:
         return False
     if rp.restart_in_place is not None:
         return rp.restart_in_place
