@@ -29,7 +29,6 @@ from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_wo
 from trainop.engine import (
     BatchJob,
     ClusterAddressing,
-    Ended,
     EngineConfig,
     Held,
     Observed,
@@ -40,7 +39,7 @@ from trainop.engine import (
 )
 from trainop.engine import conditions as cond
 from trainop.engine.framework import batch_type
-from trainop.engine.labels import controller_name, replica_name, replica_type_of
+from trainop.engine.labels import controller_name, replica_name
 from trainop.engine.observed import NodeState
 from trainop.engine.queueing import given_back
 from trainop.frameworks import framework_for, framework_of
@@ -267,18 +266,7 @@ class JobController:
         end since its last plan (`exited`)."""
         assert self.caches.pods is not None
         owner = owner_key(job.namespace, self.kind, job.metadata.uid or "")
-        main = job.main_container
-        pods = tuple(
-            PodState(p.meta.name, replica_type_of(job, p.replica_type) or p.replica_type,
-                     p.index, phase=p.replica_phase(main), terminating=p.terminating,
-                     exit_code=p.exit_code(main), reason=p.reason, restarts=p.restarts,
-                     ready=p.ready, last_run=p.last_run(main), waiting=p.waiting,
-                     created=p.created, node=p.node,
-                     exit_codes=p.failure.exit_codes if p.failure else (),
-                     conditions=p.failure.conditions if p.failure else (),
-                     ended=_main_first(p.failure.ended, main) if p.failure else None,
-                     in_place=p.in_place)
-            for p in self.caches.pods.owned_by(owner))
+        pods = tuple(p.state(job) for p in self.caches.pods.owned_by(owner))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content,
                                     self.batch_job(o) if o.job else None)
                         for o in self.caches.owned_objects(owner))
@@ -414,6 +402,3 @@ class JobController:
         await self.applier.commit(key, obj, plan)
 
 
-def _main_first(ended: tuple[Ended, ...], main: str) -> Ended | None:
-    """The main container's end where it failed, else the first container's that did."""
-    return next((e for e in ended if e.container == main), ended[0] if ended else None)

@@ -8,15 +8,16 @@ from typing import Any
 
 import orjson
 
+from trainop.api import Job
 from trainop.api.conversion import WRITTEN_IN
 from trainop.api.kinds import GROUP, OTHER_VERSIONS, VERSION
 from trainop.api.numbers import whole_number
 from trainop.api.resources import JOBS
 from trainop.engine import clock, inplace, lostnode
 from trainop.engine.batchjob import COMPLETE, FAILED
-from trainop.engine.labels import replica_of
+from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
-from trainop.engine.observed import BatchJob, Ended, InPlace, NodeState, Waiting
+from trainop.engine.observed import BatchJob, Ended, InPlace, NodeState, PodState, Waiting
 from trainop.engine.queueing import prebuilt_in
 
 
@@ -135,6 +136,25 @@ class PodRecord:
         if not self.last_runs:
             return None
         return self.last_runs.get(main) or next(iter(self.last_runs.values()))
+
+    def state(self, job: Job) -> PodState:
+        """The pod as the engine observes it, for `job` (its replica type by the job's
+        spelling, what its main container did)."""
+        main = job.main_container
+        f = self.failure
+        return PodState(
+            self.meta.name, replica_type_of(job, self.replica_type) or self.replica_type,
+            self.index, phase=self.replica_phase(main), terminating=self.terminating,
+            exit_code=self.exit_code(main), reason=self.reason, restarts=self.restarts,
+            ready=self.ready, last_run=self.last_run(main), waiting=self.waiting,
+            created=self.created, node=self.node,
+            exit_codes=f.exit_codes if f else (), conditions=f.conditions if f else (),
+            ended=_main_first(f.ended, main) if f else None, in_place=self.in_place)
+
+
+def _main_first(ended: tuple[Ended, ...], main: str | None) -> Ended | None:
+    """The main container's end where it failed, else the first container's that did."""
+    return next((e for e in ended if e.container == main), ended[0] if ended else None)
 
 
 def pod_record(obj: dict[str, Any]) -> PodRecord | None:
