@@ -1,8 +1,11 @@
 """`trainop manager` as a child process of a test or a benchmark: started against a
-kubeconfig on free loopback ports, waited for until ready, read through its metrics."""
+kubeconfig, its metrics and probes on loopback ports it binds itself (port 0: no other
+process can take them between a pick and the bind), waited for until ready, read through
+its metrics."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -14,9 +17,9 @@ from typing import Self
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from trainop.local.ports import free_port
-
 WRITE_VERBS = ("post", "put", "patch", "delete")
+SERVING = re.compile(r"trainop\.listener: (\w+) serving on [^\s:]+:(\d+)$", re.M)
+"""The line each of the manager's servers logs once it has bound its port."""
 
 
 class ManagerProcess:
@@ -25,19 +28,38 @@ class ManagerProcess:
 
     def __init__(self, kubeconfig: Path, *args: str, log_path: Path,
                  wrapper: list[str] | None = None):
-        self.metrics_port, self.health_port = free_port(), free_port()
         self.log_path = log_path
+        self._ports: dict[str, int] = {}
         defaults = [*(() if "--kubeconfig" in args else ("--kubeconfig", str(kubeconfig))),
                     *(() if "--webhook-port" in args else ("--webhook-port", "0"))]
         self.proc = subprocess.Popen(
             [*(wrapper or []), sys.executable, "-m", "trainop.cli", "manager", *defaults,
-             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}", *args],
+             "--metrics-bind-address", "127.0.0.1:0",
+             "--health-probe-bind-address", "127.0.0.1:0", *args],
             stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+
+    def bound(self, server: str, timeout: float = 30) -> int:
+        """The port the manager's `server` (metrics, probes, webhook) bound, once it has
+        said so; raises if the manager exits first or never does."""
+        if server not in self._ports:
+            wait_logged(self.proc, lambda text: any(
+                name == server for name, _ in SERVING.findall(text)), timeout, "manager",
+                lambda: self.log_path.read_text(errors="replace"))
+            self._ports.update((name, int(port)) for name, port in SERVING.findall(
+                self.log_path.read_text(errors="replace")))
+        return self._ports[server]
+
+    @property
+    def metrics_port(self) -> int:
+        return self.bound("metrics")
+
+    @property
+    def health_port(self) -> int:
+        return self.bound("probes")
 
     def wait_ready(self, timeout: float = 30) -> Self:
         """Wait for /readyz; raises if the manager exits or is not ready in time."""
-        wait_ready(self.proc, self.health_port, timeout, "manager", self.log)
+        wait_ready(self.proc, self.bound("probes", timeout), timeout, "manager", self.log)
         return self
 
     def log(self) -> str:

@@ -4,6 +4,8 @@ twice by one process."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,13 @@ import pytest
 
 from trainop.local import ports
 from trainop.local.ports import ephemeral_range, free_port
+
+
+@pytest.fixture(autouse=True)
+def own_reservations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each test's reservations in its own folder, none handed out before."""
+    monkeypatch.setattr(ports, "RESERVED", tmp_path / "reserved")
+    monkeypatch.setattr(ports, "_given", {})
 
 
 def picks(monkeypatch: pytest.MonkeyPatch, *drawn: int) -> None:
@@ -34,14 +43,16 @@ def test_a_port_something_listens_on_is_passed_over(monkeypatch: pytest.MonkeyPa
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", taken))
         busy.listen()
-        monkeypatch.setattr(ports, "_given", set())
+        monkeypatch.setattr(ports, "_given", {})
+        monkeypatch.setattr(ports, "RESERVED", ports.RESERVED.with_name("again"))
         picks(monkeypatch, taken, other)
         assert free_port() == other
 
 
 def test_a_port_is_handed_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
     one, other = free_port(), free_port()
-    monkeypatch.setattr(ports, "_given", set())
+    monkeypatch.setattr(ports, "_given", {})
+    monkeypatch.setattr(ports, "RESERVED", ports.RESERVED.with_name("again"))
     picks(monkeypatch, one, one, other)
     assert (free_port(), free_port()) == (one, other)
 
@@ -57,3 +68,33 @@ def test_without_the_kernels_word_linuxs_default_range_is_assumed(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(ports, "EPHEMERAL", tmp_path / "absent")
     assert ephemeral_range() == (32768, 60999)
+
+
+def test_a_port_another_live_process_was_given_is_passed_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # another lane of the suite, picking at the same moment: it holds the port's lock
+    taken, other = 20001, 20002
+    ports.RESERVED.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; "
+         f"fd = os.open({str(ports.RESERVED / str(taken))!r}, os.O_RDWR | os.O_CREAT); "
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        picks(monkeypatch, taken, other)
+        assert free_port() == other
+    finally:
+        holder.kill()
+        holder.wait()
+    # once that process is gone, its port can be given again
+    monkeypatch.setattr(ports, "_given", {})
+    picks(monkeypatch, taken)
+    assert free_port() == taken
+
+
+def test_without_a_folder_for_reservations_the_bind_check_alone_decides(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(ports, "RESERVED", tmp_path / "file" / "reserved")
+    assert free_port() > 0

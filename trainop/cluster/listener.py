@@ -347,4 +347,7 @@ async def serve(name: str, app: web.Application, host: str, port: int,
     listener = Listener(name, runner, ssl_context, limits)
     app.middlewares.append(_read_whole(listener))
     await runner.setup()
-    return await listener.start(host, port)
+    await listener.start(host, port)
+    # the port bound, which a caller that asked for port 0 learns here
+    log.info("%s serving on %s:%d", name, host, listener.port)
+    return listener

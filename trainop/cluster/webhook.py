@@ -437,7 +437,6 @@ class WebhookServer:
         app.router.add_post(CONVERSION_PATH, self._handler(convert_answer))
         self._listener = await listener.serve("webhook", app, self.options.host,
                                               self.options.port, self.ctx, limits)
-        log.info("webhook serving on :%d", self.options.port)
 
     def _handler(self, respond: Callable[[bytes], tuple[int, dict[str, Any]]]) -> Any:
         async def handle(request: web.Request) -> web.Response:

@@ -1,10 +1,14 @@
 """Free loopback ports for listeners started a moment later (a local job's replicas, the
-test bed's servers), picked outside the kernel's ephemeral range."""
+test bed's servers), picked outside the kernel's ephemeral range and reserved on the host
+for as long as the process that picked them lives."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import random
 import socket
+import tempfile
 import threading
 from pathlib import Path
 
@@ -15,9 +19,14 @@ the ports above it, so the ports below its start are outside both)."""
 LOWEST = 10000
 """Below it: the well-known and registered ports that services on a host tend to use."""
 TRIES = 200
+RESERVED = Path(tempfile.gettempdir()) / f"trainop-ports-{os.getuid()}"
+"""One lock file per port handed out on this host: a process holds the lock of each port it
+was given until it exits (the kernel lets go of it then, however the process ends), so two
+processes picking at once (two test lanes, two `trainop run`s) never get the same port."""
 
 _pick = random.Random()
-_given: set[int] = set()
+_given: dict[int, int | None] = {}
+"""Ports this process handed out, with the descriptor holding each one's lock."""
 _lock = threading.Lock()  # a comparison's sides start their servers from threads
 
 
@@ -35,7 +44,8 @@ def free_port() -> int:
 
     Not a port from the ephemeral range (which binding port 0 gives): any outgoing
     connection on the host may take one of those between this check and the bind of the
-    listener it is for, and on a busy host one does."""
+    listener it is for, and on a busy host one does. Nor one another live process was
+    given (see RESERVED)."""
     low, high = ephemeral_range()
     below, above = (LOWEST, low), (high + 1, 65536)
     start, stop = below if below[1] - below[0] >= above[1] - above[0] else above
@@ -44,11 +54,33 @@ def free_port() -> int:
         with _lock:
             if port in _given:
                 continue
+            held = _reserve(port)
+            if held is False:
+                continue
             with socket.socket() as s:
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError:  # in use (or lingering): another
+                    if isinstance(held, int):
+                        os.close(held)
                     continue
-            _given.add(port)
+            _given[port] = held if isinstance(held, int) else None
             return port
     raise OSError(f"no free loopback port in {start}-{stop - 1} after {TRIES} tries")
+
+
+def _reserve(port: int) -> int | bool:
+    """The descriptor now holding `port`'s lock; False where another process holds it;
+    True where no lock can be taken here (a read-only temporary folder: the bind check
+    alone, as before)."""
+    try:
+        RESERVED.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(RESERVED / str(port), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    return fd
