@@ -21,8 +21,8 @@ from testbed.apiserver import TestAPIServer, release
 from testbed.manager import ManagerProcess, terminate
 from trainop.api import load_job
 from trainop.api.resources import PODS, SERVICES, job_resource
-from trainop.cluster.client import MAX_IN_FLIGHT, Client
-from trainop.cluster.config import from_kubeconfig
+from trainop.cluster.reading.client import MAX_IN_FLIGHT, Client
+from trainop.cluster.reading.config import from_kubeconfig
 from trainop.engine import ClusterAddressing, Observed, reconcile
 from trainop.frameworks import framework_for
 

@@ -16,7 +16,7 @@ from typing import Any
 from bench.lib import Cluster, Manager, Row, create_all, desired_objects, job_doc, write_results
 from trainop.api import KINDS
 from trainop.api.resources import CONFIGMAPS, job_resource
-from trainop.cluster.client import Client
+from trainop.cluster.reading.client import Client
 from trainop.engine.labels import JOB_NAME
 
 

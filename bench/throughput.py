@@ -27,9 +27,9 @@ from bench.lib import (
     write_results,
 )
 from trainop.api.resources import PODS, SERVICES, job_resource
-from trainop.cluster.client import Client
-from trainop.cluster.informer import Informer
-from trainop.cluster.records import meta_of
+from trainop.cluster.reading.client import Client
+from trainop.cluster.reading.informer import Informer
+from trainop.cluster.reading.records import meta_of
 from trainop.engine.labels import JOB_NAME
 
 

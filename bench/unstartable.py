@@ -16,7 +16,7 @@ import orjson
 from bench.lib import Cluster, Manager, Row, write_results
 from bench.memory import BIG_JOBS, LAYOUTS, big_job
 from trainop.api.resources import job_resource
-from trainop.cluster.client import Client
+from trainop.cluster.reading.client import Client
 
 SHIPPED_FLAGS = ("--wait-for-dns", "--aggregate-events", "--ignore-disruptions",
                  "--fallback-to-logs-on-error")

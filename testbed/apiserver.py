@@ -26,7 +26,7 @@ from typing import Protocol
 import yaml
 
 from testbed.processes import Daemons
-from trainop.cluster.certs import CertPair, issue, new_ca, rsa_key_pem
+from trainop.cluster.serving.certs import CertPair, issue, new_ca, rsa_key_pem
 from trainop.local.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]

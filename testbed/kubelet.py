@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from trainop.api.resources import PODS
-from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
-from trainop.cluster.config import from_kubeconfig
+from trainop.cluster.reading.client import REQUEST_ERRORS, APIError, Client
+from trainop.cluster.reading.config import from_kubeconfig
 from trainop.engine.labels import JOB_NAME
 
 CONCURRENCY = 64

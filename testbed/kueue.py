@@ -25,7 +25,7 @@ import yaml
 from testbed.apiserver import TestAPIServer, find_assets, release
 from testbed.manager import terminate, wait_ready
 from testbed.node import node_ip
-from trainop.cluster.certs import issue, new_ca, not_after
+from trainop.cluster.serving.certs import issue, new_ca, not_after
 from trainop.local.ports import free_port
 
 FRAMEWORKS = ("kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",

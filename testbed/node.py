@@ -33,7 +33,7 @@ from testbed.apiserver import TestAPIServer, find_assets
 from testbed.clusterdns import DNSWatcher, api_getter
 from testbed.nodehost import CGROUP_FS, NodeHost, cgroup_pids, kill, processes_using, remove_cgroups
 from testbed.processes import Daemons
-from trainop.cluster.certs import CertPair, issue, new_ca
+from trainop.cluster.serving.certs import CertPair, issue, new_ca
 from trainop.engine.lostnode import OUT_OF_SERVICE
 from trainop.local.ports import free_port
 

@@ -22,7 +22,7 @@ import yaml
 from testbed import images
 from testbed.apiserver import TestAPIServer
 from testbed.processes import Daemons
-from trainop.cluster.certs import CertPair, issue
+from trainop.cluster.serving.certs import CertPair, issue
 from trainop.local.ports import free_port
 
 CGROUP_FS = Path("/sys/fs/cgroup")

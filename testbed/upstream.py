@@ -22,7 +22,7 @@ from cryptography import x509
 
 from testbed.apiserver import Cluster, find_assets, release
 from testbed.manager import terminate, wait_ready
-from trainop.cluster.certs import issue, new_ca
+from trainop.cluster.serving.certs import issue, new_ca
 from trainop.local.ports import free_port
 
 MODULE = "github.com/kubeflow/training-operator"

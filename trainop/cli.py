@@ -165,9 +165,9 @@ def describe(job: str, namespace: str | None, kubeconfig: str | None, watch: boo
 
     from rich.console import Console
 
-    from trainop.cluster import describe as screen
-    from trainop.cluster.client import REQUEST_ERRORS, APIError
-    from trainop.cluster.config import ConfigError, load
+    from trainop.cluster.reading import describe as screen
+    from trainop.cluster.reading.client import REQUEST_ERRORS, APIError
+    from trainop.cluster.reading.config import ConfigError, load
 
     word, _, name = job.partition("/")
     kind = screen.kind_of(word)

@@ -12,8 +12,8 @@ import pytest
 
 from testbed.apiserver import TestAPIServer, release
 from tests.integration.kube import Kube
-from trainop.cluster.client import Client
-from trainop.cluster.config import from_kubeconfig
+from trainop.cluster.reading.client import Client
+from trainop.cluster.reading.config import from_kubeconfig
 
 pytestmark = pytest.mark.integration
 

@@ -370,9 +370,9 @@ def test_an_allowed_scraper_is_served_through_a_flood_of_unknown_tokens(
     import asyncio
     import uuid
 
-    from trainop.cluster import authn
-    from trainop.cluster.client import Client
-    from trainop.cluster.config import from_kubeconfig
+    from trainop.cluster.reading.client import Client
+    from trainop.cluster.reading.config import from_kubeconfig
+    from trainop.cluster.serving import authn
 
     monkeypatch.setattr(authn, "CACHE_SECONDS", 0.0)
 

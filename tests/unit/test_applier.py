@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from tests.jobs import job
-from trainop.cluster.applier import PlanApplier
-from trainop.cluster.caches import job_informer
-from trainop.cluster.client import MAX_IN_FLIGHT, APIError
+from trainop.cluster.acting.applier import PlanApplier
+from trainop.cluster.reading.caches import job_informer
+from trainop.cluster.reading.client import MAX_IN_FLIGHT, APIError
 from trainop.engine import (
     ClusterAddressing,
     EngineConfig,
@@ -290,7 +290,7 @@ def test_a_holder_the_caches_do_not_show_is_looked_at_with_back_off(
     """A bare pod of the user's kept by its finalizer after its deletion holds a replica's
     name: one request a look, the looks twice as far apart each time up to a minute, none
     between them; once it is gone the name is tried again."""
-    from trainop.cluster import applier as applier_mod
+    from trainop.cluster.acting import applier as applier_mod
 
     clock = [100.0]
     monkeypatch.setattr(applier_mod.time, "monotonic", lambda: clock[0])

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 
 from tests.jobs import job
-from trainop.cluster.client import throttle_delay, warning_texts
-from trainop.cluster.expectations import Expectations
-from trainop.cluster.records import (
+from trainop.cluster.acting.expectations import Expectations
+from trainop.cluster.acting.workqueue import WorkQueue
+from trainop.cluster.reading.client import throttle_delay, warning_texts
+from trainop.cluster.reading.records import (
     job_record,
     node_record,
     object_record,
     owner_key,
     pod_record,
 )
-from trainop.cluster.workqueue import WorkQueue
 from trainop.engine import BatchJob, Ended
 from trainop.engine.objects import content_of
 
@@ -112,7 +112,7 @@ def test_one_namespaces_failing_keys_do_not_hold_back_anothers_retry() -> None:
 
 
 def test_the_retry_buckets_of_namespaces_kept_are_bounded() -> None:
-    from trainop.cluster.workqueue import BUCKETS_KEPT
+    from trainop.cluster.acting.workqueue import BUCKETS_KEPT
 
     async def scenario() -> int:
         q = WorkQueue("t", base_delay=0.0, qps=10, burst=5)
@@ -315,9 +315,9 @@ def test_job_record_keeps_the_job_compact_and_whole() -> None:
 def test_the_caches_keep_only_what_a_job_controls() -> None:
     # Labels are anyone's to set: 20,000 pods with trainop's labels but no job as their
     # controller must cost the cache nothing.
-    from trainop.cluster.caches import build
-    from trainop.cluster.client import Client
-    from trainop.cluster.config import ClusterConfig
+    from trainop.cluster.reading.caches import build
+    from trainop.cluster.reading.client import Client
+    from trainop.cluster.reading.config import ClusterConfig
 
     caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["MPIJob"], None, {})
     assert caches.pods is not None
@@ -352,10 +352,10 @@ def test_a_launcher_jobs_status_is_read_as_the_engine_needs_it() -> None:
 
 
 def test_a_launcher_jobs_pods_are_kept_under_the_job_and_count_for_its_owner() -> None:
-    from trainop.cluster.caches import build
-    from trainop.cluster.client import Client
-    from trainop.cluster.config import ClusterConfig
-    from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.cluster.acting.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.cluster.reading.caches import build
+    from trainop.cluster.reading.client import Client
+    from trainop.cluster.reading.config import ClusterConfig
     from trainop.engine import EngineConfig
 
     caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["MPIJob"], None, {})
@@ -418,7 +418,7 @@ def test_warning_headers_are_read_as_rfc_7234_says() -> None:
 
 
 def test_parsed_jobs_stay_within_their_budget_least_recently_used_first() -> None:
-    from trainop.cluster.controller import ParsedJobs
+    from trainop.cluster.acting.controller import ParsedJobs
 
     parsed = ParsedJobs(budget=10)
     a, b, c = (job("JAXJob", {"Worker": 1}, name=n) for n in ("a", "b", "c"))
@@ -439,7 +439,7 @@ def test_parsed_jobs_stay_within_their_budget_least_recently_used_first() -> Non
 def test_every_kind_shares_one_budget_of_parsed_jobs() -> None:
     """Seven controllers, one store: the manager's parsed jobs stay within one budget
     whatever the kinds, and jobs of two kinds with one name are two entries."""
-    from trainop.cluster.controller import ParsedJobs
+    from trainop.cluster.acting.controller import ParsedJobs
 
     parsed = ParsedJobs(budget=10)
     tf, pt = job("TFJob", name="same"), job("PyTorchJob", name="same")
@@ -556,11 +556,11 @@ def test_node_record_says_a_node_is_lost_only_where_it_reports_not_ready() -> No
 def test_a_services_deletion_is_seen_when_its_cache_drops_it() -> None:
     """The applier waits for the services it deleted as for the pods: the Service
     informer's DELETED satisfies that wait (else the job would wait out the TTL)."""
-    from trainop.cluster.caches import build
-    from trainop.cluster.client import Client
-    from trainop.cluster.config import ClusterConfig
-    from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
-    from trainop.cluster.records import object_record
+    from trainop.cluster.acting.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.cluster.reading.caches import build
+    from trainop.cluster.reading.client import Client
+    from trainop.cluster.reading.config import ClusterConfig
+    from trainop.cluster.reading.records import object_record
     from trainop.engine import EngineConfig
 
     caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["PyTorchJob"], None,
@@ -581,10 +581,10 @@ def test_a_deletion_on_a_lost_node_is_seen_once_under_way() -> None:
     """No kubelet may ever confirm it: waiting for the pod's DELETED event would hold the
     job's every decision (the out-of-service taint among them) until the expectation's
     TTL. A deletion on a node that is Ready is still waited for."""
-    from trainop.cluster.caches import build
-    from trainop.cluster.client import Client
-    from trainop.cluster.config import ClusterConfig
-    from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.cluster.acting.controller import ControllerConfig, JobController, ParsedJobs
+    from trainop.cluster.reading.caches import build
+    from trainop.cluster.reading.client import Client
+    from trainop.cluster.reading.config import ClusterConfig
     from trainop.engine import EngineConfig
 
     caches = build(Client(ClusterConfig(server="http://127.0.0.1:1")), ["PyTorchJob"], None,
@@ -628,9 +628,9 @@ def test_a_deletion_on_a_lost_node_is_seen_once_under_way() -> None:
 def test_pods_are_found_by_their_node_from_their_binding_until_they_go() -> None:
     """A Node's change looks only at the pods there (the pods informer's node index, kept
     where nodes are watched), not at every cached pod."""
-    from trainop.cluster.caches import NODE_INDEX, build
-    from trainop.cluster.client import Client
-    from trainop.cluster.config import ClusterConfig
+    from trainop.cluster.reading.caches import NODE_INDEX, build
+    from trainop.cluster.reading.client import Client
+    from trainop.cluster.reading.config import ClusterConfig
 
     client = Client(ClusterConfig(server="http://127.0.0.1:1"))
     caches = build(client, ["PyTorchJob"], None, {}, nodes=True)
@@ -661,7 +661,7 @@ def test_pods_are_found_by_their_node_from_their_binding_until_they_go() -> None
 
 def test_a_name_is_one_segment_of_a_path_whatever_its_author_wrote() -> None:
     from trainop.api.resources import PODS
-    from trainop.cluster.kueue import PRIORITY_CLASSES
+    from trainop.cluster.acting.kueue import PRIORITY_CLASSES
 
     assert PODS.path("team-a", "job-worker-0") == "/api/v1/namespaces/team-a/pods/job-worker-0"
     assert PRIORITY_CLASSES.path(name="../../api/v1/secrets?watch=true#x") == \
@@ -673,8 +673,8 @@ def test_a_name_is_one_segment_of_a_path_whatever_its_author_wrote() -> None:
 
 def test_the_warnings_remembered_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
     # the API server's warnings may quote what a job's author wrote: one per pod made
-    from trainop.cluster.client import Client
-    from trainop.cluster.config import ClusterConfig
+    from trainop.cluster.reading.client import Client
+    from trainop.cluster.reading.config import ClusterConfig
 
     class Headers:
         def __init__(self, text: str):
@@ -709,7 +709,7 @@ def test_the_warnings_remembered_are_bounded(caplog: pytest.LogCaptureFixture) -
      "workloadpriorityclasses/status"),
 ])
 def test_the_resource_a_request_is_counted_under(path: str, resource: str) -> None:
-    from trainop.cluster.client import resource_of
+    from trainop.cluster.reading.client import resource_of
 
     assert resource_of(path) == resource
 

@@ -8,9 +8,9 @@ from typing import Any, cast
 
 from tests.jobs import TYPICAL, job, manifest
 from trainop.api import Job, load_job
-from trainop.cluster.client import Client
-from trainop.cluster.kueue import Queueing, WorkloadRecord, admitted_job, job_state
-from trainop.cluster.records import meta_of
+from trainop.cluster.acting.kueue import Queueing, WorkloadRecord, admitted_job, job_state
+from trainop.cluster.reading.client import Client
+from trainop.cluster.reading.records import meta_of
 from trainop.engine import workload as wl
 from trainop.engine.plan import Event
 from trainop.engine.queueing import JobState

@@ -10,9 +10,9 @@ import asyncio
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from trainop.cluster import metrics
-from trainop.cluster.client import APIError
-from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
+from trainop.cluster.acting import metrics
+from trainop.cluster.acting.workqueue import WorkQueue, init_controller_metrics, run_worker
+from trainop.cluster.reading.client import APIError
 
 
 def value(name: str, /, **labels: str) -> float:

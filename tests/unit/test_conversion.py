@@ -23,7 +23,7 @@ from trainop.api.crd import all_crds
 from trainop.api.types import MPIJob as V1MPIJob
 from trainop.api.v2beta1 import MPIJob as V2MPIJob
 from trainop.api.validation import InvalidJob
-from trainop.cluster.webhook import convert_answer
+from trainop.cluster.serving.webhook import convert_answer
 
 V1, V2 = "kubeflow.org/v1", "kubeflow.org/v2beta1"
 TEMPLATE = {"spec": {"containers": [{"name": "mpi", "image": "mpi:1", "command": ["x"]}]}}

@@ -1,4 +1,4 @@
-"""`trainop describe`'s screen (cluster.describe.render), line by line: each replica's row,
+"""`trainop describe`'s screen (cluster.reading.describe.render), line by line: each replica's row,
 the conditions, the waiting replicas and the last failure, as a terminal shows them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from trainop.cluster.describe import render
+from trainop.cluster.reading.describe import render
 
 JOB: dict[str, Any] = {"kind": "PyTorchJob", "metadata": {"namespace": "ns", "name": "pt"}}
 

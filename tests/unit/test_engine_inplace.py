@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.jobs import job, manifest
 from tests.sim import Cluster
 from trainop.api.validation import InvalidJob, load_job
-from trainop.cluster.records import pod_record
+from trainop.cluster.reading.records import pod_record
 from trainop.engine import EngineConfig, inplace
 from trainop.engine.inplace import ATTEMPT, FINISH, RELEASED
 from trainop.engine.observed import InPlace, PodState

@@ -12,8 +12,8 @@ from typing import Any
 from aiohttp import web
 
 from tests.unit.test_informer_faults import client_of
-from trainop.cluster.client import Client
-from trainop.cluster.events import EVENTS_RECORDED, EventRecorder
+from trainop.cluster.acting.events import EVENTS_RECORDED, EventRecorder
+from trainop.cluster.reading.client import Client
 from trainop.engine import Event
 
 
@@ -64,7 +64,7 @@ def test_a_storm_of_one_namespace_sheds_its_own_events_only() -> None:
 
 
 def test_a_job_is_told_of_by_the_operator_whose_api_it_was_written_in() -> None:
-    from trainop.cluster.records import job_record
+    from trainop.cluster.reading.records import job_record
 
     def stored(annotations: dict[str, str]) -> dict[str, Any]:
         return job_record({"apiVersion": "kubeflow.org/v1", "kind": "MPIJob", "metadata": {

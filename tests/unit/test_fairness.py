@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from trainop.cluster.client import FairLimiter, _namespace_of
+from trainop.cluster.acting.workqueue import WorkQueue
 from trainop.cluster.fairqueue import FairQueue
-from trainop.cluster.workqueue import WorkQueue
+from trainop.cluster.reading.client import FairLimiter, _namespace_of
 
 
 def drain(queue: FairQueue[str], costs: dict[str, float], n: int) -> list[str]:

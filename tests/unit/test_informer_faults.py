@@ -13,9 +13,9 @@ from typing import Any
 from aiohttp import web
 
 from trainop.api.resources import PODS
-from trainop.cluster.client import Client, MalformedResponse
-from trainop.cluster.config import ClusterConfig
-from trainop.cluster.informer import PAGE_BYTES, Informer
+from trainop.cluster.reading.client import Client, MalformedResponse
+from trainop.cluster.reading.config import ClusterConfig
+from trainop.cluster.reading.informer import PAGE_BYTES, Informer
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "5"}}
 

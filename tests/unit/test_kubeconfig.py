@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from trainop.cluster.certs import ca_and_serving_cert
-from trainop.cluster.config import ConfigError, from_kubeconfig
+from trainop.cluster.reading.config import ConfigError, from_kubeconfig
+from trainop.cluster.serving.certs import ca_and_serving_cert
 
 TOKEN = "s3cr3t-t0ken-value"
 

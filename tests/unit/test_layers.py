@@ -21,8 +21,19 @@ LAYERS = {
 layer (or itself)."""
 
 
-def imports(path: Path) -> set[str]:
-    """The top-level trainop modules or packages that `path` imports."""
+CLUSTER = {
+    "__init__": 0, "options": 0, "allocator": 0, "fairqueue": 0,
+    "reading": 1,
+    "serving": 2, "acting": 2, "leader": 2,
+    "manager": 3,
+}
+"""The concerns inside cluster/, by layer: reading the API under serving and acting (which
+never reach each other), the manager process over them all."""
+
+
+def imports(path: Path, depth: int = 1) -> set[str]:
+    """The top-level trainop modules or packages that `path` imports (`depth` 2: those
+    inside trainop/cluster/ it imports)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
@@ -31,26 +42,33 @@ def imports(path: Path) -> set[str]:
                 f"trainop.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        out |= {_module(n.split(".")[1]) for n in names if n.startswith("trainop.")}
+        if depth == 1:
+            out |= {_module(n.split(".")[1]) for n in names if n.startswith("trainop.")}
+        else:  # `from trainop.cluster import x` names x as a module
+            if isinstance(node, ast.ImportFrom) and node.module == "trainop.cluster":
+                names = [f"trainop.cluster.{a.name}" for a in node.names]
+            out |= {_module(n.split(".")[2], TRAINOP / "cluster") for n in names
+                    if n.startswith("trainop.cluster.")}
     return out
 
 
-def _module(name: str) -> str:
-    """`name` of `trainop.name`, or "__init__" where it is a name trainop/__init__.py
-    defines (`from trainop import __version__`)."""
-    here = TRAINOP / name
+def _module(name: str, within: Path = TRAINOP) -> str:
+    """`name` of `trainop.name` (or of `trainop.cluster.name`), or "__init__" where it is a
+    name the package's __init__.py defines (`from trainop import __version__`)."""
+    here = within / name
     return name if here.is_dir() or here.with_suffix(".py").is_file() else "__init__"
 
 
-def layer_of(path: Path) -> str:
-    return path.relative_to(TRAINOP).parts[0].removesuffix(".py")
+def layer_of(path: Path, within: Path = TRAINOP) -> str:
+    return path.relative_to(within).parts[0].removesuffix(".py")
 
 
-def crossings(files: dict[Path, str]) -> list[str]:
+def crossings(files: dict[Path, str], layers: dict[str, int] = LAYERS,
+              depth: int = 1) -> list[str]:
     """`file -> package` for every import of a file (by its layer's name) that does not
     go down, or stay."""
     return [f"{path.name} -> {dst}" for path, src in files.items()
-            for dst in sorted(imports(path)) if dst != src and LAYERS[dst] >= LAYERS[src]]
+            for dst in sorted(imports(path, depth)) if dst != src and layers[dst] >= layers[src]]
 
 
 def test_every_import_goes_down_a_layer() -> None:
@@ -59,8 +77,15 @@ def test_every_import_goes_down_a_layer() -> None:
     assert crossings(files) == []
 
 
+def test_inside_the_cluster_runtime_every_import_goes_down_a_concern() -> None:
+    within = TRAINOP / "cluster"
+    files = {p: layer_of(p, within) for p in sorted(within.rglob("*.py"))}
+    assert set(files.values()) <= CLUSTER.keys()  # a new module takes a layer first
+    assert crossings(files, CLUSTER, depth=2) == []
+
+
 @pytest.mark.parametrize(("layer", "source", "bad"), [
-    ("engine", "from trainop.cluster.client import APIClient\n", "cluster"),
+    ("engine", "from trainop.cluster.reading.client import APIClient\n", "cluster"),
     ("api", "import trainop.engine.plan\n", "engine"),
     ("local", "from trainop import cluster\n", "cluster"),
     ("cluster", "from trainop.local.runner import Runner\n", "local"),
@@ -70,3 +95,15 @@ def test_an_import_up_or_across_is_caught(tmp_path: Path, layer: str, source: st
     probe = tmp_path / "probe.py"
     probe.write_text(f"from trainop.api import Job\n{source}")
     assert crossings({probe: layer}) == [f"probe.py -> {bad}"]
+
+
+@pytest.mark.parametrize(("concern", "source", "bad"), [
+    ("reading", "from trainop.cluster.acting.events import EventRecorder\n", "acting"),
+    ("acting", "from trainop.cluster.serving import webhook\n", "serving"),
+    ("serving", "from trainop.cluster import manager\n", "manager"),
+    ("acting", "import trainop.cluster.leader\n", "leader")])
+def test_an_import_up_or_across_inside_the_cluster_runtime_is_caught(
+        tmp_path: Path, concern: str, source: str, bad: str) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"from trainop.cluster.reading.client import Client\n{source}")
+    assert crossings({probe: concern}, CLUSTER, depth=2) == [f"probe.py -> {bad}"]

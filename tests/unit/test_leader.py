@@ -7,9 +7,9 @@ import asyncio
 import copy
 from typing import Any
 
-from trainop.cluster.client import APIError
 from trainop.cluster.leader import LeaderElector
 from trainop.cluster.options import LeaseTimes
+from trainop.cluster.reading.client import APIError
 
 TIMES = LeaseTimes(lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
 

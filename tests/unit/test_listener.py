@@ -10,8 +10,8 @@ import ssl
 import pytest
 from aiohttp import web
 
-from trainop.cluster import server
-from trainop.cluster.listener import (
+from trainop.cluster.serving import server
+from trainop.cluster.serving.listener import (
     EVICTED,
     REFUSED,
     TOO_SLOW,

@@ -14,8 +14,8 @@ import pytest
 
 from tests.unit.test_informer_faults import FlakyServer, listing, run_against
 from trainop.api.numbers import go_int, whole_number
-from trainop.cluster.informer import UNREADABLE, Informer
-from trainop.cluster.records import pod_record
+from trainop.cluster.reading.informer import UNREADABLE, Informer
+from trainop.cluster.reading.records import pod_record
 from trainop.engine import inplace
 from trainop.engine.labels import replica_of
 

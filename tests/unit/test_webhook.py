@@ -12,7 +12,7 @@ import yaml
 
 from tests.jobs import TYPICAL, manifest
 from trainop.api import KINDS
-from trainop.cluster.webhook import answer, default_review, path_for, validate_review
+from trainop.cluster.serving.webhook import answer, default_review, path_for, validate_review
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -264,7 +264,7 @@ def test_reviews_are_judged_off_the_event_loop() -> None:
     from functools import partial
 
     from trainop.cluster.options import WebhookOptions
-    from trainop.cluster.webhook import WebhookServer
+    from trainop.cluster.serving.webhook import WebhookServer
 
     body = json.dumps(review(manifest("JAXJob", {"Worker": 1}))).encode()
     judged_in: list[int] = []
@@ -293,7 +293,7 @@ def test_a_review_waits_for_a_judge_within_a_deadline_and_leaves_when_cancelled(
     import asyncio
     import threading
 
-    from trainop.cluster.webhook import WAITING, Judges
+    from trainop.cluster.serving.webhook import WAITING, Judges
 
     release = threading.Event()
     started: list[bytes] = []
@@ -341,7 +341,7 @@ def test_reviews_waiting_for_a_judge_are_served_fairly_among_addresses() -> None
     import threading
     import time
 
-    from trainop.cluster.webhook import Judges
+    from trainop.cluster.serving.webhook import Judges
 
     order: list[str] = []
     lock = threading.Lock()

@@ -16,8 +16,8 @@ from typing import Any
 
 from trainop import wallclock
 from trainop.api.resources import LEASES
-from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.options import LeaseTimes
+from trainop.cluster.reading.client import REQUEST_ERRORS, APIError, Client
 
 log = logging.getLogger("trainop.leader")
 

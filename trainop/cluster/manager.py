@@ -24,17 +24,19 @@ from trainop.api.resources import (
     Resource,
     job_resource,
 )
-from trainop.cluster import allocator, kueue, server
-from trainop.cluster import caches as caches_mod
-from trainop.cluster import config as cluster_config
-from trainop.cluster.authn import TokenAuthorizer
-from trainop.cluster.client import APIError, Client
-from trainop.cluster.controller import ControllerConfig, JobController, ParsedJobs
-from trainop.cluster.events import EventRecorder
-from trainop.cluster.informer import Informer, wait_synced
+from trainop.cluster import allocator
+from trainop.cluster.acting import kueue
+from trainop.cluster.acting.controller import ControllerConfig, JobController, ParsedJobs
+from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.leader import LeaderElector
 from trainop.cluster.options import ManagerOptions
-from trainop.cluster.webhook import WebhookServer
+from trainop.cluster.reading import caches as caches_mod
+from trainop.cluster.reading import config as cluster_config
+from trainop.cluster.reading.client import APIError, Client
+from trainop.cluster.reading.informer import Informer, wait_synced
+from trainop.cluster.serving import server
+from trainop.cluster.serving.authn import TokenAuthorizer
+from trainop.cluster.serving.webhook import WebhookServer
 from trainop.engine import inplace
 
 log = logging.getLogger("trainop.manager")

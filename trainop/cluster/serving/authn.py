@@ -8,7 +8,7 @@ import time
 from collections import OrderedDict
 from typing import Any, TypeVar
 
-from trainop.cluster.client import REQUEST_ERRORS, Client
+from trainop.cluster.reading.client import REQUEST_ERRORS, Client
 
 CACHE_SECONDS = 30.0
 MAX_REVIEWS = 4

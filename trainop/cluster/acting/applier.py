@@ -27,12 +27,12 @@ from trainop.api.resources import (
     job_resource,
     resource_for,
 )
-from trainop.cluster import metrics
-from trainop.cluster.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
-from trainop.cluster.events import EventRecorder
-from trainop.cluster.expectations import Expectations, expected, expected_gone
-from trainop.cluster.informer import Informer
-from trainop.cluster.records import JobRecord, meta_of
+from trainop.cluster.acting import metrics
+from trainop.cluster.acting.events import EventRecorder
+from trainop.cluster.acting.expectations import Expectations, expected, expected_gone
+from trainop.cluster.reading.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
+from trainop.cluster.reading.informer import Informer
+from trainop.cluster.reading.records import JobRecord, meta_of
 from trainop.engine import Event, Held, ObjectRef, Plan, create_refused, created_only
 from trainop.engine.objects import patch_of
 from trainop.engine.waiting import not_ours

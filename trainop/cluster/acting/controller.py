@@ -15,17 +15,23 @@ from trainop.api import InvalidJob, Job, load_job, parse_job
 from trainop.api.persona import persona_of
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
-from trainop.cluster import metrics
-from trainop.cluster.applier import PlanApplier, stored_status
-from trainop.cluster.caches import NODE_INDEX, PREBUILT_INDEX, Caches
-from trainop.cluster.client import Client
-from trainop.cluster.events import EventRecorder
-from trainop.cluster.expectations import expected, expected_gone
-from trainop.cluster.informer import Change, Informer
-from trainop.cluster.kueue import Queueing, WorkloadRecord, job_state
-from trainop.cluster.records import JobRecord, NodeRecord, ObjectRecord, PodRecord, owner_key
-from trainop.cluster.sshkeys import new_key_pair
-from trainop.cluster.workqueue import WorkQueue, init_controller_metrics, run_worker
+from trainop.cluster.acting import metrics
+from trainop.cluster.acting.applier import PlanApplier, stored_status
+from trainop.cluster.acting.events import EventRecorder
+from trainop.cluster.acting.expectations import expected, expected_gone
+from trainop.cluster.acting.kueue import Queueing, WorkloadRecord, job_state
+from trainop.cluster.acting.sshkeys import new_key_pair
+from trainop.cluster.acting.workqueue import WorkQueue, init_controller_metrics, run_worker
+from trainop.cluster.reading.caches import NODE_INDEX, PREBUILT_INDEX, Caches
+from trainop.cluster.reading.client import Client
+from trainop.cluster.reading.informer import Change, Informer
+from trainop.cluster.reading.records import (
+    JobRecord,
+    NodeRecord,
+    ObjectRecord,
+    PodRecord,
+    owner_key,
+)
 from trainop.engine import (
     BatchJob,
     ClusterAddressing,

@@ -39,11 +39,11 @@ from trainop.api.conversion import ConversionError, convert
 from trainop.api.crd import CONVERSION_PATH
 from trainop.api.kinds import GROUP, OTHER_VERSIONS
 from trainop.api.resources import CRDS, SECRETS
-from trainop.cluster import listener
-from trainop.cluster.certs import ca_and_serving_cert, not_after
-from trainop.cluster.client import REQUEST_ERRORS, APIError, Client
 from trainop.cluster.fairqueue import FairQueue
 from trainop.cluster.options import WebhookOptions
+from trainop.cluster.reading.client import REQUEST_ERRORS, APIError, Client
+from trainop.cluster.serving import listener
+from trainop.cluster.serving.certs import ca_and_serving_cert, not_after
 
 log = logging.getLogger("trainop.webhook")
 RENEW_BEFORE = dt.timedelta(days=2)

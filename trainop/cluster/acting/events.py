@@ -16,7 +16,7 @@ from trainop.api.conversion import WRITTEN_IN
 from trainop.api.kinds import GROUP
 from trainop.api.persona import persona_at
 from trainop.api.resources import EVENTS
-from trainop.cluster.client import REQUEST_ERRORS, Client
+from trainop.cluster.reading.client import REQUEST_ERRORS, Client
 from trainop.engine import Event, clock
 from trainop.engine.labels import controller_name
 

@@ -16,8 +16,8 @@ import orjson
 from prometheus_client import Counter
 
 from trainop.api import nesting
-from trainop.cluster.config import ClusterConfig
 from trainop.cluster.fairqueue import QUIET_CREDIT_SECONDS, FairQueue
+from trainop.cluster.reading.config import ClusterConfig
 
 log = logging.getLogger("trainop.client")
 

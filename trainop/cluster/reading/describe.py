@@ -15,9 +15,9 @@ from rich.text import Text
 
 from trainop.api import KINDS
 from trainop.api.resources import PODS, job_resource
-from trainop.cluster.client import Client
-from trainop.cluster.config import ClusterConfig
-from trainop.cluster.records import pod_record
+from trainop.cluster.reading.client import Client
+from trainop.cluster.reading.config import ClusterConfig
+from trainop.cluster.reading.records import pod_record
 from trainop.engine.labels import JOB_NAME
 
 REFRESH = 2.0

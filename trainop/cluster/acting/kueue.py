@@ -18,10 +18,10 @@ from trainop import wallclock
 from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.resources import Resource, job_resource
-from trainop.cluster.client import APIError, Client
-from trainop.cluster.events import EventRecorder
-from trainop.cluster.informer import Informer
-from trainop.cluster.records import Meta, meta_of, owner_key
+from trainop.cluster.acting.events import EventRecorder
+from trainop.cluster.reading.client import APIError, Client
+from trainop.cluster.reading.informer import Informer
+from trainop.cluster.reading.records import Meta, meta_of, owner_key
 from trainop.engine import conditions as cond
 from trainop.engine import queueing
 from trainop.engine import workload as wl

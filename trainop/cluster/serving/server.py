@@ -10,8 +10,8 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from trainop.cluster import listener
-from trainop.cluster.certs import ca_and_serving_cert
+from trainop.cluster.serving import listener
+from trainop.cluster.serving.certs import ca_and_serving_cert
 
 
 def parse_address(address: str) -> tuple[str, int] | None:

@@ -20,9 +20,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from trainop.cluster import metrics
-from trainop.cluster.client import REQUEST_ERRORS, TokenBucket
+from trainop.cluster.acting import metrics
 from trainop.cluster.fairqueue import QUIET_CREDIT_SECONDS, FairQueue
+from trainop.cluster.reading.client import REQUEST_ERRORS, TokenBucket
 
 log = logging.getLogger("trainop.controller")
 BUCKETS_KEPT = 1000

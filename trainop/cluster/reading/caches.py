@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from trainop.api.resources import NODES, PODS, SERVICES, Resource, job_resource
-from trainop.cluster.client import Client
-from trainop.cluster.informer import Informer
-from trainop.cluster.records import (
+from trainop.cluster.reading.client import Client
+from trainop.cluster.reading.informer import Informer
+from trainop.cluster.reading.records import (
     JobRecord,
     NodeRecord,
     ObjectRecord,

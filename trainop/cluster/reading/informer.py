@@ -26,7 +26,7 @@ from prometheus_client import Counter, Gauge
 
 from trainop.api.numbers import whole_number
 from trainop.api.resources import Resource
-from trainop.cluster.client import APIError, Client, MalformedResponse
+from trainop.cluster.reading.client import APIError, Client, MalformedResponse
 
 log = logging.getLogger("trainop.informer")
 R = TypeVar("R")

@@ -1,0 +1,2 @@
+"""Reading the API: the client and its configuration, the shared informers and caches,
+the slim records they keep, and `trainop describe`'s reads."""
