@@ -41,7 +41,8 @@ lint: venv
 	$(BIN)/mypy
 
 ## crds: remake the Kubernetes types' schemas (trainop/api/kubeschema.json, by controller-gen
-## from k8s.io/api of the suites' release), then config/crd from the API models
+## from k8s.io/api of the suites' release), then config/ from the API models (the CRDs,
+## their list and the webhooks)
 crds: venv
 	KUBEBUILDER_ASSETS="$$(bash hack/test-assets.sh)" $(BIN)/python -m testbed.kubeschema
-	$(BIN)/trainop crds -o config/crd
+	$(BIN)/trainop crds --config config

@@ -16,6 +16,7 @@ from trainop.api import (
     KINDS,
     InvalidJob,
     ManifestError,
+    install,
     load_job,
     read_documents,
     validate_update,
@@ -47,16 +48,28 @@ def main() -> None:
 @main.command()
 @click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path),
               help="Write one file per kind into this folder instead of printing them.")
-def crds(output_dir: Path | None) -> None:
+@click.option("--config", "config_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write every file of the install generated from the kinds into this "
+                   "kustomize folder (config/): crd/ (the CRDs and their list) and "
+                   "webhook/manifests.yaml.")
+def crds(output_dir: Path | None, config_dir: Path | None) -> None:
     """Print the CustomResourceDefinitions of every job kind (generated from the API)."""
     generated = all_crds()
-    if output_dir is None:
-        click.echo("---\n".join(_dump_yaml(c) for c in generated.values()), nl=False)
+    if output_dir is not None and config_dir is not None:
+        _fail("--output-dir and --config write the CRDs to two places: give one")
+    files = {Path(name): _dump_yaml(crd) for name, crd in generated.items()}
+    if config_dir is not None:
+        files = {**{Path("crd") / name: text for name, text in files.items()},
+                 **{Path(name): text for name, text in install.generated().items()}}
+    folder = output_dir or config_dir
+    if folder is None:
+        click.echo("---\n".join(files.values()), nl=False)
         return
-    output_dir.mkdir(parents=True, exist_ok=True)
-    for name, crd in generated.items():
-        (output_dir / name).write_text(_dump_yaml(crd))
-    click.echo(f"wrote {len(generated)} CRDs to {output_dir}")
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    click.echo(f"wrote {len(generated)} CRDs to {folder}"
+               + (" and the install's lists of kinds" if config_dir is not None else ""))
 
 
 @main.command("validate")

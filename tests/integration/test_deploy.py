@@ -24,7 +24,7 @@ from testbed.apiserver import TestAPIServer
 from tests.conftest import CRDS, SA_GROUPS, SA_TOKEN, SA_USER
 from tests.integration.kube import Kube, Manager, install_rbac, wait_for
 from tests.jobs import manifest
-from trainop.cluster.serving.webhook import path_for
+from trainop.api.install import path_for
 from trainop.local.ports import free_port
 
 pytestmark = pytest.mark.integration

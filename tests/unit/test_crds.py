@@ -17,10 +17,10 @@ GENERATED = all_crds()
 
 def test_checked_in_crds_match_the_models() -> None:
     on_disk = {p.name for p in CRD_DIR.glob("kubeflow.org_*.yaml")}
-    assert on_disk == set(GENERATED), "run: trainop crds -o config/crd"
+    assert on_disk == set(GENERATED), "run: trainop crds --config config"
     for name, crd in GENERATED.items():
         assert yaml.safe_load((CRD_DIR / name).read_text()) == crd, \
-            f"config/crd/{name} drifted from the models; run: trainop crds -o config/crd"
+            f"config/crd/{name} drifted from the models; run: trainop crds --config config"
 
 
 def _crd(kind: str) -> dict[str, Any]:

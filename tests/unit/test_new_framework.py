@@ -14,7 +14,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import Field
 
-from trainop.api import JOB_MODELS, KINDS, Job, KindInfo, ReplicaSpec, load_job
+from trainop.api import JOB_MODELS, KINDS, Job, KindInfo, ReplicaSpec, install, load_job
 from trainop.api.crd import crd_for
 from trainop.api.resolved import resolve
 from trainop.api.types import JobSpec
@@ -69,6 +69,19 @@ def test_one_call_declares_the_kind_everywhere(echo: None) -> None:
     assert crd["metadata"]["name"] == "echojobs.kubeflow.org"
     assert "echoReplicaSpecs" in crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
         "properties"]["spec"]["properties"]
+
+
+def test_the_install_lists_it_from_the_same_declaration(echo: None) -> None:
+    # its CRD file, its validating webhook and the manager's rights on its jobs
+    assert "  - kubeflow.org_echojobs.yaml\n" in install.crd_kustomization()
+    hooks = {h["name"]: h for h in install.webhooks()["webhooks"]}
+    echo_hook = hooks["validator.echojob.training-operator.kubeflow.org"]
+    assert echo_hook["clientConfig"]["service"]["path"] == "/validate-kubeflow-org-v1-echojob"
+    assert echo_hook["rules"][0]["resources"] == ["echojobs"]
+    granted = {(r, v) for rule in install.job_rules() for r in rule["resources"]
+               for v in rule["verbs"]}
+    assert {("echojobs", "watch"), ("echojobs/status", "update"),
+            ("echojobs/finalizers", "update"), ("echojobs", "patch")} <= granted
 
 
 def test_a_kind_is_declared_by_one_model_only(echo: None) -> None:

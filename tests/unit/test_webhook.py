@@ -12,7 +12,8 @@ import yaml
 
 from tests.jobs import TYPICAL, manifest
 from trainop.api import KINDS
-from trainop.cluster.serving.webhook import answer, default_review, path_for, validate_review
+from trainop.api.install import path_for
+from trainop.cluster.serving.webhook import answer, default_review, validate_review
 
 REPO = Path(__file__).resolve().parents[2]
 

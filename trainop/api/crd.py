@@ -9,6 +9,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from trainop.api.install import crd_file
 from trainop.api.kinds import GROUP, JOB_MODELS, OTHER_VERSIONS, VERSION
 from trainop.api.kubeschema import kube_schema, quantity_pattern
 from trainop.api.model import SchemaHint
@@ -187,5 +188,5 @@ def _object_schema(description: str, spec: dict[str, Any], status: dict[str, Any
 def all_crds() -> dict[str, dict[str, Any]]:
     """File name -> CRD, for every kind (the names of upstream's config files)."""
     return {
-        f"{GROUP}_{m.info.plural}.yaml": crd_for(m) for m in JOB_MODELS.values()
+        crd_file(m.info.plural): crd_for(m) for m in JOB_MODELS.values()
     }

@@ -58,6 +58,9 @@ class KindInfo:
     """Where pods are reached by DNS name, they are named through one headless service of
     the job's name (hostname and subdomain: `{pod}.{job}.{ns}.svc`) instead of a service
     each (MPIJob: its SSH transport; the default one names pods to kubectl exec)."""
+    validating_webhook: bool = True
+    """The install registers a validating webhook for the kind (upstream v1.9 has one for
+    each kind but MPIJob, and none for MXJob, which it no longer serves)."""
 
     @property
     def singular(self) -> str:

@@ -595,7 +595,7 @@ class MPIJob(Job):
         default_restart_policy="Never", framework="mpi",
         master_role=("Launcher",), default_ports=False, unset_replicas_zero=("Worker",),
         pods_under_one_service=True, free_container_names=True, age_column_first=True,
-        unindexed_types=("Launcher",))
+        unindexed_types=("Launcher",), validating_webhook=False)
 
 
 @declare_kind
@@ -645,4 +645,4 @@ class MXJob(Job):
                        "Tuner"),
         default_container="mxnet", default_port_name="mxjob-port", default_port=9091,
         default_restart_policy="Never", framework="mxnet",
-        master_role=("Scheduler",))
+        master_role=("Scheduler",), validating_webhook=False)

@@ -37,6 +37,7 @@ from trainop.api import (
 )
 from trainop.api.conversion import ConversionError, convert
 from trainop.api.crd import CONVERSION_PATH
+from trainop.api.install import path_for
 from trainop.api.kinds import GROUP, OTHER_VERSIONS
 from trainop.api.resources import CRDS, SECRETS
 from trainop.cluster.fairqueue import FairQueue
@@ -63,11 +64,6 @@ LEFT_OUT = Counter("trainop_conversion_annotations_ignored_total",
                    "be taken and were left out of that form")
 CONFIG_KINDS = (("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"),
                 ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"))
-
-
-def path_for(action: str, kind: str) -> str:
-    """controller-runtime's path convention: /validate-kubeflow-org-v1-pytorchjob."""
-    return f"/{action}-kubeflow-org-v1-{kind.lower()}"
 
 
 def _response(review: dict[str, Any], allowed: bool, message: str = "",
