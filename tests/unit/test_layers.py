@@ -22,7 +22,7 @@ layer (or itself)."""
 
 
 CLUSTER = {
-    "__init__": 0, "options": 0, "allocator": 0, "fairqueue": 0,
+    "__init__": 0, "options": 0, "allocator": 0, "fairqueue": 0, "parts": 0,
     "reading": 1,
     "serving": 2, "acting": 2, "leader": 2,
     "manager": 3,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
@@ -24,12 +23,13 @@ from trainop.api.resources import (
     Resource,
     job_resource,
 )
-from trainop.cluster import allocator
+from trainop.cluster import allocator, parts
 from trainop.cluster.acting import kueue
 from trainop.cluster.acting.controller import ControllerConfig, JobController, ParsedJobs
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.leader import LeaderElector
 from trainop.cluster.options import ManagerOptions
+from trainop.cluster.parts import Components
 from trainop.cluster.reading import caches as caches_mod
 from trainop.cluster.reading import config as cluster_config
 from trainop.cluster.reading.client import APIError, Client
@@ -37,7 +37,7 @@ from trainop.cluster.reading.informer import Informer, wait_synced
 from trainop.cluster.serving import server
 from trainop.cluster.serving.authn import TokenAuthorizer
 from trainop.cluster.serving.webhook import WebhookServer
-from trainop.engine import inplace
+from trainop.engine import EngineConfig, inplace
 
 log = logging.getLogger("trainop.manager")
 
@@ -143,33 +143,6 @@ async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorde
                           without_queue_name=opts.kueue_without_queue_name)
 
 
-class Components:
-    """What the manager started, in order; stopped in the reverse order (as
-    controller-runtime stops its Runnables): the controllers before the lease they hold,
-    the informers before the webhook, the event recorder and the clients last."""
-
-    def __init__(self) -> None:
-        self._stops: list[tuple[str, Callable[[], Awaitable[object]]]] = []
-
-    def started(self, name: str, stop: Callable[[], Awaitable[object]]) -> None:
-        """`name` is running; `stop` ends it."""
-        self._stops.append((name, stop))
-
-    def task(self, name: str, work: Awaitable[object]) -> asyncio.Task[object]:
-        """Run `work` as a task until the manager stops."""
-        task = asyncio.ensure_future(work)
-        self.started(name, lambda: _cancel(task))
-        return task
-
-    async def stop(self) -> None:
-        while self._stops:
-            name, stop = self._stops.pop()
-            try:
-                await stop()
-            except Exception:
-                log.exception("stopping %s", name)
-
-
 class Probes:
     """/healthz and /readyz: ready once the caches have synced (and the webhook has its
     certificates); unhealthy once an informer has ended."""
@@ -211,67 +184,144 @@ async def run_manager(opts: ManagerOptions) -> int:
 
 async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
                components: Components) -> int:
-    client = Client(cfg, qps=opts.qps, burst=opts.burst)
-    components.started("API client", client.close)
-    recorder = EventRecorder(client)
-    components.started("event recorder", recorder.drain)
-    await _reach(client)
-    webhook = WebhookServer(client, opts.webhook) if opts.webhook is not None else None
-    probes = Probes(webhook)
-    await _serve_metrics(opts, cfg, components)
-    probes_server = await server.start(opts.health_address, {
-        "/healthz": probes.healthy, "/readyz": probes.ready}, name="probes")
-    if probes_server is not None:
-        components.started("probes", probes_server.cleanup)
-    if webhook is not None:
-        await webhook.start()
-        components.started("webhook", webhook.stop)
-        components.task("webhook certificate rotation", webhook.rotate_forever())
-    extra = await _discover(client, opts)
-    if (why := await _in_place(client, opts)) is not None:
-        # (said as a warning where the manager's flag asks for restarts in place)
-        log.log(logging.WARNING if opts.engine.restart_in_place else logging.INFO,
-                "%s: jobs restart by making their pods again", why)
-        opts = dataclasses.replace(opts, engine=dataclasses.replace(
-            opts.engine, in_place_unavailable=why))
-    caches = caches_mod.build(client, opts.kinds, opts.namespace, extra,
-                              nodes=opts.engine.lost_node_grace is not None)
-    queueing = await _queueing(client, opts, recorder)
-    kueue_informers = queueing.informers() if queueing else []
-    for informer in [*caches.all(), *kueue_informers]:
-        probes.informers[informer.resource.plural] = components.task(
-            f"{informer.resource.plural} informer", informer.run())
-    components.task("cache sync", _log_synced(caches, opts, probes))
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    elector = _elector(opts, cfg, components)
-    if elector is not None:
-        components.started("lease", elector.release)
-        components.task("leader election", elector.run())
-        log.info("waiting for the lease %s/%s", elector.namespace, elector.name)
-        await _first(elector.became_leader.wait(), stop.wait())
-        if stop.is_set():
-            return 0
-    leading = (lambda: elector.leading) if elector else (lambda: True)
-    config = ControllerConfig(opts.engine, opts.threads, opts.cluster_domain)
-    parsed = ParsedJobs()  # one budget for every kind's parsed jobs
-    for kind in opts.kinds:
-        queued = queueing if kind in opts.kueue_kinds else None
-        controller = JobController(kind, client, caches, config, recorder, leading, parsed,
-                                   queued)
-        # each kind starts once its own caches are: a kind whose jobs cannot be listed
-        # holds up no other
-        components.task(f"{kind} controller", _when_synced(
-            [caches.jobs[kind], *caches.shared(), *(kueue_informers if queued else [])],
-            controller.run))
+    given = await parts.start_all(_Starting(opts, cfg, components, stop).parts())
+    elector: LeaderElector | None = given["lease"]
+    if not given["controllers"]:  # stopped while waiting for the lease
+        return 0
     await _first(stop.wait(), *([elector.lost.wait()] if elector else []))
     if elector is not None and elector.lost.is_set():
         return 1
     log.info("stopping")
     return 0
+
+
+class _Starting:
+    """The manager's parts and what each needs (parts.start_all orders them): the API
+    client first; the probes before the webhook serves (the kubelet asks them while the
+    webhook's certificates are made); the jobs listed once the webhook serves (a job
+    stored at another version is read through its conversion); the informers before the
+    lease (as controller-runtime: a new leader's caches are warm); the controllers last,
+    once the lease is held."""
+
+    def __init__(self, opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
+                 components: Components, stop: asyncio.Event):
+        self.opts, self.cfg, self.components, self.stop = opts, cfg, components, stop
+
+    def parts(self) -> list[parts.Part]:
+        return [
+            parts.Part("client", (), self.client),
+            parts.Part("recorder", ("client",), self.recorder),
+            parts.Part("metrics", ("client",), self.metrics),
+            parts.Part("webhook", ("client",), self.webhook),
+            parts.Part("probes", ("webhook",), self.probes),
+            parts.Part("webhook serving", ("webhook", "probes"), self.webhook_serving),
+            parts.Part("discovery", ("client", "webhook serving"), self.discovery),
+            parts.Part("engine", ("client",), self.engine),
+            parts.Part("caches", ("client", "discovery"), self.caches),
+            parts.Part("queueing", ("client", "recorder"), self.queueing),
+            parts.Part("informers", ("caches", "queueing", "probes"), self.informers),
+            parts.Part("lease", ("informers",), self.lease),
+            parts.Part("controllers", ("lease", "engine", "caches", "queueing", "recorder"),
+                       self.controllers),
+        ]
+
+    async def client(self, _: dict[str, Any]) -> Client:
+        client = Client(self.cfg, qps=self.opts.qps, burst=self.opts.burst)
+        self.components.started("API client", client.close)
+        await _reach(client)
+        return client
+
+    async def recorder(self, given: dict[str, Any]) -> EventRecorder:
+        recorder = EventRecorder(given["client"])
+        self.components.started("event recorder", recorder.drain)
+        return recorder
+
+    async def metrics(self, _: dict[str, Any]) -> None:
+        await _serve_metrics(self.opts, self.cfg, self.components)
+
+    async def webhook(self, given: dict[str, Any]) -> WebhookServer | None:
+        return WebhookServer(given["client"], self.opts.webhook) \
+            if self.opts.webhook is not None else None
+
+    async def probes(self, given: dict[str, Any]) -> Probes:
+        probes = Probes(given["webhook"])
+        served = await server.start(self.opts.health_address, {
+            "/healthz": probes.healthy, "/readyz": probes.ready}, name="probes")
+        if served is not None:
+            self.components.started("probes", served.cleanup)
+        return probes
+
+    async def webhook_serving(self, given: dict[str, Any]) -> None:
+        webhook: WebhookServer | None = given["webhook"]
+        if webhook is not None:
+            await webhook.start()
+            self.components.started("webhook", webhook.stop)
+            self.components.task("webhook certificate rotation", webhook.rotate_forever())
+
+    async def discovery(self, given: dict[str, Any]) -> dict[str, Resource]:
+        return await _discover(given["client"], self.opts)
+
+    async def engine(self, given: dict[str, Any]) -> EngineConfig:
+        """The engine's options, with why pods cannot restart in place where they cannot
+        (said as a warning where the manager's flag asks for restarts in place)."""
+        engine = self.opts.engine
+        if (why := await _in_place(given["client"], self.opts)) is None:
+            return engine
+        log.log(logging.WARNING if engine.restart_in_place else logging.INFO,
+                "%s: jobs restart by making their pods again", why)
+        return dataclasses.replace(engine, in_place_unavailable=why)
+
+    async def caches(self, given: dict[str, Any]) -> caches_mod.Caches:
+        return caches_mod.build(given["client"], self.opts.kinds, self.opts.namespace,
+                                given["discovery"],
+                                nodes=self.opts.engine.lost_node_grace is not None)
+
+    async def queueing(self, given: dict[str, Any]) -> kueue.Queueing | None:
+        return await _queueing(given["client"], self.opts, given["recorder"])
+
+    async def informers(self, given: dict[str, Any]) -> None:
+        caches: caches_mod.Caches = given["caches"]
+        queueing: kueue.Queueing | None = given["queueing"]
+        for informer in [*caches.all(), *(queueing.informers() if queueing else [])]:
+            given["probes"].informers[informer.resource.plural] = self.components.task(
+                f"{informer.resource.plural} informer", informer.run())
+        self.components.task("cache sync", _log_synced(caches, self.opts, given["probes"]))
+
+    async def lease(self, _: dict[str, Any]) -> LeaderElector | None:
+        """The elector, once it leads (or the manager is told to stop first); None where
+        the manager runs alone."""
+        elector = _elector(self.opts, self.cfg, self.components)
+        if elector is not None:
+            self.components.started("lease", elector.release)
+            self.components.task("leader election", elector.run())
+            log.info("waiting for the lease %s/%s", elector.namespace, elector.name)
+            await _first(elector.became_leader.wait(), self.stop.wait())
+        return elector
+
+    async def controllers(self, given: dict[str, Any]) -> bool:
+        """One controller per kind, each started once its own caches are (a kind whose
+        jobs cannot be listed holds up no other); False where the manager was told to
+        stop before it led."""
+        if self.stop.is_set():
+            return False
+        elector: LeaderElector | None = given["lease"]
+        leading = (lambda: elector.leading) if elector else (lambda: True)
+        caches: caches_mod.Caches = given["caches"]
+        queueing: kueue.Queueing | None = given["queueing"]
+        config = ControllerConfig(given["engine"], self.opts.threads, self.opts.cluster_domain)
+        parsed = ParsedJobs()  # one budget for every kind's parsed jobs
+        for kind in self.opts.kinds:
+            queued = queueing if kind in self.opts.kueue_kinds else None
+            controller = JobController(kind, given["client"], caches, config,
+                                       given["recorder"], leading, parsed, queued)
+            self.components.task(f"{kind} controller", _when_synced(
+                [caches.jobs[kind], *caches.shared(),
+                 *(queued.informers() if queued else [])], controller.run))
+        return True
 
 
 async def _log_synced(caches: caches_mod.Caches, opts: ManagerOptions, probes: Probes) -> None:
@@ -319,12 +369,6 @@ async def _when_synced(informers: list[Informer[Any]],
                        then: Callable[[], Awaitable[object]]) -> None:
     await wait_synced(informers)
     await then()
-
-
-async def _cancel(task: asyncio.Task[object]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
 
 
 async def _first(*aws: Awaitable[object]) -> None:
