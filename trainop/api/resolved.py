@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from trainop.api.model import settled
-from trainop.api.types import Job
+from trainop.api.types import Job, RunPolicy
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,11 @@ def resolve(job: Job) -> Resolved:
         led_by_worker_0=lead is None and job.info.worker0_is_master,
         whole_job_restarts=job.spec.run_policy.restart_scope == "Job",
     )
+
+
+def restarts_every_replica(rp: RunPolicy) -> bool:
+    """Whether a rule of the run policy may run every replica again together, those that
+    succeeded too: restartScope Job, or a podFailurePolicy rule RestartJob. (Neither field
+    has a default: the stored job's policy is the effective one.)"""
+    return rp.restart_scope == "Job" or (rp.pod_failure_policy is not None and any(
+        rule.action == "RestartJob" for rule in rp.pod_failure_policy.rules))

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainop.api import Job, ReplicaStatus
-from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.engine.framework import Counts
 from trainop.engine.labels import app_labels, object_meta
@@ -101,10 +100,10 @@ def step(r: Round) -> bool:
     # a replica the cluster evicted ends the job (mpi-operator's updateMPIJobStatus;
     # it does not count such a job as failed)
     others = [p for p in r.live_pods() if p.replica_type != r.batch
-              and resolve(r.job).in_spec(p.replica_type, p.index)]
+              and r.resolved.in_spec(p.replica_type, p.index)]
     evicted = sum(1 for p in others if p.phase == Phase.FAILED and p.reason == "Evicted")
     if evicted:
-        total = resolve(r.job).total - resolve(r.job).replicas[r.batch]
+        total = r.resolved.total - r.resolved.replicas[r.batch]
         r.fail(f"{r.kind}Evicted", r.fw.wording.evicted(r.job, evicted, total))
         return True
     return False

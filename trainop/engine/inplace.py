@@ -302,7 +302,7 @@ def carry_on(r: Round) -> bool:
     if r.attempts is None or not r.attempts.under_way:
         return False
     attempt = r.attempts.current
-    resolved = resolve(r.job)
+    resolved = r.resolved
     mine = [p for p in r.live_pods() if resolved.in_spec(p.replica_type, p.index)]
     # those that ended are made again, and so are those not told this attempt that did
     # not run the last (the manager stopped before it deleted them: next_attempt)

@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from trainop.api.resolved import resolve
 from trainop.engine import clock, failures, inplace
 from trainop.engine import conditions as cond
 from trainop.engine.observed import LIVE_PHASES, NodeState, PodState
@@ -114,7 +113,7 @@ def step(r: Round) -> bool:
         r.plan.requeue(r.lost.next_look)
     # (a pod deleted before is Terminating, or gone: its job restarted then)
     going = [p for p in r.lost.delete + r.lost.force if not p.terminating]
-    if not going or not resolve(r.job).whole_job_restarts:
+    if not going or not r.resolved.whole_job_restarts:
         return False
     names = {p.name for p in going}
     others = [p for p in r.live_pods() if p.name not in names]

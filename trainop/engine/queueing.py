@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainop.api import Job
+from trainop.api.resolved import restarts_every_replica
 from trainop.engine import clock
 from trainop.engine import workload as wl
 from trainop.engine.plan import Event
@@ -168,14 +169,6 @@ def controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
     return next((dict(r) for r in refs if r.get("controller")), None)
 
 
-def restarts_every_replica(job: Job) -> bool:
-    """Whether a rule of `job` may restart every replica together, those that succeeded
-    too: `restartScope: Job`, or a podFailurePolicy rule `RestartJob`."""
-    rp = job.spec.run_policy
-    return rp.restart_scope == "Job" or (rp.pod_failure_policy is not None and any(
-        rule.action == "RestartJob" for rule in rp.pod_failure_policy.rules))
-
-
 def given_back(workloads: list[dict[str, Any]]) -> tuple[tuple[str, int], ...]:
     """(pod set, count) of the replicas that the job's Workload holding quota gave back
     as done (its reclaimablePods)."""
@@ -201,7 +194,8 @@ def reclaimable(job: Job, state: JobState, workload: Mapping[str, Any]
     before = {r.get("name"): int(r.get("count") or 0)
               for r in (workload.get("status") or {}).get("reclaimablePods") or []}
     counts = dict(before)
-    if not restarts_every_replica(job):
+    # the job as written: a restartPolicy left unset defaults to none that is Always
+    if not restarts_every_replica(job.spec.run_policy):
         for rtype, spec in job.spec.replica_specs.items():
             name, done = rtype.lower(), state.succeeded.get(rtype, 0)
             if done and spec.restart_policy != "Always" and name in sizes:

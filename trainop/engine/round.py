@@ -28,6 +28,8 @@ class Round:
     def __init__(self, job: Job, observed: Observed, now: dt.datetime, framework: Framework[Any],
                  addr: Addressing, config: EngineConfig):
         self.job = job
+        self.resolved = resolve(job)
+        """The job's settled facts, resolved once for the round's steps."""
         self.observed = observed
         self.now = clock.fmt(now)
         self.now_dt = now
@@ -128,7 +130,7 @@ class Round:
 
     def counts_by_type(self, pods: tuple[PodState, ...] | list[PodState]) -> dict[str, Counts]:
         out = {}
-        for rtype, n in resolve(self.job).replicas.items():
+        for rtype, n in self.resolved.replicas.items():
             mine = [p for p in pods if p.replica_type == rtype and p.index < n]
             out[rtype] = Counts(
                 replicas=n,
