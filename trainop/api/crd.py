@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from trainop.api.install import crd_file
-from trainop.api.kinds import GROUP, JOB_MODELS, OTHER_VERSIONS, VERSION
+from trainop.api.kinds import GROUP, JOB_MODELS, OTHER_VERSIONS, VERSION, KindInfo
 from trainop.api.kubeschema import kube_schema, quantity_pattern
 from trainop.api.model import SchemaHint
 from trainop.api.types import Job
@@ -105,6 +105,19 @@ def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+def _subresources(info: KindInfo) -> dict[str, Any]:
+    """status, and scale where the kind has a replica type behind it."""
+    subresources: dict[str, Any] = {"status": {}}
+    if info.scale_replica_type:
+        rt = info.scale_replica_type
+        subresources["scale"] = {
+            "specReplicasPath": f".spec.{info.replica_specs_field}.{rt}.replicas",
+            "statusReplicasPath": f".status.replicaStatuses.{rt}.active",
+            "labelSelectorPath": f".status.replicaStatuses.{rt}.selector",
+        }
+    return subresources
+
+
 def crd_for(model: type[Job]) -> dict[str, Any]:
     """The apiextensions.k8s.io/v1 CRD of one job kind."""
     info = model.info
@@ -117,14 +130,6 @@ def crd_for(model: type[Job]) -> dict[str, Any]:
         {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
     ]
     status_schema = _schema_of(model.model_fields["status"].annotation)
-    subresources: dict[str, Any] = {"status": {}}
-    if info.scale_replica_type:
-        rt = info.scale_replica_type
-        subresources["scale"] = {
-            "specReplicasPath": f".spec.{info.replica_specs_field}.{rt}.replicas",
-            "statusReplicasPath": f".status.replicaStatuses.{rt}.active",
-            "labelSelectorPath": f".status.replicaStatuses.{rt}.selector",
-        }
     versions = [{
         "name": VERSION,
         "served": True,
@@ -132,7 +137,7 @@ def crd_for(model: type[Job]) -> dict[str, Any]:
         "additionalPrinterColumns": columns[::-1] if info.age_column_first else columns,
         "schema": {"openAPIV3Schema": _object_schema(
             f"{info.kind} is a {info.framework} training job.", spec_schema, status_schema)},
-        "subresources": subresources,
+        "subresources": _subresources(info),
     }]
     for version, other in OTHER_VERSIONS.get(info.kind, {}).items():
         versions.append({

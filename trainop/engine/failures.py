@@ -200,20 +200,9 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
         return Judgement(Verdict.FAIL, f"{job.kind}Failed",
                          f"{backoff} ({rp.backoff_limit}){facts}.", backoff, False, last)
 
-    permanent = [f for f in failures if f.verdict is Verdict.FAIL
-                 and not fw.tolerates_failure(job, f.pod.replica_type)]
-    if permanent:
-        rtype = permanent[0].pod.replica_type  # upstream's words name the first type
-        first = earliest(permanent)
-        n = sum(1 for f in permanent if f.pod.replica_type == rtype)
-        policy = resolve(job).restart_policies[rtype]
-        words = fw.wording.failed(job, n, rtype, policy)
-        # ExitCode's permanent failure is pod.go:371's Warning; the rest the controllers'
-        # Normal event (e.g. pytorchjob_controller.go:436)
-        return Judgement(Verdict.FAIL, f"{job.kind}Failed",
-                         f"{words} Last failure: {first.describe()}.", words,
-                         policy == "ExitCode", first, by_replicas=True,
-                         condition_reason=fw.wording.failed_reason(job))
+    permanent = _permanent(job, fw, failures)
+    if permanent is not None:
+        return permanent
 
     retry = [f for f in failures if f.verdict is Verdict.RESTART]
     if not retry:
@@ -249,6 +238,26 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
         fw.wording.restarting_event(job, len(retry), rtype) or "", True, first,
         restart=tuple(live) if whole_job else tuple(f.pod for f in retry),
         recreations=bumps, whole_job=whole_job)
+
+
+def _permanent(job: Job, fw: Framework[Any], failures: list[Failure]) -> Judgement | None:
+    """The job's failure by replicas that failed for good (of a type whose failure the
+    framework does not tolerate), or None."""
+    permanent = [f for f in failures if f.verdict is Verdict.FAIL
+                 and not fw.tolerates_failure(job, f.pod.replica_type)]
+    if not permanent:
+        return None
+    rtype = permanent[0].pod.replica_type  # upstream's words name the first type
+    first = earliest(permanent)
+    n = sum(1 for f in permanent if f.pod.replica_type == rtype)
+    policy = resolve(job).restart_policies[rtype]
+    words = fw.wording.failed(job, n, rtype, policy)
+    # ExitCode's permanent failure is pod.go:371's Warning; the rest the controllers'
+    # Normal event (e.g. pytorchjob_controller.go:436)
+    return Judgement(Verdict.FAIL, f"{job.kind}Failed",
+                     f"{words} Last failure: {first.describe()}.", words,
+                     policy == "ExitCode", first, by_replicas=True,
+                     condition_reason=fw.wording.failed_reason(job))
 
 
 def step(r: Round) -> bool:

@@ -58,9 +58,10 @@ def _env_bytes(pod: dict[str, Any]) -> int:
                for e in c.get("env") or [] if isinstance(e, dict))
 
 
-def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
-            config: EngineConfig) -> Missing:
-    out = Missing()
+def _job_objects(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
+                 config: EngineConfig, out: Missing) -> None:
+    """The job's own objects (its launcher's, its HPA, its PodGroup) compared with those
+    observed; whether the gang holds its pods back."""
     desired = fw.launcher.objects(job, observed, addr) if fw.launcher else []
     hpa = elastic.desired_hpa(job)
     if hpa is not None:
@@ -70,6 +71,11 @@ def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
         out.held = gang.gang_of(job).held(observed, job, config)
     _compare(desired, observed, out)
 
+
+def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
+            config: EngineConfig) -> Missing:
+    out = Missing()
+    _job_objects(job, observed, fw, addr, config, out)
     batch = batch_type(fw, job, config)
     services = {o.name for o in observed.objects if o.kind == "Service"}
     slots = {(p.replica_type, p.index) for p in observed.pods}

@@ -244,17 +244,7 @@ def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
     step = Step()
     found = _one_workload(job, state, workloads, desired, step, now)
     if found is None:
-        if step.suspend is not None or step.delete or step.adopt is not None:
-            return step
-        if prebuilt_name(job) is not None:
-            # the prebuilt Workload is not there (yet): the job waits, stopped
-            _stop(state, step, "Missing Workload; unable to start")
-            return step
-        if state.ended is None and not state.active and not step.replace_spec:
-            step.create = desired
-            step.events.append(Event("Normal", "CreatedWorkload",
-                                     f"Created Workload: {key(desired)}"))
-        return step
+        return _without_workload(job, state, desired, step)
     workload = found
     meta = workload.get("metadata") or {}
     if wl.condition(workload, "Finished") is not None:
@@ -290,38 +280,63 @@ def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
             return step
     evicted = wl.condition(workload, "Evicted")
     if evicted is not None:
-        _stop(state, step, evicted.get("message", ""))
-        if has_quota(workload) and not state.active:
-            # the pods are gone: the quota goes back, and the Workload waits again
-            requeued = evicted.get("reason") in (PREEMPTED, NODE_FAILURES)
-            conditions = conditions_with(
-                workload, "Requeued", "True" if requeued else "False",
-                evicted.get("reason", ""), evicted.get("message", ""), now)
-            conditions = conditions_with(workload, "QuotaReserved", "False", PENDING,
-                                         evicted.get("message", ""), now, conditions)
-            if wl.is_admitted(workload):
-                conditions = conditions_with(workload, "Admitted", "False", "NoReservation",
-                                             "The workload has no reservation", now,
-                                             conditions)
-            # the pods made again on readmission run every replica: none is reclaimable
-            step.status.append(StatusPatch(workload, conditions, clear_admission=True,
-                                           reclaimable_pods=[]))
-        return step
-    if state.suspended:
-        if wl.is_admitted(workload):
-            step.suspend = False
-            queue = ((workload.get("status") or {}).get("admission") or {}).get(
-                "clusterQueue", "")
-            step.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {queue}"))
-        elif not (workload.get("status") or {}).get("admission") and \
-                (workload.get("spec") or {}).get("queueName") != wl.queue_name(job):
-            # the job's queue-name label changed while it waits (QueueNameChange); Kueue
-            # refuses the change while the Workload holds an admission
-            step.replace_spec.append((workload, {"queueName": wl.queue_name(job)}))
-        return step
-    if not wl.is_admitted(workload):
+        _evicted(state, workload, evicted, step, now)
+    elif state.suspended:
+        _suspended(job, workload, step)
+    elif not wl.is_admitted(workload):
         _stop(state, step, "Not admitted by cluster queue")
     return step
+
+
+def _without_workload(job: Job, state: JobState, desired: dict[str, Any], step: Step) -> Step:
+    """The step of a job none of whose Workloads is its own (yet)."""
+    if step.suspend is not None or step.delete or step.adopt is not None:
+        return step
+    if prebuilt_name(job) is not None:
+        # the prebuilt Workload is not there (yet): the job waits, stopped
+        _stop(state, step, "Missing Workload; unable to start")
+        return step
+    if state.ended is None and not state.active and not step.replace_spec:
+        step.create = desired
+        step.events.append(Event("Normal", "CreatedWorkload",
+                                 f"Created Workload: {key(desired)}"))
+    return step
+
+
+def _evicted(state: JobState, workload: Mapping[str, Any], evicted: Mapping[str, Any],
+             step: Step, now: dt.datetime) -> None:
+    """The job is stopped; once its pods are gone, the quota goes back and the Workload
+    waits again."""
+    _stop(state, step, evicted.get("message", ""))
+    if not has_quota(workload) or state.active:
+        return
+    requeued = evicted.get("reason") in (PREEMPTED, NODE_FAILURES)
+    conditions = conditions_with(
+        workload, "Requeued", "True" if requeued else "False",
+        evicted.get("reason", ""), evicted.get("message", ""), now)
+    conditions = conditions_with(workload, "QuotaReserved", "False", PENDING,
+                                 evicted.get("message", ""), now, conditions)
+    if wl.is_admitted(workload):
+        conditions = conditions_with(workload, "Admitted", "False", "NoReservation",
+                                     "The workload has no reservation", now, conditions)
+    # the pods made again on readmission run every replica: none is reclaimable
+    step.status.append(StatusPatch(workload, conditions, clear_admission=True,
+                                   reclaimable_pods=[]))
+
+
+def _suspended(job: Job, workload: Mapping[str, Any], step: Step) -> None:
+    """A suspended job starts once its Workload is admitted; while it waits, its Workload
+    follows its queue-name label."""
+    if wl.is_admitted(workload):
+        step.suspend = False
+        queue = ((workload.get("status") or {}).get("admission") or {}).get(
+            "clusterQueue", "")
+        step.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {queue}"))
+    elif not (workload.get("status") or {}).get("admission") and \
+            (workload.get("spec") or {}).get("queueName") != wl.queue_name(job):
+        # the job's queue-name label changed while it waits (QueueNameChange); Kueue
+        # refuses the change while the Workload holds an admission
+        step.replace_spec.append((workload, {"queueName": wl.queue_name(job)}))
 
 
 def _stop(state: JobState, step: Step, message: str) -> None:

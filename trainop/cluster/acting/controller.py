@@ -334,19 +334,9 @@ class JobController:
         if rec is None or not self.expectations.satisfied(key):
             return None  # deleted, or waiting for the cache to show our last writes
         obj = rec.head()
-        rv = rec.meta.resource_version
-        cached = self._parsed.get((self.kind, key), rv)
-        if cached is not None:
-            job = cached
-        else:
-            try:
-                # parsing and planning run in a worker thread: a job of thousands of
-                # replicas must not hold up the event loop (probes, the lease, watches)
-                job = await asyncio.to_thread(_parse, rec)
-            except InvalidJob as err:
-                await self._fail_invalid(obj, err)
-                return None
-            self._parsed.put((self.kind, key), rv, job, len(rec.raw))
+        job = await self._parse(key, rec, obj)
+        if job is None:
+            return None  # invalid: said on the job
         kueue_reads = None
         reclaimed: tuple[tuple[str, int], ...] = ()
         takes = False if self.queueing is None else await self.queueing.takes(job)
@@ -376,18 +366,40 @@ class JobController:
             # is decided again now, as this write of our own brings no event back
             requeue = 0.0
         self.tell_launcher(key, job, observed)
-        told = self._exited.get(key)
-        if told is not None:
-            for pod, code in exited.items():
-                if told.get(pod) == code:
-                    del told[pod]
-            if not told:
-                del self._exited[key]
+        self._forget_exited(key, exited)
         if job.spec.run_policy.suspend or cond.is_finished(plan.status):
             # a job that waits (suspended) or is done changes rarely: parse it again then,
             # rather than keep its parsed copy in memory meanwhile
             self._parsed.pop((self.kind, key))
         return requeue
+
+    async def _parse(self, key: str, rec: JobRecord, obj: dict[str, Any]) -> Job | None:
+        """The job of `rec`, parsed and defaulted (kept parsed for its version); None where
+        it is invalid (a condition and an event say so)."""
+        rv = rec.meta.resource_version
+        cached = self._parsed.get((self.kind, key), rv)
+        if cached is not None:
+            return cached
+        try:
+            # parsing and planning run in a worker thread: a job of thousands of
+            # replicas must not hold up the event loop (probes, the lease, watches)
+            job = await asyncio.to_thread(_parse, rec)
+        except InvalidJob as err:
+            await self._fail_invalid(obj, err)
+            return None
+        self._parsed.put((self.kind, key), rv, job, len(rec.raw))
+        return job
+
+    def _forget_exited(self, key: str, exited: dict[str, int]) -> None:
+        """The exits the engine has now seen need no telling again (a newer one stays)."""
+        told = self._exited.get(key)
+        if told is None:
+            return
+        for pod, code in exited.items():
+            if told.get(pod) == code:
+                del told[pod]
+        if not told:
+            del self._exited[key]
 
     def tell_launcher(self, key: str, job: Job, observed: Observed) -> None:
         """mpi_operator_job_info for a job whose launcher a Job makes (mpi-operator's
