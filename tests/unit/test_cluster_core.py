@@ -61,7 +61,7 @@ def test_a_key_asked_for_later_again_and_again_waits_once_for_the_earliest() -> 
             q.add_after("a", 60 + i)
         q.add_after("a", 0.1)
         q.add_after("a", 30)
-        assert len(q._later) == 2  # held: the first time asked, and the earliest
+        assert len(q.delays.later) == 2  # held: the first time asked, and the earliest
         assert await asyncio.wait_for(q.get(), 5) == "a"
         q.done("a")
         with pytest.raises(TimeoutError):
@@ -120,7 +120,7 @@ def test_the_retry_buckets_of_namespaces_kept_are_bounded() -> None:
             q.add_rate_limited(f"ns{i}/j")
         await asyncio.sleep(0.3)  # each refilled its one token
         q.add_rate_limited("one-more/j")
-        return len(q._buckets)
+        return len(q.limiter.buckets)
     assert run(scenario()) == 1
 
 
