@@ -15,6 +15,7 @@ from trainop.api.kinds import (
 from trainop.api.manifest import ManifestError, read_documents
 from trainop.api.problems import Problem
 from trainop.api.types import (
+    Defaulted,
     FailureInfo,
     Job,
     JobCondition,
@@ -34,7 +35,7 @@ from trainop.api.validation import (
 
 __all__ = [
     "API_VERSION", "GROUP", "JOB_MODELS", "KINDS", "OUR_MANAGER", "VERSION",
-    "FailureInfo", "InvalidJob", "Job", "JobCondition", "JobStatus", "KindInfo",
+    "Defaulted", "FailureInfo", "InvalidJob", "Job", "JobCondition", "JobStatus", "KindInfo",
     "ManifestError", "Problem", "ReplicaSpec", "ReplicaStatus", "RunPolicy",
     "WaitingReplica",
     "declare_kind", "default_job", "load_job", "parse_job", "read_documents", "validate",

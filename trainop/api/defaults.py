@@ -7,7 +7,7 @@ from typing import Any
 from trainop.api.kinds import KindInfo
 from trainop.api.persona import TRAINING_OPERATOR, persona_of
 from trainop.api.templates import containers
-from trainop.api.types import Job, ReplicaSpec, RunPolicy
+from trainop.api.types import Defaulted, Job, ReplicaSpec, RunPolicy
 
 OUR_MANAGER = TRAINING_OPERATOR.manager
 """The runPolicy.managedBy value of jobs trainop (as the training operator) runs."""
@@ -26,7 +26,7 @@ def manager_of(job: Job) -> str | None:
     return job.spec.managed_by or job.spec.run_policy.managed_by
 
 
-def default_job(job: Job) -> Job:
+def default_job(job: Job) -> Defaulted:
     """Return a defaulted copy of `job`; the input is left untouched. Idempotent."""
     job = job.model_copy(deep=True)
     info = job.info
@@ -50,7 +50,7 @@ def default_job(job: Job) -> Job:
         rp.clean_pod_policy = "None"
     if rp.suspend is None:
         rp.suspend = False
-    return job
+    return Defaulted(job)
 
 
 def _normalised_replica_types(

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from trainop.api.model import settled
-from trainop.api.types import Job, RunPolicy
+from trainop.api.types import Defaulted, RunPolicy
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Resolved:
         return policy
 
 
-def resolve(job: Job) -> Resolved:
+def resolve(job: Defaulted) -> Resolved:
     """The settled facts of `job`, which must be defaulted (else NotDefaulted)."""
     specs = job.spec.replica_specs
     field = f"{job.kind} {job.key}: spec.{job.info.replica_specs_field}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, NewType
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -556,6 +556,12 @@ class Job(Model):
         """The container the framework's environment and exit codes belong to."""
         return self.spec.main_container_name() or self.info.default_container
 
+
+
+Defaulted = NewType("Defaulted", Job)
+"""A job as defaulting left it (api.defaults.default_job; load_job): every default decided,
+so resolve() can read its settled facts. The job as stored (or written) is a plain Job:
+mypy keeps code from reading a stored job where it meant the effective one."""
 
 @declare_kind
 class TFJob(Job):

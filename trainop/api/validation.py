@@ -17,7 +17,7 @@ from trainop.api.kinds import API_VERSION, GROUP, JOB_MODELS, KINDS, OTHER_VERSI
 from trainop.api.nesting import MAX_DEPTH, deepest
 from trainop.api.problems import Problem
 from trainop.api.resolved import resolve
-from trainop.api.types import Job, PodFailurePolicy, ReplicaSpec
+from trainop.api.types import Defaulted, Job, PodFailurePolicy, ReplicaSpec
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -167,7 +167,7 @@ def _from_pydantic(err: ValidationError) -> list[Problem]:
     return list(dict.fromkeys(problems))
 
 
-def validate(job: Job) -> list[Problem]:
+def validate(job: Defaulted) -> list[Problem]:
     """Every problem of a defaulted job, in manifest order; empty when it can run."""
     info = job.info
     problems: list[Problem] = []
@@ -249,7 +249,7 @@ def _replica_problems(job: Job, rtype: str, rspec: ReplicaSpec, path: str) -> li
     return problems
 
 
-def _kind_problems(job: Job, field: str) -> list[Problem]:
+def _kind_problems(job: Defaulted, field: str) -> list[Problem]:
     specs = job.spec.replica_specs
     total = resolve(job).total
     if specs and total == 0:
@@ -269,7 +269,7 @@ MAX_CONDITION_PATTERNS = 20
 """The Job API's limits of a podFailurePolicy (k8s.io/kubernetes pkg/apis/batch/validation)."""
 
 
-def _pod_failure_policy_problems(job: Job, policy: PodFailurePolicy) -> list[Problem]:
+def _pod_failure_policy_problems(job: Defaulted, policy: PodFailurePolicy) -> list[Problem]:
     """The Job API's rules for a podFailurePolicy, over every replica type's containers."""
     path = "spec.runPolicy.podFailurePolicy.rules"
     problems = []
@@ -321,7 +321,7 @@ def _pod_failure_policy_problems(job: Job, policy: PodFailurePolicy) -> list[Pro
     return problems
 
 
-def _run_policy_problems(job: Job) -> list[Problem]:
+def _run_policy_problems(job: Defaulted) -> list[Problem]:
     rp = job.spec.run_policy
     problems = []
     for name, value in (
@@ -371,7 +371,7 @@ def _run_policy_problems(job: Job) -> list[Problem]:
     return problems
 
 
-def load_job(obj: Any) -> Job:
+def load_job(obj: Any) -> Defaulted:
     """Parse, default and validate a manifest: the one entry point every runtime uses.
 
     Raises InvalidJob with every problem at once: fields of the wrong type are reported,

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from trainop.api import Job, JobStatus, ReplicaSpec, ReplicaStatus
+from trainop.api import JobStatus, ReplicaSpec, ReplicaStatus
 from trainop.api.resolved import resolve
-from trainop.api.types import PodFailurePolicy
+from trainop.api.types import Defaulted, PodFailurePolicy
 from trainop.engine import conditions as cond
 from trainop.engine import inplace, podfailure
 from trainop.engine.framework import Framework
@@ -99,7 +99,7 @@ class Judgement:
 WHOLE_JOB = "all replicas restart"
 
 
-def container_restarts(job: Job, pods: list[PodState], rtype: str | None = None) -> int:
+def container_restarts(job: Defaulted, pods: list[PodState], rtype: str | None = None) -> int:
     """Restarts in place (OnFailure/Always) of live pods: they count against the limits
     too (upstream rule)."""
     resolved = resolve(job)
@@ -147,7 +147,7 @@ def recreations(status: JobStatus, rtype: str | None = None) -> int:
     return sum(rs.restarts or 0 for rs in statuses.values())
 
 
-def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any],
+def judge(job: Defaulted, live: list[PodState], status: JobStatus, fw: Framework[Any],
           policy: PodFailurePolicy | None = None) -> Judgement | None:
     """The verdict on the job's failed pods and limits, in this order: a FailJob rule of
     the pod failure `policy`; restarts in place past backoffLimit; a permanent failure; a
@@ -183,7 +183,7 @@ def judge(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any],
 _COUNT = podfailure.Match("Count", -1, "")
 
 
-def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framework[Any],
+def _judge_counted(job: Defaulted, live: list[PodState], status: JobStatus, fw: Framework[Any],
                    failures: list[Failure], restart_job: bool) -> Judgement | None:
     """judge() over the failures that count."""
     title = f"{job.kind} {job.key}"
@@ -240,7 +240,7 @@ def _judge_counted(job: Job, live: list[PodState], status: JobStatus, fw: Framew
         recreations=bumps, whole_job=whole_job)
 
 
-def _permanent(job: Job, fw: Framework[Any], failures: list[Failure]) -> Judgement | None:
+def _permanent(job: Defaulted, fw: Framework[Any], failures: list[Failure]) -> Judgement | None:
     """The job's failure by replicas that failed for good (of a type whose failure the
     framework does not tolerate), or None."""
     permanent = [f for f in failures if f.verdict is Verdict.FAIL

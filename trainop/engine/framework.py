@@ -14,7 +14,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from trainop.api import Job, KindInfo
 from trainop.api.resolved import resolve
 from trainop.api.resources import Resource
-from trainop.api.types import JobSpec
+from trainop.api.types import Defaulted, JobSpec
 from trainop.engine.config import EngineConfig
 from trainop.engine.observed import Observed
 from trainop.engine.wording import Wording
@@ -37,11 +37,11 @@ Env = Mapping[str, "str | FieldRef"]
 class Addressing(Protocol):
     """Where replica `index` of type `rtype` of `job` can be reached."""
 
-    def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
+    def host(self, job: Defaulted, rtype: str, index: int, *, qualified: bool = True) -> str:
         """The replica's host name (qualified: with namespace and `.svc` in a cluster)."""
         ...
 
-    def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
+    def port(self, job: Defaulted, rtype: str, index: int, name: str | None = None) -> int:
         """The replica's port of that name (default: the kind's default port)."""
         ...
 
@@ -60,10 +60,10 @@ class PlanAddressing:
         self.inner = inner
         self.memo: dict[str, Any] = {}
 
-    def host(self, job: Job, rtype: str, index: int, *, qualified: bool = True) -> str:
+    def host(self, job: Defaulted, rtype: str, index: int, *, qualified: bool = True) -> str:
         return self.inner.host(job, rtype, index, qualified=qualified)
 
-    def port(self, job: Job, rtype: str, index: int, name: str | None = None) -> int:
+    def port(self, job: Defaulted, rtype: str, index: int, name: str | None = None) -> int:
         return self.inner.port(job, rtype, index, name)
 
     def pod_host(self, pod: str) -> str:
@@ -84,7 +84,7 @@ class Counts:
 S = TypeVar("S", bound=JobSpec)
 
 
-def spec_of(job: Job, spec_type: type[S]) -> S:
+def spec_of(job: Defaulted, spec_type: type[S]) -> S:
     """The job's spec as `spec_type` (the kind's own spec class)."""
     spec = job.spec
     if not isinstance(spec, spec_type):
@@ -106,30 +106,30 @@ class Launcher(ABC):
     no longer holds stays granted."""
 
     @abstractmethod
-    def objects(self, job: Job, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
+    def objects(self, job: Defaulted, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
         """The objects the launcher needs (ConfigMaps, Secrets, RBAC), desired now."""
 
-    def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
+    def may_create(self, job: Defaulted, rtype: str, observed: Observed) -> bool:
         """Whether pods of `rtype` may be created yet (a launcher may wait for workers)."""
         return True
 
-    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+    def wants_ssh_key(self, job: Defaulted, observed: Observed) -> bool:
         """Whether the runtime should offer a fresh key pair in `Observed.ssh_key`."""
         return False
 
-    def batch_job(self, job: Job) -> str | None:
+    def batch_job(self, job: Defaulted) -> str | None:
         """The replica type whose one replica a batch/v1 Job makes for `job`, under the
         job's backoffLimit, deadline and TTL (engine/batchjob.py), or None: every replica
         is a pod of the engine's own."""
         return None
 
-    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
+    def stops_on_finish(self, job: Defaulted) -> tuple[str, ...]:
         """Replica types whose running pods are deleted when the job ends, whatever the
         cleanPodPolicy (workers that would otherwise run sshd forever)."""
         return ()
 
 
-def batch_type(fw: Framework[Any], job: Job, config: EngineConfig) -> str | None:
+def batch_type(fw: Framework[Any], job: Defaulted, config: EngineConfig) -> str | None:
     """The replica type of `job` a batch/v1 Job makes here (Launcher.batch_job), or None:
     none, or a runtime without Job controllers (EngineConfig.batch_jobs)."""
     if fw.launcher is None or not config.batch_jobs:
@@ -171,38 +171,38 @@ class Framework(ABC, Generic[S]):
         """The kind's facts (its model's)."""
         return self.model.info
 
-    def spec(self, job: Job) -> S:
+    def spec(self, job: Defaulted) -> S:
         return spec_of(job, self.spec_type)
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> Env:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> Env:
         """Environment of the main container of one replica (`env_containers`: or all)."""
         return {}
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         """Which containers get the environment: None for all, else the main one's name."""
         return job.main_container
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+    def decorate_pod(self, job: Defaulted, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
         """Change a desired pod in place beyond its environment (volumes, hostname, init
         containers whose images the runtime's flags name)."""
         return None
 
-    def names_looked_up_once(self, job: Job, rtype: str, index: int, addr: Addressing
+    def names_looked_up_once(self, job: Defaulted, rtype: str, index: int, addr: Addressing
                              ) -> list[str]:
         """Peer names the replica looks up once as it starts, failing if cluster DNS does
         not have them yet; with --wait-for-dns the pod waits for them first."""
         return []
 
     @abstractmethod
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         """The kind's success rule over the counts of each replica type."""
 
-    def tolerates_failure(self, job: Job, rtype: str) -> bool:
+    def tolerates_failure(self, job: Defaulted, rtype: str) -> bool:
         """Whether a pod of `rtype` may fail for good without failing the job."""
         return False
 
-    def running(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def running(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         """Whether the job is Running: a pod of the lead type runs."""
         lead = counts.get(resolve(job).leader)
         return lead is not None and lead.active > 0

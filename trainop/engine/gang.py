@@ -10,6 +10,7 @@ from trainop.api.persona import MPI_OPERATOR, TRAINING_OPERATOR, Persona, person
 from trainop.api.resolved import resolve
 from trainop.api.resources import PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
 from trainop.api.templates import containers
+from trainop.api.types import Defaulted
 from trainop.engine import quantity
 from trainop.engine.config import EngineConfig
 from trainop.engine.labels import job_labels, object_meta
@@ -28,14 +29,14 @@ def podgroups(config: EngineConfig) -> Resource:
     return VOLCANO_PODGROUPS if config.volcano else PLUGINS_PODGROUPS
 
 
-def min_member(job: Job) -> int:
+def min_member(job: Defaulted) -> int:
     sp = job.spec.run_policy.scheduling_policy
     if sp is not None and sp.min_available is not None:
         return sp.min_available
     return resolve(job).total
 
 
-def min_resources(job: Job) -> dict[str, str]:
+def min_resources(job: Defaulted) -> dict[str, str]:
     """Given minResources, else what the first minMember pods ask for, replica type by
     replica type in the spec's order, each container's requests (its limits when it has
     no requests at all), as upstream (pkg/controller.v1/common/util.go:108-140). Upstream
@@ -87,7 +88,7 @@ class Gang:
         return [("JobTerminated", "Job has been terminated. Deleting PodGroup"),
                 ("SuccessfulDeletePodGroup", f"Deleted PodGroup: {job.name}")]
 
-    def pod_group(self, job: Job, config: EngineConfig) -> dict[str, Any]:
+    def pod_group(self, job: Defaulted, config: EngineConfig) -> dict[str, Any]:
         sp = job.spec.run_policy.scheduling_policy
         spec: dict[str, Any] = {"minMember": min_member(job)}
         resources = min_resources(job)
@@ -135,7 +136,7 @@ class MPIOperatorGang(Gang):
         """Deleted with the workers only, telling nothing."""
         return [] if clean_pod_policy in ("All", "Running") else None
 
-    def pod_group(self, job: Job, config: EngineConfig) -> dict[str, Any]:
+    def pod_group(self, job: Defaulted, config: EngineConfig) -> dict[str, Any]:
         return _mpi_operator_pod_group(job, config)
 
     def decorate_pod(self, job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig
@@ -160,7 +161,7 @@ VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 """A job's Volcano queue where its schedulingPolicy names none (mpi-operator's newPodGroup)."""
 
 
-def _mpi_operator_pod_group(job: Job, config: EngineConfig) -> dict[str, Any]:
+def _mpi_operator_pod_group(job: Defaulted, config: EngineConfig) -> dict[str, Any]:
     """mpi-operator's PodGroup (podgroup.go: newPodGroup): minMember as upstream's, the
     queue from the policy or the job's Volcano queue annotation (none by default), the
     priority class from the policy or the launcher's or the workers' template, the
@@ -202,7 +203,7 @@ def _mpi_operator_priority_class(job: Job) -> str | None:
     return None
 
 
-def _mpi_operator_min_resources(job: Job, members: int) -> dict[str, str] | None:
+def _mpi_operator_min_resources(job: Defaulted, members: int) -> dict[str, str] | None:
     """mpi-operator's calPGMinResource: the launcher and, where they are more than
     `members`, `members - 1` workers; each container's requests, and its limits for what
     it requests nothing of. mpi-operator orders the two by their PriorityClasses' values

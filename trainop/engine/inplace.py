@@ -30,8 +30,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trainop.api import Job, templates
+from trainop.api import templates
 from trainop.api.resolved import resolve
+from trainop.api.types import Defaulted
 from trainop.engine import clock
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
@@ -111,7 +112,7 @@ RESTART_POD = {"action": "RestartAllContainers",
                "exitCodes": {"operator": "In", "values": [STOP_EXIT]}}
 
 
-def applies(job: Job, pods: tuple[PodState, ...] | list[PodState], fw: Framework[Any],
+def applies(job: Defaulted, pods: tuple[PodState, ...] | list[PodState], fw: Framework[Any],
             config: EngineConfig) -> bool:
     """Whether the job's pods restart in place: it asks for it (`enabled`), or pods made to
     are still there (the job goes on as it started: a pod held at its barrier is released
@@ -121,14 +122,14 @@ def applies(job: Job, pods: tuple[PodState, ...] | list[PodState], fw: Framework
         enabled(job, config) or any(p.in_place is not None for p in pods))
 
 
-def enabled(job: Job, config: EngineConfig) -> bool:
+def enabled(job: Defaulted, config: EngineConfig) -> bool:
     """Whether the job's whole-job restarts are in place: it restarts as a whole
     (`restartScope: Job`), asks for it (`runPolicy.restartInPlace`) or leaves it to the
     manager (--restart-in-place), and the cluster can."""
     return asked(job, config) and config.in_place_unavailable is None
 
 
-def asked(job: Job, config: EngineConfig) -> bool:
+def asked(job: Defaulted, config: EngineConfig) -> bool:
     """Whether the job's whole-job restarts are to be in place, where the cluster can (a
     job whose template restarts its pods itself is not, by the manager's flag: validation
     refuses it with the field)."""

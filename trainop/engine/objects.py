@@ -11,10 +11,10 @@ from typing import Any
 
 import orjson
 
-from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.api.templates import containers
+from trainop.api.types import Defaulted
 from trainop.engine import batchjob, elastic, gang, inplace
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework, batch_type
@@ -58,7 +58,7 @@ def _env_bytes(pod: dict[str, Any]) -> int:
                for e in c.get("env") or [] if isinstance(e, dict))
 
 
-def _job_objects(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
+def _job_objects(job: Defaulted, observed: Observed, fw: Framework[Any], addr: Addressing,
                  config: EngineConfig, out: Missing) -> None:
     """The job's own objects (its launcher's, its HPA, its PodGroup) compared with those
     observed; whether the gang holds its pods back."""
@@ -72,7 +72,7 @@ def _job_objects(job: Job, observed: Observed, fw: Framework[Any], addr: Address
     _compare(desired, observed, out)
 
 
-def missing(job: Job, observed: Observed, fw: Framework[Any], addr: Addressing,
+def missing(job: Defaulted, observed: Observed, fw: Framework[Any], addr: Addressing,
             config: EngineConfig) -> Missing:
     out = Missing()
     _job_objects(job, observed, fw, addr, config, out)
@@ -155,7 +155,7 @@ def _compare(desired: list[dict[str, Any]], observed: Observed, out: Missing) ->
             out.update.append(obj)
 
 
-def kept_while_suspended(job: Job, observed: Observed, fw: Framework[Any],
+def kept_while_suspended(job: Defaulted, observed: Observed, fw: Framework[Any],
                          addr: Addressing, config: EngineConfig) -> Missing:
     """What a suspended job whose replica a Job makes still has made and kept current:
     the launcher's objects, and that Job, suspended (mpi-operator's syncHandler)."""
@@ -171,7 +171,7 @@ def kept_while_suspended(job: Job, observed: Observed, fw: Framework[Any],
     return out
 
 
-def _batch_job(job: Job, rtype: str, index: int, observed: Observed, fw: Framework[Any],
+def _batch_job(job: Defaulted, rtype: str, index: int, observed: Observed, fw: Framework[Any],
                addr: Addressing, config: EngineConfig, out: Missing, may: bool
                ) -> list[dict[str, Any]]:
     """The Job that makes replica (rtype, index) where it is missing and may be made;
@@ -191,7 +191,7 @@ def _batch_job(job: Job, rtype: str, index: int, observed: Observed, fw: Framewo
     return []
 
 
-def surplus(job: Job, observed: Observed, fw: Framework[Any]
+def surplus(job: Defaulted, observed: Observed, fw: Framework[Any]
             ) -> tuple[list[PodState], list[str]]:
     """Live pods, and names of services, past the replica counts or of a type no longer in
     the spec (a scale-down)."""

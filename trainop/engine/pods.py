@@ -8,6 +8,7 @@ from typing import Any
 from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.templates import container, containers
+from trainop.api.types import Defaulted
 from trainop.engine import gang
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Env, FieldRef, Framework
@@ -33,7 +34,7 @@ def wait_for_dns_container(names: list[str], config: EngineConfig) -> dict[str, 
     return init_container("wait-for-dns", config.pytorch_init_image, ["sh", "-c", loop])
 
 
-def desired_pod(job: Job, rtype: str, index: int, framework: Framework[Any], addr: Addressing,
+def desired_pod(job: Defaulted, rtype: str, index: int, framework: Framework[Any], addr: Addressing,
                 config: EngineConfig) -> dict[str, Any]:
     template = copy.deepcopy(job.spec.replica_specs[rtype].template or {})
     tmeta = template.get("metadata") or {}

@@ -12,10 +12,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from trainop.api import Job, ReplicaStatus
+from trainop.api import ReplicaStatus
 from trainop.api.defaults import manager_of, our_manager
 from trainop.api.model import settled
 from trainop.api.resources import HPAS
+from trainop.api.types import Defaulted
 from trainop.engine import (
     batchjob,
     clock,
@@ -35,7 +36,7 @@ from trainop.engine.plan import Event, ObjectRef, Plan
 from trainop.engine.round import Round
 
 
-def reconcile(job: Job, observed: Observed, now: dt.datetime, framework: Framework[Any],
+def reconcile(job: Defaulted, observed: Observed, now: dt.datetime, framework: Framework[Any],
               addr: Addressing, config: EngineConfig | None = None) -> Plan:
     """Decide what to do for `job` (defaulted and valid) given what is observed of it."""
     return _run(Round(job, observed, now, framework, addr, config or EngineConfig()))

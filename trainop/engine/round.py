@@ -7,9 +7,10 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from trainop.api import FailureInfo, Job, JobStatus
+from trainop.api import FailureInfo, JobStatus
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS, Resource
+from trainop.api.types import Defaulted
 from trainop.engine import clock, failures, inplace, lostnode, objects
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
@@ -25,8 +26,8 @@ class Round:
     of its own module taking the round (lostnode.step, inplace.carry_on, failures.step,
     batchjob.step, waiting.step); reconcile.py runs them in a round's order."""
 
-    def __init__(self, job: Job, observed: Observed, now: dt.datetime, framework: Framework[Any],
-                 addr: Addressing, config: EngineConfig):
+    def __init__(self, job: Defaulted, observed: Observed, now: dt.datetime,
+                 framework: Framework[Any], addr: Addressing, config: EngineConfig):
         self.job = job
         self.resolved = resolve(job)
         """The job's settled facts, resolved once for the round's steps."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from trainop.api import Job, WaitingReplica
 from trainop.api.resolved import resolve
+from trainop.api.types import Defaulted
 from trainop.engine import clock, lostnode
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import Held, Observed, Phase, PodState
@@ -42,7 +43,7 @@ class Survey:
     """Seconds until the next deadline or look at a held name."""
 
 
-def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
+def survey(job: Defaulted, observed: Observed, before: list[WaitingReplica] | None,
            now: dt.datetime, lost: Iterable[lostnode.Told] = ()) -> Survey:
     """The replicas of `job` that wait, with what `before` (the stored status) had of them;
     `lost`: its pods on nodes that stopped reporting (what their kubelet last said of them
@@ -87,7 +88,7 @@ def survey(job: Job, observed: Observed, before: list[WaitingReplica] | None,
     return out
 
 
-def _held(job: Job, held: tuple[Held, ...], out: Survey,
+def _held(job: Defaulted, held: tuple[Held, ...], out: Survey,
           wait: Callable[[str, int, str, str, str, str], None]) -> None:
     # a replica's pod and service share the name: one that is going is named (it is what
     # holds the replica back, as objects.missing decides), the pod before the service

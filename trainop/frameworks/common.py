@@ -10,14 +10,14 @@ from typing import Any, TypeVar
 
 import yaml
 
-from trainop.api import Job
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, Counts
 from trainop.engine.pods import init_container
 
 T = TypeVar("T")
 
 
-def per_job(job: Job, addr: Addressing, what: str, compute: Callable[[], T]) -> T:
+def per_job(job: Defaulted, addr: Addressing, what: str, compute: Callable[[], T]) -> T:
     """`compute()` once per plan, however many pods ask.
 
     What every replica's environment repeats (TF_CONFIG's cluster, XGBoost's worker list)

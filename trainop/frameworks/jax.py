@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import JAXJob, JAXJobSpec
+from trainop.api.types import Defaulted, JAXJob, JAXJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded
 from trainop.frameworks.registry import declare
@@ -14,7 +13,7 @@ class JAX(Framework[JAXJobSpec]):
     model = JAXJob
     spec_type = JAXJobSpec
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables, in its order: pkg/controller.v1/jax/envvar.go:36-79
         return {
             "PYTHONUNBUFFERED": "1",
@@ -24,10 +23,10 @@ class JAX(Framework[JAXJobSpec]):
             "PROCESS_ID": str(index),
         }
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         return None  # every container, as upstream (envvar.go:48)
 
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Worker")
 
 

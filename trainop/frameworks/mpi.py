@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from trainop.api import Job
 from trainop.api.model import settled
 from trainop.api.persona import MPI_OPERATOR
 from trainop.api.resolved import resolve
@@ -21,7 +20,7 @@ from trainop.api.resources import (
     SECRETS,
     SERVICEACCOUNTS,
 )
-from trainop.api.types import MPIJob, MPIJobSpec
+from trainop.api.types import Defaulted, MPIJob, MPIJobSpec
 from trainop.engine import (
     Addressing,
     BatchJob,
@@ -43,21 +42,21 @@ from trainop.frameworks.registry import declare, declare_persona
 class Transport(Protocol):
     """What differs between the two designs."""
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]: ...
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]: ...
 
-    def env_containers(self, job: Job) -> str | None: ...
+    def env_containers(self, job: Defaulted) -> str | None: ...
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+    def decorate_pod(self, job: Defaulted, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None: ...
 
-    def objects(self, job: Job, observed: Observed, addr: Addressing
+    def objects(self, job: Defaulted, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]: ...
 
-    def wants_ssh_key(self, job: Job, observed: Observed) -> bool: ...
+    def wants_ssh_key(self, job: Defaulted, observed: Observed) -> bool: ...
 
     def stops_on_finish(self) -> tuple[str, ...]: ...
 
-    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]: ...
+    def names_looked_up_once(self, job: Defaulted, rtype: str, addr: Addressing) -> list[str]: ...
 
 
 TRANSPORTS: dict[str, Transport] = {"KubectlExec": mpi_exec.KubectlExec(),
@@ -66,7 +65,7 @@ MPI_OPERATOR_TRANSPORTS: dict[str, Transport] = {**TRANSPORTS, "SSH": mpi_ssh.MP
 """A job written in mpi-operator's API has its pods shaped as mpi-operator shapes them."""
 
 
-def transport_of(transports: dict[str, Transport], job: Job) -> Transport:
+def transport_of(transports: dict[str, Transport], job: Defaulted) -> Transport:
     return transports[settled(spec_of(job, MPIJobSpec).transport, "spec.transport")]
 
 
@@ -79,17 +78,17 @@ class MPIWording(ShortTitle):
             return f"Created worker pod: {name}"  # mpijob_controller.go:891
         return super().created_pod(rtype, name)
 
-    def failed(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+    def failed(self, job: Defaulted, failed: int, rtype: str, policy: str) -> str:
         return f"MPIJob {job.name} is failed because {failed} {rtype} replica(s) failed."
 
-    def failed_reason(self, job: Job) -> str:
+    def failed_reason(self, job: Defaulted) -> str:
         # mpijob_controller.go:613 wraps NewReason twice (its event, :608, does not)
         return "MPIJobMPIJobFailed"
 
-    def restarting(self, job: Job, failed: int, rtype: str) -> str:
+    def restarting(self, job: Defaulted, failed: int, rtype: str) -> str:
         return f"MPIJob {job.name} is restarting because {failed} {rtype} replica(s) failed."
 
-    def job_failed(self, job: Job, state: BatchJob) -> tuple[str, str]:
+    def job_failed(self, job: Defaulted, state: BatchJob) -> tuple[str, str]:
         # mpi-operator's updateMPIJobFailedStatus: a Job past its backoffLimit is told with
         # its newest failed pod's own reason and message
         reason = state.reason or "MPIJobFailed"
@@ -104,27 +103,27 @@ class MPIOperatorWording(MPIWording):
     """mpi-operator's words (its mpi_job_controller.go and mpi_job_controller_status.go):
     `MPIJob <ns>/<name> ...`."""
 
-    def short_title(self, job: Job) -> bool:
+    def short_title(self, job: Defaulted) -> bool:
         return False
 
-    def created(self, job: Job) -> str:
+    def created(self, job: Defaulted) -> str:
         return f"MPIJob {job.key} is created."
 
-    def suspended(self, job: Job, running: bool) -> list[tuple[str, str, str]]:
+    def suspended(self, job: Defaulted, running: bool) -> list[tuple[str, str, str]]:
         # Running False whether it ran or not
         return [(cond.SUSPENDED, "True", "MPIJob suspended"),
                 (cond.RUNNING, "False", f"MPIJob {job.key} is suspended.")]
 
-    def resumed(self, job: Job) -> str:
+    def resumed(self, job: Defaulted) -> str:
         return "MPIJob resumed"
 
-    def never_running(self, job: Job) -> str | None:
+    def never_running(self, job: Defaulted) -> str | None:
         return f"MPIJob {job.key} is finished but Running condition was never set."
 
-    def tells_objects(self, job: Job) -> bool:
+    def tells_objects(self, job: Defaulted) -> bool:
         return False  # mpi-operator tells none
 
-    def told(self, job: Job, ctype: str) -> str | None:
+    def told(self, job: Defaulted, ctype: str) -> str | None:
         if ctype == cond.CREATED:
             return self.created(job)
         # mpi-operator tells this on every reconcile while the job runs; trainop once
@@ -152,10 +151,10 @@ class MPILauncher(Launcher):
     def __init__(self, transports: dict[str, Transport]):
         self.transports = transports
 
-    def objects(self, job: Job, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
+    def objects(self, job: Defaulted, observed: Observed, addr: Addressing) -> list[dict[str, Any]]:
         return transport_of(self.transports, job).objects(job, observed, addr)
 
-    def may_create(self, job: Job, rtype: str, observed: Observed) -> bool:
+    def may_create(self, job: Defaulted, rtype: str, observed: Observed) -> bool:
         if rtype != "Launcher" or spec_of(job, MPIJobSpec).launcher_creation_policy != \
                 "WaitForWorkersReady":
             return True
@@ -163,15 +162,15 @@ class MPILauncher(Launcher):
                  if p.replica_type == "Worker" and p.phase == Phase.RUNNING and p.ready}
         return all(i in ready for i in range(resolve(job).replicas_of("Worker")))
 
-    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+    def wants_ssh_key(self, job: Defaulted, observed: Observed) -> bool:
         return transport_of(self.transports, job).wants_ssh_key(job, observed)
 
-    def stops_on_finish(self, job: Job) -> tuple[str, ...]:
+    def stops_on_finish(self, job: Defaulted) -> tuple[str, ...]:
         return transport_of(self.transports, job).stops_on_finish()
 
 
 class MPIOperatorLauncher(MPILauncher):
-    def batch_job(self, job: Job) -> str | None:
+    def batch_job(self, job: Defaulted) -> str | None:
         return "Launcher"  # mpi-operator's launcher is a batch/v1 Job (newLauncherJob)
 
 
@@ -185,24 +184,24 @@ class MPI(Framework[MPIJobSpec]):
     transports = TRANSPORTS
     launcher = MPILauncher(TRANSPORTS)
 
-    def transport(self, job: Job) -> Transport:
+    def transport(self, job: Defaulted) -> Transport:
         return transport_of(self.transports, job)
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         return self.transport(job).env(job, rtype, index, addr)
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         return self.transport(job).env_containers(job)
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+    def decorate_pod(self, job: Defaulted, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
         self.transport(job).decorate_pod(job, rtype, index, pod, addr, config)
 
-    def names_looked_up_once(self, job: Job, rtype: str, index: int, addr: Addressing
+    def names_looked_up_once(self, job: Defaulted, rtype: str, index: int, addr: Addressing
                              ) -> list[str]:
         return self.transport(job).names_looked_up_once(job, rtype, addr)
 
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Launcher")
 
 
@@ -214,7 +213,7 @@ class MPIOperatorMPI(MPI):
     transports = MPI_OPERATOR_TRANSPORTS
     launcher = MPIOperatorLauncher(MPI_OPERATOR_TRANSPORTS)
 
-    def running(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def running(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         # a launcher pod runs and so does every worker (updateMPIJobStatus)
         worker = counts.get("Worker")
         return counts["Launcher"].active > 0 and (worker is None

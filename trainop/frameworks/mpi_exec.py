@@ -18,12 +18,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from trainop.api import Job
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, ROLEBINDINGS, ROLES, SERVICEACCOUNTS
 from trainop.api.templates import containers
-from trainop.api.types import MPIJobSpec
+from trainop.api.types import Defaulted, MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import app_labels, object_meta, replica_name
@@ -42,25 +41,25 @@ SCRIPT_MODE = 0o555
 HOSTFILE_MODE = 0o444
 
 
-def launcher_name(job: Job) -> str:
+def launcher_name(job: Defaulted) -> str:
     """The launcher's pod, and its ServiceAccount, Role and RoleBinding."""
     return f"{job.name}-launcher"
 
 
-def config_map_name(job: Job) -> str:
+def config_map_name(job: Defaulted) -> str:
     return f"{job.name}-config"
 
 
-def _spec(job: Job) -> MPIJobSpec:
+def _spec(job: Defaulted) -> MPIJobSpec:
     return spec_of(job, MPIJobSpec)
 
 
-def slots(job: Job) -> int:
+def slots(job: Defaulted) -> int:
     """Slots (ranks) per worker."""
     return settled(_spec(job).slots_per_worker, "spec.slotsPerWorker")
 
 
-def gpu_launcher(job: Job) -> bool:
+def gpu_launcher(job: Defaulted) -> bool:
     """Whether the launcher asks for GPUs (a resource limit named like one): it then
     hosts ranks too, and keeps the NVIDIA_* variables its image sets."""
     template = job.spec.replica_specs["Launcher"].template or {}
@@ -71,7 +70,7 @@ def gpu_launcher(job: Job) -> bool:
     return False
 
 
-def service_account(job: Job) -> tuple[str, bool]:
+def service_account(job: Defaulted) -> tuple[str, bool]:
     """The launcher's ServiceAccount, and whether trainop makes it: a template that names
     one brings its own."""
     template = job.spec.replica_specs["Launcher"].template or {}
@@ -79,12 +78,12 @@ def service_account(job: Job) -> tuple[str, bool]:
     return (str(named), False) if named else (launcher_name(job), True)
 
 
-def worker_pods(job: Job) -> list[str]:
+def worker_pods(job: Defaulted) -> list[str]:
     """Every worker's pod name, in index order."""
     return [replica_name(job, "Worker", i) for i in range(resolve(job).replicas_of("Worker"))]
 
 
-def hostfile(job: Job, addr: Addressing) -> str:
+def hostfile(job: Defaulted, addr: Addressing) -> str:
     names = worker_pods(job)
     if gpu_launcher(job):
         names.insert(0, launcher_name(job))
@@ -92,7 +91,7 @@ def hostfile(job: Job, addr: Addressing) -> str:
     return "".join(f"{h} slots={n}\n" for h, n in hosts.items())
 
 
-def kubexec(job: Job) -> str:
+def kubexec(job: Defaulted) -> str:
     """The remote-shell agent: mpirun calls it with a host (a pod name) and a command."""
     target = f"{KUBECTL_MOUNT}/kubectl exec ${{POD_NAME}}"
     main = _spec(job).main_container
@@ -103,7 +102,7 @@ def kubexec(job: Job) -> str:
     return f'#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n{target} -- /bin/sh -c "$*"'
 
 
-def discover_hosts(job: Job, observed: Observed, addr: Addressing) -> str:
+def discover_hosts(job: Defaulted, observed: Observed, addr: Addressing) -> str:
     """The running workers, by name, with their slots (the launcher too if it has GPUs)."""
     n = slots(job)
     text = "#!/bin/sh"
@@ -114,7 +113,7 @@ def discover_hosts(job: Job, observed: Observed, addr: Addressing) -> str:
     return text + "".join(f"\necho {addr.pod_host(name)}:{n}" for name in running)
 
 
-def _config_volume(job: Job, items: list[tuple[str, int]]) -> dict[str, Any]:
+def _config_volume(job: Defaulted, items: list[tuple[str, int]]) -> dict[str, Any]:
     return {"name": CONFIG_VOLUME, "configMap": {
         "name": config_map_name(job),
         "items": [{"key": key, "path": key, "mode": mode} for key, mode in items]}}
@@ -124,19 +123,19 @@ class KubectlExec:
     def stops_on_finish(self) -> tuple[str, ...]:
         return ()  # as upstream: cleanPodPolicy alone decides
 
-    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+    def wants_ssh_key(self, job: Defaulted, observed: Observed) -> bool:
         return False
 
-    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]:
+    def names_looked_up_once(self, job: Defaulted, rtype: str, addr: Addressing) -> list[str]:
         return []  # kubectl exec names pods, not hosts
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         return {}  # the launcher's variables go to its first container (decorate_pod)
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         return None
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+    def decorate_pod(self, job: Defaulted, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
         spec = pod["spec"]
         first = (spec.get("containers") or [None])[0]
@@ -152,7 +151,7 @@ class KubectlExec:
             {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT})
         spec.setdefault("volumes", []).append(_config_volume(job, [(KUBEXEC, SCRIPT_MODE)]))
 
-    def _launcher(self, job: Job, pod: dict[str, Any], first: dict[str, Any],
+    def _launcher(self, job: Defaulted, pod: dict[str, Any], first: dict[str, Any],
                   config: EngineConfig) -> None:
         spec = pod["spec"]
         if not spec.get("serviceAccountName"):
@@ -190,7 +189,7 @@ class KubectlExec:
             _config_volume(job, [(KUBEXEC, SCRIPT_MODE), (HOSTFILE, HOSTFILE_MODE),
                                  (DISCOVER_HOSTS, SCRIPT_MODE)])])
 
-    def objects(self, job: Job, observed: Observed, addr: Addressing
+    def objects(self, job: Defaulted, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
         workers = worker_pods(job)
         name = launcher_name(job)

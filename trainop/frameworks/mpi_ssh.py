@@ -11,12 +11,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from trainop.api import Job
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
 from trainop.api.templates import containers
-from trainop.api.types import SSH_AUTH_MOUNT_PATH, MPIJobSpec
+from trainop.api.types import SSH_AUTH_MOUNT_PATH, Defaulted, MPIJobSpec
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import REPLICA_INDEX, app_labels, job_labels, object_meta
@@ -30,32 +29,32 @@ HOSTFILE = f"{CONFIG_MOUNT}/hostfile"
 SSH_ARGS = "-o ConnectionAttempts=10"
 
 
-def secret_name(job: Job) -> str:
+def secret_name(job: Defaulted) -> str:
     return f"{job.name}-ssh"
 
 
-def _spec(job: Job) -> MPIJobSpec:
+def _spec(job: Defaulted) -> MPIJobSpec:
     return spec_of(job, MPIJobSpec)
 
 
-def _as_worker(job: Job) -> bool:
+def _as_worker(job: Defaulted) -> bool:
     """runLauncherAsWorker: the launcher hosts rank 0."""
     return settled(_spec(job).run_launcher_as_worker, "spec.runLauncherAsWorker")
 
 
-def worker_hosts(job: Job, addr: Addressing) -> list[str]:
+def worker_hosts(job: Defaulted, addr: Addressing) -> list[str]:
     """Every worker's host name, in index order."""
     return [addr.host(job, "Worker", i) for i in range(resolve(job).replicas_of("Worker"))]
 
 
-def rank_hosts(job: Job, addr: Addressing) -> list[str]:
+def rank_hosts(job: Defaulted, addr: Addressing) -> list[str]:
     """The hosts ranks run on, in the hostfile's order: with runLauncherAsWorker the
     launcher first, then every worker (mpi-operator's newConfigMap)."""
     launcher = [addr.host(job, "Launcher", 0)] if _as_worker(job) else []
     return launcher + worker_hosts(job, addr)
 
 
-def up_hosts(job: Job, observed: Observed, addr: Addressing) -> list[str]:
+def up_hosts(job: Defaulted, observed: Observed, addr: Addressing) -> list[str]:
     """What discover_hosts.sh prints (Horovod's elastic discovery): the launcher where it
     hosts ranks, then the workers that run, by pod name (mpi-operator's
     updateDiscoverHostsInConfigMap); the hostfile lists every worker."""
@@ -65,7 +64,7 @@ def up_hosts(job: Job, observed: Observed, addr: Addressing) -> list[str]:
     return launcher + [addr.host(job, "Worker", i) for _, i in running]
 
 
-def hostfile(job: Job, addr: Addressing) -> str:
+def hostfile(job: Defaulted, addr: Addressing) -> str:
     spec = _spec(job)
     hosts = host_slots(rank_hosts(job, addr), mpi_exec.slots(job))
     if spec.mpi_implementation in ("Intel", "MPICH"):
@@ -75,7 +74,7 @@ def hostfile(job: Job, addr: Addressing) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def launcher_env(job: Job) -> dict[str, str]:
+def launcher_env(job: Defaulted) -> dict[str, str]:
     spec = _spec(job)
     slots = str(mpi_exec.slots(job))
     if spec.mpi_implementation == "Intel":
@@ -95,19 +94,19 @@ class SSH:
     def stops_on_finish(self) -> tuple[str, ...]:
         return ("Worker",)  # their sshd would run forever
 
-    def wants_ssh_key(self, job: Job, observed: Observed) -> bool:
+    def wants_ssh_key(self, job: Defaulted, observed: Observed) -> bool:
         return observed.object("Secret", secret_name(job)) is None
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         env = {"K_MPI_JOB_ROLE": rtype.lower()}
         if rtype == "Launcher":
             env.update(launcher_env(job))
         return env
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         return _spec(job).main_container  # None: every container (names are free in MPI)
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+    def decorate_pod(self, job: Defaulted, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
         self.mount_keys(job, rtype, pod)
         if rtype == "Launcher" and resolve(job).present("Worker"):
@@ -118,7 +117,7 @@ class SSH:
             pod["spec"].setdefault("initContainers", []).append(
                 wait_for_dns_container(worker_hosts(job, addr), config))
 
-    def mount_keys(self, job: Job, rtype: str, pod: dict[str, Any]) -> None:
+    def mount_keys(self, job: Defaulted, rtype: str, pod: dict[str, Any]) -> None:
         """The pod's hostname and subdomain, its SSH keys and, for the launcher, the
         hostfile and discover_hosts.sh."""
         spec = pod["spec"]
@@ -150,10 +149,10 @@ class SSH:
         for c in containers(pod):
             c.setdefault("volumeMounts", []).extend(dict(m) for m in mounts)
 
-    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]:
+    def names_looked_up_once(self, job: Defaulted, rtype: str, addr: Addressing) -> list[str]:
         return []
 
-    def objects(self, job: Job, observed: Observed, addr: Addressing
+    def objects(self, job: Defaulted, observed: Observed, addr: Addressing
                       ) -> list[dict[str, Any]]:
         discover = "#!/bin/sh\n" + "".join(f"echo {h}\n" for h in up_hosts(job, observed, addr))
         objects: list[dict[str, Any]] = [
@@ -177,14 +176,14 @@ class MPIOperatorSSH(SSH):
     """The SSH design as mpi-operator shapes its pods (mpi_job_controller.go:
     newLauncherPodTemplate, newWorker, launcherEnvVars)."""
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         env = super().env(job, rtype, index, addr)
         if rtype == "Launcher" and not _as_worker(job):
             # a launcher that hosts no rank is given no GPU
             env.update(NVIDIA_VISIBLE_DEVICES="", NVIDIA_DRIVER_CAPABILITIES="")
         return env
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+    def decorate_pod(self, job: Defaulted, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
         if _as_worker(job):
             # the replica-index counts the hosts from the launcher, rank 0
@@ -192,7 +191,7 @@ class MPIOperatorSSH(SSH):
                 0 if rtype == "Launcher" else index + 1)
         self.mount_keys(job, rtype, pod)
 
-    def names_looked_up_once(self, job: Job, rtype: str, addr: Addressing) -> list[str]:
+    def names_looked_up_once(self, job: Defaulted, rtype: str, addr: Addressing) -> list[str]:
         # its launcher has no init container of trainop's: --wait-for-dns asks for one
         return worker_hosts(job, addr) if rtype == "Launcher" else []
 

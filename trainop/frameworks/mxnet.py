@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import MXJob, MXJobSpec
+from trainop.api.types import Defaulted, MXJob, MXJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, compact_json, per_job
 from trainop.frameworks.registry import declare
@@ -14,7 +13,7 @@ class MXNet(Framework[MXJobSpec]):
     model = MXJob
     spec_type = MXJobSpec
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         resolved = resolve(job)
 
         def shared() -> str:
@@ -39,7 +38,7 @@ class MXNet(Framework[MXJobSpec]):
             env["DMLC_PS_ROOT_PORT"] = str(addr.port(job, "Scheduler", 0))
         return env
 
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         resolved = resolve(job)
         if resolved.present("Scheduler"):
             return all_succeeded(counts, "Scheduler")

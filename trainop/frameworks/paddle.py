@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS
-from trainop.api.types import PaddleJob, PaddleJobSpec
+from trainop.api.types import Defaulted, PaddleJob, PaddleJobSpec
 from trainop.engine import POD_IP, Addressing, Counts, Env, FieldRef, Framework
 from trainop.engine.wording import ShortTitleWithMaster
 from trainop.frameworks.common import all_succeeded
@@ -19,7 +18,7 @@ class Paddle(Framework[PaddleJobSpec]):
     # pkg/controller.v1/paddlepaddle/paddlepaddle_controller.go:385-420, as PyTorch
     wording = ShortTitleWithMaster()
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> Env:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> Env:
         # upstream's variables in its order (pkg/controller.v1/paddlepaddle/envvar.go:53-140)
         ps_mode = resolve(job).present("Master")
         lead = "Master" if ps_mode else "Worker"
@@ -38,10 +37,10 @@ class Paddle(Framework[PaddleJobSpec]):
             env["PADDLE_SERVER_NUM" if rtype == "Master" else "PADDLE_TRAINER_NUM"] = "1"
         return env
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         return None  # every container (envvar.go:53)
 
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         if resolve(job).present("Master"):
             return all_succeeded(counts, "Master")
         return all_succeeded(counts, "Worker")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop.api import Job
 from trainop.api.numbers import go_int
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS
-from trainop.api.types import PyTorchJob, PyTorchJobSpec
+from trainop.api.types import Defaulted, PyTorchJob, PyTorchJobSpec
 from trainop.engine import Addressing, Counts, EngineConfig, Framework
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import replica_name
@@ -19,14 +18,14 @@ from trainop.frameworks.registry import declare
 DEFAULT_RDZV_BACKEND = "c10d"
 
 
-def nproc_per_node(job: Job) -> int:
+def nproc_per_node(job: Defaulted) -> int:
     """nprocPerNode as a number for WORLD_SIZE: an integer, else 1 (`auto`, `cpu`, `gpu`
     leave the count to torchrun: upstream's getNprocPerNodeInt, envvar.go:132-140)."""
     number = go_int(spec_of(job, PyTorchJobSpec).nproc_per_node)
     return 1 if number is None else number
 
 
-def init_containers(job: Job, config: EngineConfig) -> list[dict[str, Any]]:
+def init_containers(job: Defaulted, config: EngineConfig) -> list[dict[str, Any]]:
     """`init-pytorch`: a worker waits until the master's name resolves (initcontainer.go),
     from --pytorch-init-container-template-file where given."""
     master = replica_name(job, "Master", 0)
@@ -42,7 +41,7 @@ class PyTorch(Framework[PyTorchJobSpec]):
     # the job alone, the workers' its namespace too
     wording = ShortTitleWithMaster()
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables in its order (envvar.go:49-123, master.go, elastic.go)
         spec = self.spec(job)
         resolved = resolve(job)
@@ -79,16 +78,16 @@ class PyTorch(Framework[PyTorchJobSpec]):
             env["PET_STANDALONE"] = "1"
         return env
 
-    def decorate_pod(self, job: Job, rtype: str, index: int, pod: dict[str, Any],
+    def decorate_pod(self, job: Defaulted, rtype: str, index: int, pod: dict[str, Any],
                      addr: Addressing, config: EngineConfig) -> None:
         # workers of a job with a Master wait for its name (initcontainer.go:117-134)
         if rtype == "Worker" and resolve(job).present("Master"):
             pod["spec"].setdefault("initContainers", []).extend(init_containers(job, config))
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         return None  # upstream gives every container of a PyTorch pod the environment
 
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         if resolve(job).present("Master"):
             return all_succeeded(counts, "Master")
         if self.spec(job).elastic_policy is not None:

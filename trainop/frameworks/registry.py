@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from trainop.api import Job, declare_kind, withdraw_kind
+from trainop.api import declare_kind, withdraw_kind
 from trainop.api.persona import TRAINING_OPERATOR, Persona, persona_of
+from trainop.api.types import Defaulted
 from trainop.engine import Framework
 
 FRAMEWORKS: dict[str, Framework[Any]] = {}
@@ -46,6 +47,6 @@ def framework_for(kind: str, persona: Persona = TRAINING_OPERATOR) -> Framework[
     return PERSONA_FRAMEWORKS.get((kind, persona)) or FRAMEWORKS[kind]
 
 
-def framework_of(job: Job) -> Framework[Any]:
+def framework_of(job: Defaulted) -> Framework[Any]:
     """The plugin that runs `job`: its kind's, as the operator of its API runs it."""
     return framework_for(job.kind, persona_of(job))

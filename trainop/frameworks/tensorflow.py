@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 
-from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import TFJob, TFJobSpec
+from trainop.api.types import Defaulted, TFJob, TFJobSpec
 from trainop.engine import Addressing, Counts, Framework, Wording
 from trainop.frameworks.common import all_succeeded, compact_json, per_job
 from trainop.frameworks.registry import declare
 
 
 class TFWording(Wording):
-    def restarting_event(self, job: Job, failed: int, rtype: str) -> str | None:
+    def restarting_event(self, job: Defaulted, failed: int, rtype: str) -> str | None:
         return None  # tfjob_controller.go tells none of its own
 
-    def failed(self, job: Job, failed: int, rtype: str, policy: str) -> str:
+    def failed(self, job: Defaulted, failed: int, rtype: str, policy: str) -> str:
         if policy == "ExitCode":
             return super().failed(job, failed, rtype, policy)
         # pkg/controller.v1/tensorflow/tfjob_controller.go:500
@@ -28,7 +27,7 @@ class TensorFlow(Framework[TFJobSpec]):
     spec_type = TFJobSpec
     wording = TFWording()
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # A single replica trains alone: no cluster to describe (util.go:74-95).
         resolved = resolve(job)
         if resolved.total <= 1:
@@ -56,11 +55,11 @@ class TensorFlow(Framework[TFJobSpec]):
         shared = per_job(job, addr, "tf-cluster-json", lambda: compact_json(cluster()))
         return {"TF_CONFIG": f'{{"cluster":{shared},"task":{task},"environment":"cloud"}}'}
 
-    def tolerates_failure(self, job: Job, rtype: str) -> bool:
+    def tolerates_failure(self, job: Defaulted, rtype: str) -> bool:
         # tfjob_controller.go:495-498: the job goes on whatever its workers do
         return rtype == "Worker" and bool(self.spec(job).enable_dynamic_worker)
 
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         for chief in ("Chief", "Master"):
             if resolve(job).present(chief):
                 return all_succeeded(counts, chief)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.types import XGBoostJob, XGBoostJobSpec
+from trainop.api.types import Defaulted, XGBoostJob, XGBoostJobSpec
 from trainop.engine import Addressing, Counts, Framework
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks.common import all_succeeded, per_job
@@ -17,7 +16,7 @@ class XGBoost(Framework[XGBoostJobSpec]):
 
     wording = ShortTitle()  # pkg/controller.v1/xgboost/xgboostjob_controller.go:365-377
 
-    def env(self, job: Job, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
+    def env(self, job: Defaulted, rtype: str, index: int, addr: Addressing) -> dict[str, str]:
         # upstream's variables, in its order: pkg/controller.v1/xgboost/xgboost.go:31-110
         resolved = resolve(job)
         total = resolved.total
@@ -37,10 +36,10 @@ class XGBoost(Framework[XGBoostJobSpec]):
                 addr.host(job, "Worker", i, qualified=False) for i in range(total - 1)))
         return env
 
-    def env_containers(self, job: Job) -> str | None:
+    def env_containers(self, job: Defaulted) -> str | None:
         return None  # every container, as upstream (xgboost.go:73)
 
-    def names_looked_up_once(self, job: Job, rtype: str, index: int, addr: Addressing
+    def names_looked_up_once(self, job: Defaulted, rtype: str, index: int, addr: Addressing
                              ) -> list[str]:
         # XGBoost's tracker client looks MASTER_ADDR up once and exits 1 when cluster DNS
         # does not have it yet (upstream starts the workers as they are)
@@ -48,7 +47,7 @@ class XGBoost(Framework[XGBoostJobSpec]):
             return [addr.host(job, "Master", 0, qualified=False)]
         return []
 
-    def succeeded(self, job: Job, counts: dict[str, Counts]) -> bool:
+    def succeeded(self, job: Defaulted, counts: dict[str, Counts]) -> bool:
         return all_succeeded(counts, "Master")
 
 

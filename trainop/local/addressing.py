@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.templates import container
+from trainop.api.types import Defaulted
 from trainop.local.ports import free_port
 
 
@@ -31,7 +32,7 @@ class LocalAddressing:
         self._ports = dict(ports)
 
     @classmethod
-    def for_job(cls, job: Job) -> LocalAddressing:
+    def for_job(cls, job: Defaulted) -> LocalAddressing:
         """A distinct free port for each port name of each replica of `job`."""
         ports: dict[tuple[str, int, str], int] = {}
         for rtype, index in resolve(job).slots():

@@ -18,6 +18,7 @@ from trainop import wallclock
 from trainop.api import InvalidJob, Job, load_job
 from trainop.api.numbers import whole_number
 from trainop.api.templates import containers, main_container
+from trainop.api.types import Defaulted
 from trainop.engine import EngineConfig, Observed, reconcile
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
@@ -33,7 +34,7 @@ def _err(message: str) -> int:
     return 2
 
 
-def prepare(doc: dict[str, Any], replicas: dict[str, str]) -> Job:
+def prepare(doc: dict[str, Any], replicas: dict[str, str]) -> Defaulted:
     """The job with --replicas applied, defaulted and validated (InvalidJob otherwise)."""
     doc = dict(doc)
     meta = doc.get("metadata")
@@ -130,7 +131,7 @@ def _images(job: Job) -> set[str]:
     return out
 
 
-def dry_run_report(job: Job, run_dir: Path, env: dict[str, str], console: Console) -> int:
+def dry_run_report(job: Defaulted, run_dir: Path, env: dict[str, str], console: Console) -> int:
     """Print every replica's command and trainop's environment for it; start nothing."""
     fw = framework_of(job)
     plan = reconcile(job, Observed(), wallclock.now(), fw, LocalAddressing.for_job(job),

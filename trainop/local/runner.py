@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainop import wallclock
-from trainop.api import Job
 from trainop.api.templates import containers
+from trainop.api.types import Defaulted
 from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, inplace, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.framework import started_by_launcher
@@ -62,7 +62,7 @@ class LocalRun:
     """Runs one job to its end. Output goes through `on_line(replica, line)`, engine
     events through `on_event(event)`; `on_change()` is called whenever state changed."""
 
-    def __init__(self, job: Job, options: RunOptions,
+    def __init__(self, job: Defaulted, options: RunOptions,
                  on_line: Callable[[str, str], None] = lambda r, s: None,
                  on_event: Callable[[Event], None] = lambda e: None,
                  on_change: Callable[[], None] = lambda: None):

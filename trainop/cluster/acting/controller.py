@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainop import wallclock
-from trainop.api import InvalidJob, Job, load_job, parse_job
+from trainop.api import InvalidJob, load_job, parse_job
 from trainop.api.persona import persona_of
 from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
+from trainop.api.types import Defaulted
 from trainop.cluster.acting import metrics
 from trainop.cluster.acting.applier import PlanApplier, stored_status
 from trainop.cluster.acting.events import EventRecorder
@@ -51,7 +52,7 @@ from trainop.engine.queueing import given_back
 from trainop.frameworks import framework_for, framework_of
 
 
-def _parse(rec: JobRecord) -> Job:
+def _parse(rec: JobRecord) -> Defaulted:
     return load_job(rec.object())
 
 
@@ -79,16 +80,16 @@ class ParsedJobs:
     def __init__(self, budget: int = PARSED_BYTES):
         self.budget = budget
         self.used = 0
-        self._items: OrderedDict[JobKey, tuple[str, Job, int]] = OrderedDict()
+        self._items: OrderedDict[JobKey, tuple[str, Defaulted, int]] = OrderedDict()
 
-    def get(self, key: JobKey, version: str) -> Job | None:
+    def get(self, key: JobKey, version: str) -> Defaulted | None:
         entry = self._items.get(key)
         if entry is None or entry[0] != version:
             return None
         self._items.move_to_end(key)
         return entry[1]
 
-    def put(self, key: JobKey, version: str, job: Job, size: int) -> None:
+    def put(self, key: JobKey, version: str, job: Defaulted, size: int) -> None:
         self.pop(key)
         if size > self.budget:
             return
@@ -266,7 +267,7 @@ class JobController:
                                for _ in range(self.config.threads)))
 
     # -- one reconcile -------------------------------------------------------------------
-    def observed(self, job: Job, exited: tuple[tuple[str, int], ...] = ()) -> Observed:
+    def observed(self, job: Defaulted, exited: tuple[tuple[str, int], ...] = ()) -> Observed:
         """What the caches hold of the job's own pods and objects: those whose controller
         reference names this kind, this UID, in the job's namespace; and the pods seen to
         end since its last plan (`exited`)."""
@@ -299,7 +300,7 @@ class JobController:
             rec.job, running=sum(1 for p in pods if p.phase == "Running" and not p.terminating),
             last_failed=(last.pod_reason, last.pod_message) if last else None)
 
-    def held(self, job: Job, pods: tuple[PodState, ...], objects: tuple[OwnedObject, ...]
+    def held(self, job: Defaulted, pods: tuple[PodState, ...], objects: tuple[OwnedObject, ...]
              ) -> tuple[Held, ...]:
         """The replica names of `job` that pods or services of other kubeflow.org/v1 jobs
         hold in the caches (a job deleted and applied again: the old one's, still going)."""
@@ -373,7 +374,7 @@ class JobController:
             self._parsed.pop((self.kind, key))
         return requeue
 
-    async def _parse(self, key: str, rec: JobRecord, obj: dict[str, Any]) -> Job | None:
+    async def _parse(self, key: str, rec: JobRecord, obj: dict[str, Any]) -> Defaulted | None:
         """The job of `rec`, parsed and defaulted (kept parsed for its version); None where
         it is invalid (a condition and an event say so)."""
         rv = rec.meta.resource_version
@@ -401,7 +402,7 @@ class JobController:
         if not told:
             del self._exited[key]
 
-    def tell_launcher(self, key: str, job: Job, observed: Observed) -> None:
+    def tell_launcher(self, key: str, job: Defaulted, observed: Observed) -> None:
         """mpi_operator_job_info for a job whose launcher a Job makes (mpi-operator's
         jobs, the only ones: Launcher.batch_job), once the Job exists."""
         batch = batch_type(framework_of(job), job, self.config.engine)

@@ -18,6 +18,7 @@ from trainop import wallclock
 from trainop.api import Job
 from trainop.api.resolved import resolve
 from trainop.api.resources import Resource, job_resource
+from trainop.api.types import Defaulted
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.informer import Informer
@@ -101,7 +102,7 @@ def job_state(job: Job) -> JobState:
                     succeeded=succeeded)
 
 
-def admitted_job(job: Job, infos: Mapping[str, wl.PodSetInfo]) -> Job:
+def admitted_job(job: Defaulted, infos: Mapping[str, wl.PodSetInfo]) -> Defaulted:
     """`job` with each replica type's template given its admission's additions (what
     Kueue's built-in integrations write into the stored templates), and as many replicas
     as were admitted (an elastic job's workers, admitted partly), for the engine."""
@@ -209,7 +210,7 @@ class Queueing:
         low = min(defaults, key=lambda pc: int(pc.get("value") or 0))
         return Priority("PriorityClass", low["metadata"]["name"], int(low.get("value") or 0))
 
-    async def sync(self, written: Job, job: Job, obj: dict[str, Any]) -> Job | None:
+    async def sync(self, written: Job, job: Defaulted, obj: dict[str, Any]) -> Defaulted | None:
         """Carry out the queued job's next step; returns the job for the engine to run
         now (its templates given the admission's additions), or None: the step changed
         the job or its Workloads, and the engine runs once the caches show that."""
