@@ -570,10 +570,10 @@ def test_a_services_deletion_is_seen_when_its_cache_drops_it() -> None:
                                None, lambda: True, ParsedJobs())  # type: ignore[arg-type]
     services = caches.objects["Service"]
     service = {"metadata": {**POD["metadata"], "resourceVersion": "1"}}
-    services._put(object_record("Service", service))  # type: ignore[arg-type]
+    services.put(object_record("Service", service))  # type: ignore[arg-type]
     controller.expectations.expect("ns/j", [], ["Service/j-worker-1"])
     assert not controller.expectations.satisfied("ns/j")
-    services._remove("ns/j-worker-1")
+    services.remove("ns/j-worker-1")
     assert controller.expectations.satisfied("ns/j")
 
 
@@ -606,14 +606,14 @@ def test_a_deletion_on_a_lost_node_is_seen_once_under_way() -> None:
         return {"metadata": meta, "spec": {"nodeName": on}, "status": {"phase": "Running"}}
 
     for name, ready in (("lost", "Unknown"), ("fine", "True"), ("later", "True")):
-        caches.nodes._put(node_record(node(name, ready)))
+        caches.nodes.put(node_record(node(name, ready)))
     for name, on in (("j-worker-0", "lost"), ("j-worker-1", "fine"), ("j-worker-2", "later")):
-        caches.pods._put(caches.pods.decode(pod(name, on, False, "1")))  # type: ignore[arg-type]
+        caches.pods.put(caches.pods.decode(pod(name, on, False, "1")))  # type: ignore[arg-type]
 
     def deleting(name: str, on: str) -> bool:
         """Delete `name` as the API server shows it; whether the job may decide again."""
         controller.expectations.expect("ns/j", [], [name])
-        caches.pods._put(caches.pods.decode(pod(name, on, True, "2")))  # type: ignore[arg-type]
+        caches.pods.put(caches.pods.decode(pod(name, on, True, "2")))  # type: ignore[arg-type]
         return controller.expectations.satisfied("ns/j")
 
     assert deleting("j-worker-0", "lost")
@@ -621,7 +621,7 @@ def test_a_deletion_on_a_lost_node_is_seen_once_under_way() -> None:
     controller.expectations.forget("ns/j")
     # deleted while its node was Ready, which is lost before the kubelet confirms
     assert not deleting("j-worker-2", "later")
-    caches.nodes._put(node_record(node("later", "Unknown")))
+    caches.nodes.put(node_record(node("later", "Unknown")))
     assert controller.expectations.satisfied("ns/j")
 
 
@@ -641,7 +641,7 @@ def test_pods_are_found_by_their_node_from_their_binding_until_they_go() -> None
         meta = {**POD["metadata"], "name": name, "uid": name,  # type: ignore[dict-item]
                 "resourceVersion": version}
         spec = {"nodeName": on} if on else {}
-        pods._put(pods.decode({"metadata": meta, "spec": spec,  # type: ignore[arg-type]
+        pods.put(pods.decode({"metadata": meta, "spec": spec,  # type: ignore[arg-type]
                                "status": {"phase": "Pending"}}))
 
     def on(node: str) -> list[str]:
@@ -652,7 +652,7 @@ def test_pods_are_found_by_their_node_from_their_binding_until_they_go() -> None
     assert (on("a"), on("b")) == ([], ["j-worker-1"])
     put("j-worker-0", "a", "2")  # bound by the scheduler
     assert (on("a"), on("b")) == (["j-worker-0"], ["j-worker-1"])
-    pods._remove("ns/j-worker-1")
+    pods.remove("ns/j-worker-1")
     assert (on("a"), on("b")) == (["j-worker-0"], [])
     kept = pods.get("ns/j-worker-0")
     assert kept is not None and kept.meta.owner_key

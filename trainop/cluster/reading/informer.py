@@ -58,67 +58,39 @@ WATCH_GRACE = 60
 """Seconds of silence past a watch's own timeout after which its connection counts as dead."""
 
 
-class Informer(Generic[R]):
-    def __init__(self, client: Client, resource: Resource, decode: Callable[[dict[str, Any]],
-                 R | None], key: Callable[[R], str], owner: Callable[[R], str | None],
-                 namespace: str | None = None, label_selector: str | None = None,
-                 version: Callable[[R], str] | None = None, first_page: int = PAGE,
+class Store(Generic[R]):
+    """The cache of one resource type (client-go's indexer): records by key, indexed by
+    their owner and the `indexes` given, and no record older than the one it holds."""
+
+    def __init__(self, plural: str, key: Callable[[R], str], owner: Callable[[R], str | None],
+                 version: Callable[[R], str] | None = None,
                  indexes: Mapping[str, Callable[[R], str | None]] | None = None):
-        """`owner`: the value `owned_by` finds a record by; `indexes`: more such values,
-        by name, that `indexed` finds records by (None: not indexed)."""
-        self.client = client
-        self.resource = resource
-        self.decode = decode
         self.key_of = key
-        self.namespace = namespace
-        self.label_selector = label_selector
         self.version = version
         self.items: dict[str, R] = {}
         self._index_of: dict[str, Callable[[R], str | None]] = {"owner": owner,
                                                                  **(indexes or {})}
         self._indexed: dict[str, defaultdict[str, dict[str, R]]] = {
             name: defaultdict(dict) for name in self._index_of}
-        self.handlers: list[Handler] = []
-        self.synced = asyncio.Event()
-        self._cached = CACHED.labels(resource.plural)
-        self.resource_version: str | None = None
-        self.watch_timeout = (240, 480)
-        self.first_page = first_page
-
-    def add_handler(self, handler: Handler) -> None:
-        self.handlers.append(handler)
-
-    def get(self, key: str) -> R | None:
-        return self.items.get(key)
-
-    def owned_by(self, uid: str) -> list[R]:
-        return self.indexed("owner", uid)
+        self._cached = CACHED.labels(plural)
 
     def indexed(self, index: str, value: str) -> list[R]:
         """The cached records whose `index` (one of `indexes`) is `value`."""
         return list(self._indexed[index].get(value, {}).values())
 
-    # -- the cache -------------------------------------------------------------------
-    def _older(self, rec: R, than: R | None) -> bool:
+    def older(self, rec: R, than: R | None) -> bool:
         """Whether `rec` is older than the cached `than` (etcd revisions are integers)."""
         if self.version is None or than is None:
             return False
         new, cur = whole_number(self.version(rec)), whole_number(self.version(than))
         return new is not None and cur is not None and new < cur
 
-    def put_newer(self, obj: dict[str, Any]) -> None:
-        """Cache what a write returned, silently: the watch brings the same version later,
-        and in between no reconcile may see the state from before the write."""
-        _, rec = self._read(obj)
-        if rec is None or self._older(rec, self.items.get(self.key_of(rec))):
-            return
-        self._put(rec, emit=False)
-
-    def _put(self, rec: R, emit: bool = True) -> None:
+    def put(self, rec: R) -> tuple[bool, R | None]:
+        """(whether `rec` is now cached, the record it took the place of)."""
         key = self.key_of(rec)
         old = self.items.get(key)
-        if self._older(rec, old):
-            return  # a watch event from before our own write
+        if self.older(rec, old):
+            return False, old  # a watch event from before our own write
         if old is not None:
             self._unindex(key, old)
         self.items[key] = rec
@@ -127,15 +99,15 @@ class Informer(Generic[R]):
                 self._indexed[name][value][key] = rec
         if old is None:
             self._cached.inc()
-        if emit:
-            self._emit(Change.MODIFIED if old is not None else Change.ADDED, rec, old)
+        return True, old
 
-    def _remove(self, key: str) -> None:
+    def remove(self, key: str) -> R | None:
+        """The record taken out, if there was one."""
         old = self.items.pop(key, None)
         if old is not None:
             self._cached.dec()
             self._unindex(key, old)
-            self._emit(Change.DELETED, None, old)
+        return old
 
     def _unindex(self, key: str, rec: R) -> None:
         for name, value_of in self._index_of.items():
@@ -145,6 +117,59 @@ class Informer(Generic[R]):
                 if not index[value]:
                     del index[value]
 
+
+class Informer(Generic[R]):
+    """One resource type's store, kept by its reflector, and the handlers told of each
+    change (client-go's shared informer)."""
+
+    def __init__(self, client: Client, resource: Resource, decode: Callable[[dict[str, Any]],
+                 R | None], key: Callable[[R], str], owner: Callable[[R], str | None],
+                 namespace: str | None = None, label_selector: str | None = None,
+                 version: Callable[[R], str] | None = None, first_page: int = PAGE,
+                 indexes: Mapping[str, Callable[[R], str | None]] | None = None):
+        """`owner`: the value `owned_by` finds a record by; `indexes`: more such values,
+        by name, that `indexed` finds records by (None: not indexed)."""
+        self.resource = resource
+        self.decode = decode
+        self.label_selector = label_selector
+        self.store = Store(resource.plural, key, owner, version, indexes)
+        self.items = self.store.items
+        self.handlers: list[Handler] = []
+        self.synced = asyncio.Event()
+        self._reflector = Reflector(client, resource, decode, namespace, label_selector,
+                                    first_page, self)
+
+    def add_handler(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    def get(self, key: str) -> R | None:
+        return self.items.get(key)
+
+    def owned_by(self, uid: str) -> list[R]:
+        return self.store.indexed("owner", uid)
+
+    def indexed(self, index: str, value: str) -> list[R]:
+        """The cached records whose `index` (one of `indexes`) is `value`."""
+        return self.store.indexed(index, value)
+
+    def put_newer(self, obj: dict[str, Any]) -> None:
+        """Cache what a write returned, silently: the watch brings the same version later,
+        and in between no reconcile may see the state from before the write."""
+        _, rec = self._reflector.read(obj)
+        if rec is not None:
+            self.store.put(rec)
+
+    def put(self, rec: R) -> None:
+        """Cache what the API server sent, and tell the handlers."""
+        stored, old = self.store.put(rec)
+        if stored:
+            self._emit(Change.MODIFIED if old is not None else Change.ADDED, rec, old)
+
+    def remove(self, key: str) -> None:
+        old = self.store.remove(key)
+        if old is not None:
+            self._emit(Change.DELETED, None, old)
+
     def _emit(self, change: Change, new: R | None, old: R | None) -> None:
         for handler in self.handlers:
             try:
@@ -152,8 +177,28 @@ class Informer(Generic[R]):
             except Exception:  # a handler's bug must not stop the informer
                 log.exception("informer handler failed for %s", self.resource.plural)
 
-    # -- list and watch --------------------------------------------------------------
-    def _read(self, obj: dict[str, Any]) -> tuple[bool, R | None]:
+    async def run(self) -> None:
+        """List and watch until cancelled; never raises."""
+        await self._reflector.run()
+
+
+class Reflector(Generic[R]):
+    """Lists and watches one resource type into an informer (client-go's reflector)."""
+
+    def __init__(self, client: Client, resource: Resource,
+                 decode: Callable[[dict[str, Any]], R | None], namespace: str | None,
+                 label_selector: str | None, first_page: int, informer: Informer[R]):
+        self.client = client
+        self.resource = resource
+        self.decode = decode
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.first_page = first_page
+        self.informer = informer
+        self.resource_version: str | None = None
+        self.watch_timeout = (240, 480)
+
+    def read(self, obj: dict[str, Any]) -> tuple[bool, R | None]:
         """(whether `obj` could be read, its record or None where it is not cached)."""
         try:
             return True, self.decode(obj)
@@ -168,6 +213,7 @@ class Informer(Generic[R]):
 
     async def _list(self) -> None:
         path = self.resource.path(self.namespace)
+        informer = self.informer
         seen: set[str] = set()
         cont = ""
         limit = self.first_page
@@ -183,14 +229,13 @@ class Informer(Generic[R]):
                 if not isinstance(obj, dict):
                     raise MalformedResponse(f"list {path}: an item that is not an object")
                 obj.setdefault("metadata", {})
-                readable, rec = self._read(obj)
+                readable, rec = self.read(obj)
                 if not readable:
                     seen.add(_key_in(obj))  # what was cached of it stays
                 if rec is None:
                     continue
-                key = self.key_of(rec)
-                seen.add(key)
-                self._put(rec)
+                seen.add(informer.store.key_of(rec))
+                informer.put(rec)
             if items:
                 limit = max(1, min(PAGE, PAGE_BYTES * len(items) // max(size, 1)))
             meta = page.get("metadata") or {}
@@ -199,9 +244,9 @@ class Informer(Generic[R]):
             if not cont:
                 self.resource_version = meta.get("resourceVersion")
                 break
-        for key in [k for k in self.items if k not in seen]:
-            self._remove(key)  # deleted while we were not watching
-        self.synced.set()
+        for key in [k for k in informer.items if k not in seen]:
+            informer.remove(key)  # deleted while we were not watching
+        informer.synced.set()
 
     async def _watch(self) -> None:
         assert self.resource_version is not None
@@ -217,6 +262,7 @@ class Informer(Generic[R]):
             WATCHES.dec()
 
     async def _consume(self, params: dict[str, str], read_timeout: float | None = None) -> None:
+        informer = self.informer
         async for event in self.client.watch(self.resource.path(self.namespace), params,
                                              read_timeout):
             etype, obj = event.get("type"), event.get("object") or {}
@@ -226,13 +272,14 @@ class Informer(Generic[R]):
             if etype == "BOOKMARK":
                 self.resource_version = rv or self.resource_version
                 continue
-            readable, rec = self._read(obj)
+            readable, rec = self.read(obj)
             if etype == "DELETED":
-                self._remove(self.key_of(rec) if rec is not None else _key_in(obj))
+                informer.remove(informer.store.key_of(rec) if rec is not None
+                                else _key_in(obj))
             elif rec is not None:
-                self._put(rec)
+                informer.put(rec)
             elif readable and etype in ("ADDED", "MODIFIED"):
-                self._remove(_key_in(obj))  # no longer one to cache
+                informer.remove(_key_in(obj))  # no longer one to cache
             self.resource_version = rv or self.resource_version
 
     async def run(self) -> None:
