@@ -1,4 +1,4 @@
-"""The manager's reading of a queued job for Kueue (trainop/cluster/kueue.py): the state Kueue's
+"""The manager's reading of a queued job for Kueue (trainop/cluster/acting/kueue.py): the state Kueue's
 integration reads, and the admitted job the engine makes pods from."""
 
 from __future__ import annotations
@@ -160,11 +160,11 @@ def test_a_workload_is_released_by_one_task_however_many_events_it_has() -> None
             going = {"metadata": {"namespace": "t", "name": "wl", "uid": "u",
                                   "finalizers": [wl.FINALIZER]}}
             for _ in range(100):
-                q.release_soon(going)
+                q.writes.release_soon(going)
             await asyncio.sleep(0.5)
             release.set()
             await asyncio.sleep(0.2)
-            q.release_soon(going)  # released: a later event may ask again
+            q.writes.release_soon(going)  # released: a later event may ask again
             await asyncio.sleep(0.5)
     asyncio.run(scenario())
     assert patches == ["wl", "wl"]

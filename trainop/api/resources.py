@@ -61,6 +61,16 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# Kueue's (--kueue-workloads): the Workloads kept, what they are admitted with and ranked by
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor",
+                            namespaced=False)
+WORKLOAD_PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
+                                     "WorkloadPriorityClass", namespaced=False)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass",
+                            namespaced=False)
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",

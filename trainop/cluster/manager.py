@@ -16,10 +16,12 @@ import aiohttp
 
 from trainop.api import KINDS, templates
 from trainop.api.resources import (
+    NAMESPACES,
     NODES,
     PLUGINS_PODGROUPS,
     PODS,
     VOLCANO_PODGROUPS,
+    WORKLOADS,
     Resource,
     job_resource,
 )
@@ -117,7 +119,7 @@ async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorde
     queued = [k for k in opts.kueue_kinds if k in opts.kinds]
     if not queued:
         return None
-    api = kueue.WORKLOADS
+    api = WORKLOADS
     try:
         await client.get(f"/apis/{api.group}/{api.version}")
     except APIError as err:
@@ -130,7 +132,7 @@ async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorde
     namespaces = None
     if opts.kueue_namespace_selector:
         try:
-            await client.get(kueue.NAMESPACES.path(), {
+            await client.get(NAMESPACES.path(), {
                 "labelSelector": opts.kueue_namespace_selector, "limit": "1"})
         except APIError as err:
             raise StartupError(f"--kueue-managed-jobs-namespace-selector "

@@ -256,7 +256,7 @@ class JobController:
         elif new is not None and new.obj["metadata"].get("deletionTimestamp") and \
                 self.leading() and self.queueing is not None:
             # its job is gone: the garbage collector deletes it once Kueue's finalizer goes
-            self.queueing.release_soon(new.obj)
+            self.queueing.writes.release_soon(new.obj)
 
     # -- workers -----------------------------------------------------------------------
     async def run(self) -> None:

@@ -17,31 +17,30 @@ from typing import Any
 from trainop import wallclock
 from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.resources import Resource, job_resource
+from trainop.api.resources import (
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+    job_resource,
+)
 from trainop.api.types import Defaulted
 from trainop.cluster.acting.events import EventRecorder
+from trainop.cluster.acting.workload_writes import WorkloadWrites
 from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.informer import Informer
 from trainop.cluster.reading.records import Meta, meta_of, owner_key
 from trainop.engine import conditions as cond
 from trainop.engine import queueing
 from trainop.engine import workload as wl
-from trainop.engine.labels import owner_reference
 from trainop.engine.plan import Event
 from trainop.engine.queueing import JobState, Step
 from trainop.engine.workload import Priority, WorkloadError
 
 log = logging.getLogger(__name__)
 
-WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
-RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor",
-                            namespaced=False)
-WORKLOAD_PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
-                                     "WorkloadPriorityClass", namespaced=False)
-PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass",
-                            namespaced=False)
-LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
 @dataclass(slots=True)
@@ -136,9 +135,7 @@ class Queueing:
         self.namespaces = namespaces
         """The namespaces whose jobs are queued (None: every one)."""
         self.without_queue_name = without_queue_name
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._releasing: set[str] = set()
-        """Workloads whose finalizer a task is removing."""
+        self.writes = WorkloadWrites(client, recorder)
         self._told: dict[tuple[str, str], tuple[str, str]] = {}
         """(kind, job key) -> (Workload UID, message) of the last Pending event told."""
 
@@ -241,7 +238,7 @@ class Queueing:
                                             f"priority class: {err.message}"))
             return None
         if step != Step():
-            await self.carry_out(written, obj, step)
+            await self.writes.carry_out(written, obj, step)
             return None
         admitted = next((w for w in workloads if wl.is_admitted(w)), None)
         if admitted is None:
@@ -253,7 +250,7 @@ class Queueing:
             return admitted_job(job, wl.admitted(admitted, flavors))
         except WorkloadError as err:
             # Kueue finishes a Workload whose admission cannot be applied (FailedToStart)
-            await self.patch_status(queueing.StatusPatch(admitted, queueing.conditions_with(
+            await self.writes.patch_status(queueing.StatusPatch(admitted, queueing.conditions_with(
                 admitted, "Finished", "True", "FailedToStart", str(err), wallclock.now())))
             return None
 
@@ -297,91 +294,3 @@ class Queueing:
     def forget(self, kind: str, key: str) -> None:
         """A deleted job's memory of what it was told."""
         self._told.pop((kind, key), None)
-
-    async def carry_out(self, written: Job, obj: dict[str, Any], step: Step) -> None:
-        ns = written.namespace
-        if step.adopt is not None:
-            meta = step.adopt["metadata"]
-            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {"metadata": {
-                "resourceVersion": meta.get("resourceVersion"),
-                "labels": {wl.JOB_UID_LABEL: written.metadata.uid or ""},
-                "ownerReferences": [*(meta.get("ownerReferences") or []),
-                                    owner_reference(written)]}})
-        if step.create is not None:
-            try:
-                await self.client.create(WORKLOADS.path(ns), step.create)
-            except APIError as err:
-                if err.status != 409:
-                    raise
-        for target, spec in step.replace_spec:
-            meta = target["metadata"]
-            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {
-                "metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": spec})
-        for gone in step.delete:
-            await self.release(gone)
-            await self._ignore_missing(self.client.delete(
-                WORKLOADS.path(ns, gone["metadata"]["name"])))
-        for patch in step.status:
-            await self.patch_status(patch)
-        for held in step.release:
-            await self.release(held)
-        if step.suspend is not None:
-            meta = obj["metadata"]
-            await self.client.patch(job_resource(obj["kind"]).path(
-                meta["namespace"], meta["name"]), {"spec": {"runPolicy": {
-                    "suspend": step.suspend}}})
-        for event in step.events:
-            self.recorder.record(obj, event)
-
-    async def patch_status(self, patch: queueing.StatusPatch) -> None:
-        """The Workload's status, as of the version read (a conflict: read again)."""
-        meta = patch.workload["metadata"]
-        body: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
-                                "status": {}}
-        if patch.conditions is not None:
-            body["status"]["conditions"] = patch.conditions
-        if patch.clear_admission:
-            body["status"]["admission"] = None
-        if patch.reclaimable_pods is not None:
-            body["status"]["reclaimablePods"] = patch.reclaimable_pods or None
-        await self.client.patch(WORKLOADS.path(meta["namespace"], meta["name"], "status"),
-                                body)
-
-    def release_soon(self, workload: Mapping[str, Any]) -> None:
-        """release(), in a task of its own (from an informer's handler), one at a time for
-        a Workload however many events it has."""
-        key = queueing.key(workload)
-        if key in self._releasing:
-            return
-        self._releasing.add(key)
-
-        async def go() -> None:
-            try:
-                await self.release(workload)
-            except APIError as err:
-                log.warning("cannot release Workload %s: %s", key, err)
-            finally:
-                self._releasing.discard(key)
-        task = asyncio.get_running_loop().create_task(go())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def release(self, workload: Mapping[str, Any]) -> None:
-        """Remove Kueue's finalizer (the Workload's quota is no longer the job's to hold)."""
-        meta = workload["metadata"]
-        finalizers = meta.get("finalizers") or []
-        if wl.FINALIZER not in finalizers:
-            return
-        await self._ignore_missing(self.client.patch(
-            WORKLOADS.path(meta["namespace"], meta["name"]), {"metadata": {
-                "resourceVersion": meta.get("resourceVersion"),
-                "finalizers": [f for f in finalizers if f != wl.FINALIZER]}}))
-
-    @staticmethod
-    async def _ignore_missing(call: Any) -> None:
-        try:
-            await call
-        except APIError as err:
-            if err.status != 404:
-                raise
-

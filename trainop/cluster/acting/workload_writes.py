@@ -1,0 +1,120 @@
+"""Kueue's writes for a queued job: its Workload made, adopted, re-specified, deleted and
+given its status, Kueue's finalizer removed where the quota is no longer the job's, and the
+job suspended or resumed, as engine/queueing.py's step says."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from trainop.api import Job
+from trainop.api.resources import WORKLOADS, job_resource
+from trainop.cluster.acting.events import EventRecorder
+from trainop.cluster.reading.client import APIError, Client
+from trainop.engine import queueing
+from trainop.engine import workload as wl
+from trainop.engine.labels import owner_reference
+from trainop.engine.queueing import Step
+
+log = logging.getLogger(__name__)
+
+
+class WorkloadWrites:
+    """Carries out the queue's steps on the API server."""
+
+    def __init__(self, client: Client, recorder: EventRecorder):
+        self.client = client
+        self.recorder = recorder
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._releasing: set[str] = set()
+        """Workloads whose finalizer a task is removing."""
+
+    async def carry_out(self, written: Job, obj: dict[str, Any], step: Step) -> None:
+        ns = written.namespace
+        if step.adopt is not None:
+            meta = step.adopt["metadata"]
+            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {"metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "labels": {wl.JOB_UID_LABEL: written.metadata.uid or ""},
+                "ownerReferences": [*(meta.get("ownerReferences") or []),
+                                    owner_reference(written)]}})
+        if step.create is not None:
+            try:
+                await self.client.create(WORKLOADS.path(ns), step.create)
+            except APIError as err:
+                if err.status != 409:
+                    raise
+        for target, spec in step.replace_spec:
+            meta = target["metadata"]
+            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {
+                "metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": spec})
+        for gone in step.delete:
+            await self.release(gone)
+            await self._ignore_missing(self.client.delete(
+                WORKLOADS.path(ns, gone["metadata"]["name"])))
+        for patch in step.status:
+            await self.patch_status(patch)
+        for held in step.release:
+            await self.release(held)
+        if step.suspend is not None:
+            meta = obj["metadata"]
+            await self.client.patch(job_resource(obj["kind"]).path(
+                meta["namespace"], meta["name"]), {"spec": {"runPolicy": {
+                    "suspend": step.suspend}}})
+        for event in step.events:
+            self.recorder.record(obj, event)
+
+    async def patch_status(self, patch: queueing.StatusPatch) -> None:
+        """The Workload's status, as of the version read (a conflict: read again)."""
+        meta = patch.workload["metadata"]
+        body: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                "status": {}}
+        if patch.conditions is not None:
+            body["status"]["conditions"] = patch.conditions
+        if patch.clear_admission:
+            body["status"]["admission"] = None
+        if patch.reclaimable_pods is not None:
+            body["status"]["reclaimablePods"] = patch.reclaimable_pods or None
+        await self.client.patch(WORKLOADS.path(meta["namespace"], meta["name"], "status"),
+                                body)
+
+    def release_soon(self, workload: Mapping[str, Any]) -> None:
+        """release(), in a task of its own (from an informer's handler), one at a time for
+        a Workload however many events it has."""
+        key = queueing.key(workload)
+        if key in self._releasing:
+            return
+        self._releasing.add(key)
+
+        async def go() -> None:
+            try:
+                await self.release(workload)
+            except APIError as err:
+                log.warning("cannot release Workload %s: %s", key, err)
+            finally:
+                self._releasing.discard(key)
+        task = asyncio.get_running_loop().create_task(go())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def release(self, workload: Mapping[str, Any]) -> None:
+        """Remove Kueue's finalizer (the Workload's quota is no longer the job's to hold)."""
+        meta = workload["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if wl.FINALIZER not in finalizers:
+            return
+        await self._ignore_missing(self.client.patch(
+            WORKLOADS.path(meta["namespace"], meta["name"]), {"metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "finalizers": [f for f in finalizers if f != wl.FINALIZER]}}))
+
+    @staticmethod
+    async def _ignore_missing(call: Any) -> None:
+        try:
+            await call
+        except APIError as err:
+            if err.status != 404:
+                raise
+
