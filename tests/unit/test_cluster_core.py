@@ -388,7 +388,7 @@ def test_a_launcher_jobs_pods_are_kept_under_the_job_and_count_for_its_owner() -
                                lambda: True, ParsedJobs())
     rec = caches.objects["Job"].get("ns/j-launcher")
     assert rec is not None
-    assert controller.batch_job(rec) == BatchJob(failed=1, running=1,
+    assert controller.observer.batch_job(rec) == BatchJob(failed=1, running=1,
                                                  last_failed=("Evicted", "j-launcher-b ended"))
     # a change of its pod wakes the MPIJob
     pod_rec = caches.pods.get("ns/j-launcher-c")

@@ -13,7 +13,6 @@ from typing import Any
 from trainop import wallclock
 from trainop.api import InvalidJob, load_job, parse_job
 from trainop.api.persona import persona_of
-from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.api.types import Defaulted
 from trainop.cluster.acting import metrics
@@ -25,29 +24,24 @@ from trainop.cluster.acting.sshkeys import new_key_pair
 from trainop.cluster.acting.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.cluster.reading.caches import NODE_INDEX, PREBUILT_INDEX, Caches
 from trainop.cluster.reading.client import Client
-from trainop.cluster.reading.informer import Change, Informer
+from trainop.cluster.reading.informer import Change
+from trainop.cluster.reading.observing import Observer
 from trainop.cluster.reading.records import (
     JobRecord,
     NodeRecord,
     ObjectRecord,
     PodRecord,
-    owner_key,
 )
 from trainop.engine import (
-    BatchJob,
     ClusterAddressing,
     EngineConfig,
-    Held,
     Observed,
-    OwnedObject,
-    PodState,
     reconcile,
     rejected,
 )
 from trainop.engine import conditions as cond
 from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name
-from trainop.engine.observed import NodeState
 from trainop.engine.queueing import given_back
 from trainop.frameworks import framework_for, framework_of
 
@@ -133,6 +127,7 @@ class JobController:
         self.applier = PlanApplier(kind, self.framework.info.framework, client, self.jobs,
                                    recorder)
         self.expectations = self.applier.expectations
+        self.observer = Observer(kind, caches, self.framework.pod_services, self.applier.held)
         self.jobs.add_handler(self._on_job)
         assert caches.pods is not None
         caches.pods.add_handler(self._on_pod)
@@ -225,15 +220,7 @@ class JobController:
 
     def _on_lost_node(self, pod: PodRecord) -> bool:
         """Whether `pod` is on a node that is not Ready, or gone (--lost-node-grace)."""
-        return bool(pod.node) and self._lost(str(pod.node)) is not None
-
-    def _lost(self, node: str) -> NodeState | None:
-        """`node` as the engine is told it, where it is not Ready or gone; None where it is
-        Ready or nodes are not watched."""
-        if self.caches.nodes is None:
-            return None
-        rec = self.caches.nodes.get(node)
-        return NodeState(node, "") if rec is None else rec.lost()
+        return bool(pod.node) and self.observer.lost(str(pod.node)) is not None
 
     def _on_workload(self, change: Change, new: WorkloadRecord | None,
                      old: WorkloadRecord | None) -> None:
@@ -267,67 +254,6 @@ class JobController:
                                for _ in range(self.config.threads)))
 
     # -- one reconcile -------------------------------------------------------------------
-    def observed(self, job: Defaulted, exited: tuple[tuple[str, int], ...] = ()) -> Observed:
-        """What the caches hold of the job's own pods and objects: those whose controller
-        reference names this kind, this UID, in the job's namespace; and the pods seen to
-        end since its last plan (`exited`)."""
-        assert self.caches.pods is not None
-        owner = owner_key(job.namespace, self.kind, job.metadata.uid or "")
-        pods = tuple(p.state(job) for p in self.caches.pods.owned_by(owner))
-        objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content,
-                                    self.batch_job(o) if o.job else None)
-                        for o in self.caches.owned_objects(owner))
-        cached = self.held(job, pods, objects)
-        seen = {(h.kind, h.name) for h in cached}
-        # and those only the API server showed (anyone's), until they are gone
-        named = tuple(h for h in self.applier.held(job.key) if (h.kind, h.name) not in seen)
-        return Observed(pods=pods, objects=objects, exited=exited, held=cached + named,
-                        lost_nodes=self.lost_nodes(pods))
-
-    def lost_nodes(self, pods: tuple[PodState, ...]) -> tuple[NodeState, ...]:
-        """The nodes of `pods` that are not Ready, or gone (--lost-node-grace)."""
-        return tuple(lost for name in sorted({p.node for p in pods if p.node})
-                     if (lost := self._lost(name)) is not None)
-
-    def batch_job(self, rec: ObjectRecord) -> BatchJob:
-        """A Job's status with what its pods say: how many run, and how its newest failed
-        pod failed (mpi-operator reads them from the Job's pods)."""
-        assert self.caches.pods is not None and rec.job is not None
-        pods = self.caches.pods.owned_by(owner_key(rec.meta.namespace, JOBS.kind, rec.meta.uid))
-        failed = [p.failure for p in pods if p.failure is not None]
-        last = max(failed, key=lambda f: f.created, default=None)
-        return dataclasses.replace(
-            rec.job, running=sum(1 for p in pods if p.phase == "Running" and not p.terminating),
-            last_failed=(last.pod_reason, last.pod_message) if last else None)
-
-    def held(self, job: Defaulted, pods: tuple[PodState, ...], objects: tuple[OwnedObject, ...]
-             ) -> tuple[Held, ...]:
-        """The replica names of `job` that pods or services of other kubeflow.org/v1 jobs
-        hold in the caches (a job deleted and applied again: the old one's, still going)."""
-        assert self.caches.pods is not None
-        services = [o.name for o in objects if o.kind == "Service"]
-        resolved = resolve(job)
-        total = resolved.total
-        if len(pods) >= total and (len(services) >= total or not self.framework.pod_services):
-            return ()  # every replica has its objects (the common case: no lookup at all)
-        mine = {p.name for p in pods} | set(services)
-        caches: list[tuple[str, Informer[Any]]] = [("Pod", self.caches.pods)]
-        if "Service" in self.caches.objects:
-            caches.append(("Service", self.caches.objects["Service"]))
-        out = []
-        for rtype, index in resolved.slots():
-            name = replica_name(job, rtype, index)
-            if name in mine:
-                continue
-            for kind, cache in caches:
-                rec = cache.get(f"{job.namespace}/{name}")
-                if rec is not None and rec.meta.owner_uid != job.metadata.uid:
-                    # (a service has no grace period: one being deleted is gone)
-                    deleting = isinstance(rec, PodRecord) and rec.terminating
-                    out.append(Held(kind, name, deleting, rec.meta.owner_kind,
-                                    rec.meta.owner_name))
-        return tuple(out)
-
     async def sync(self, key: str) -> float | None:
         if not self.leading():
             return None
@@ -353,7 +279,7 @@ class JobController:
             reclaimed = given_back(self.queueing.of(written))
         await self.applier.look_again(key, job.namespace)
         exited = dict(self._exited.get(key, {}))
-        observed = dataclasses.replace(self.observed(job, tuple(exited.items())),
+        observed = dataclasses.replace(self.observer.observed(job, tuple(exited.items())),
                                        reclaimed=reclaimed)
         fw = framework_of(job)
         if fw.launcher is not None and fw.launcher.wants_ssh_key(job, observed):
