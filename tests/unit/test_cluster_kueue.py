@@ -1,5 +1,5 @@
-"""The manager's reading of a queued job for Kueue (trainop/cluster/acting/kueue.py): the state Kueue's
-integration reads, and the admitted job the engine makes pods from."""
+"""The manager's reading of a queued job for Kueue (trainop/cluster/acting/kueue.py): the
+state Kueue's integration reads, and the admitted job the engine makes pods from."""
 
 from __future__ import annotations
 

@@ -222,6 +222,27 @@ def test_a_quantity_too_large_to_count_or_malformed_is_refused_at_once(text: str
         quantity.parse(text)
 
 
+@pytest.mark.parametrize("value", [None, {"cpu": 1}, [1], True, float("inf"), float("nan"),
+                                   -float("inf")], ids=["null", "object", "list", "bool",
+                                                        "inf", "nan", "minus-inf"])
+def test_what_is_no_quantity_at_all_is_refused_as_malformed(value: object) -> None:
+    # a template's amounts are the tenant's JSON: whatever they hold, one ValueError
+    with pytest.raises(ValueError, match="not a quantity"):
+        quantity.parse(value)  # type: ignore[arg-type]
+
+
+def test_a_gang_of_a_template_asking_for_amounts_of_no_type_leaves_them_out() -> None:
+    odd = {"Worker": {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "i",
+        "resources": {"requests": {"cpu": None, "example.com/x": {"a": 1},
+                                   "memory": "1Gi"}}}]}}}}
+    c = Cluster(job("PyTorchJob", {"Worker": 2}, replica_extra=odd),
+                config=EngineConfig(gang_scheduler="volcano"))
+    c.step()
+    group, = [o for o in c.created.values() if o["kind"] == "PodGroup"]
+    assert group["spec"]["minResources"] == {"memory": str(2 * 2**30)}
+
+
 def test_a_gang_of_a_template_asking_for_an_uncountable_amount_leaves_it_out() -> None:
     huge = {"Worker": {"template": {"spec": {"containers": [{
         "name": "pytorch", "image": "i",

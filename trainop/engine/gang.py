@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -46,25 +47,40 @@ def min_resources(job: Defaulted) -> dict[str, str]:
     sp = job.spec.run_policy.scheduling_policy
     if sp is not None and sp.min_resources:
         return {k: str(v) for k, v in sp.min_resources.items()}
-    total: dict[str, Fraction] = {}
     left = min_member(job)
-    replicas = resolve(job).replicas
-    for rtype, rspec in job.spec.replica_specs.items():
-        per_pod: dict[str, Fraction] = {}
-        for c in containers(rspec.template):
-            res = c.get("resources") or {}
-            requests = res.get("requests")
-            amounts: dict[str, Any] = requests if isinstance(requests, dict) else (
-                res.get("limits") or {})
-            for name, value in amounts.items():
+    counted: dict[str, int] = {}
+    for rtype, n in resolve(job).replicas.items():
+        counted[rtype] = min(n, max(left, 0))
+        left -= counted[rtype]
+    return _summed(job, counted, _upstream_amounts)
+
+
+def _upstream_amounts(resources: dict[str, Any]) -> dict[str, Any]:
+    """A container's requests, or its limits where it has no requests at all."""
+    requests = resources.get("requests")
+    return requests if isinstance(requests, dict) else (resources.get("limits") or {})
+
+
+def _mpi_operator_amounts(resources: dict[str, Any]) -> dict[str, Any]:
+    """A container's limits overridden, name by name, by its requests."""
+    limits, requests = resources.get("limits"), resources.get("requests")
+    return {**(limits if isinstance(limits, dict) else {}),
+            **(requests if isinstance(requests, dict) else {})}
+
+
+def _summed(job: Defaulted, pods: Mapping[str, int],
+            amounts_of: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, str]:
+    """What `pods` of each replica type ask for in all, each container's amounts as
+    `amounts_of` reads them; an amount that is no quantity is left out (the API server
+    refuses the pod itself: it is said there)."""
+    total: dict[str, Fraction] = {}
+    for rtype, n in pods.items():
+        for c in containers(job.spec.replica_specs[rtype].template):
+            for name, value in amounts_of(c.get("resources") or {}).items():
                 try:
-                    per_pod[name] = per_pod.get(name, Fraction(0)) + quantity.parse(value)
+                    total[name] = total.get(name, Fraction(0)) + quantity.parse(value) * n
                 except ValueError:
-                    continue  # the API server rejects the pod itself; say it there
-        pods = min(replicas[rtype], max(left, 0))
-        left -= pods
-        for name, amount in per_pod.items():
-            total[name] = total.get(name, Fraction(0)) + amount * pods
+                    continue
     return {k: quantity.fmt(v) for k, v in sorted(total.items())}
 
 
@@ -217,16 +233,4 @@ def _mpi_operator_min_resources(job: Defaulted, members: int) -> dict[str, str] 
     replicas = dict(resolve(job).replicas)
     if sum(replicas.values()) > members and "Worker" in replicas:
         replicas["Worker"] = members - 1
-    total: dict[str, Fraction] = {}
-    for rtype, n in replicas.items():
-        for c in containers(job.spec.replica_specs[rtype].template):
-            res = c.get("resources") or {}
-            limits, requests = res.get("limits"), res.get("requests")
-            amounts = {**(limits if isinstance(limits, dict) else {}),
-                       **(requests if isinstance(requests, dict) else {})}
-            for name, value in amounts.items():
-                try:
-                    total[name] = total.get(name, Fraction(0)) + quantity.parse(value) * n
-                except ValueError:
-                    continue  # the API server rejects the pod itself; say it there
-    return {k: quantity.fmt(v) for k, v in sorted(total.items())}
+    return _summed(job, replicas, _mpi_operator_amounts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -20,8 +21,12 @@ minutes and gigabytes to compute."""
 
 
 def parse(value: int | float | str) -> Fraction:
-    """The exact amount of a quantity; ValueError for a malformed one, or one too large
-    (or too finely divided) to count."""
+    """The exact amount of a quantity; ValueError for a malformed one (whatever JSON it
+    is: null, an object, a boolean, a float that is no number), or one too large (or too
+    finely divided) to count."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str) or (
+            isinstance(value, float) and not math.isfinite(value)):
+        raise ValueError(f"not a quantity: {str(value)[:40]!r}")
     if isinstance(value, int | float):
         return Fraction(value)
     m = _QUANTITY.fullmatch(value.strip())
