@@ -47,6 +47,31 @@ def test_parts_start_after_what_they_need_and_stop_backwards() -> None:
                      "controllers": "CONTROLLERS"}
 
 
+def test_told_to_stop_while_a_part_waits_the_start_ends_there() -> None:
+    log: list[str] = []
+    components = Components()
+
+    async def waits(given: dict[str, Any]) -> None:
+        log.append("start webhook")
+        try:
+            await asyncio.sleep(3600)  # the API server never answers
+        except asyncio.CancelledError:
+            log.append("cancelled webhook")
+            raise
+
+    async def run() -> dict[str, Any] | None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.05, stop.set)
+        given = await asyncio.wait_for(parts.start_all([
+            recording(log, components, "client"), Part("webhook", ("client",), waits),
+            recording(log, components, "controllers", "webhook")], stop), 10)
+        await components.stop()
+        return given
+
+    assert asyncio.run(run()) is None
+    assert log == ["start client", "start webhook", "cancelled webhook", "stop client"]
+
+
 def test_parts_that_need_nothing_of_each_other_keep_the_tables_order() -> None:
     table = [Part(n, (), lambda g: asyncio.sleep(0)) for n in ("b", "c", "a")]
     assert [p.name for p in parts.order(table)] == ["b", "c", "a"]

@@ -190,10 +190,10 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    given = await parts.start_all(_Starting(opts, cfg, components, stop).parts())
-    elector: LeaderElector | None = given["lease"]
-    if not given["controllers"]:  # stopped while waiting for the lease
+    given = await parts.start_all(_Starting(opts, cfg, components, stop).parts(), stop)
+    if given is None or not given["controllers"]:  # told to stop before it led
         return 0
+    elector: LeaderElector | None = given["lease"]
     await _first(stop.wait(), *([elector.lost.wait()] if elector else []))
     if elector is not None and elector.lost.is_set():
         return 1

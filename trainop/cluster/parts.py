@@ -43,11 +43,22 @@ def order(parts: Iterable[Part]) -> list[Part]:
     return out
 
 
-async def start_all(parts: Iterable[Part]) -> dict[str, Any]:
-    """Start each part in `order`; what each gave, by name."""
+async def start_all(parts: Iterable[Part], stop: asyncio.Event | None = None
+                    ) -> dict[str, Any] | None:
+    """Start each part in `order`; what each gave, by name. None where `stop` is set first:
+    the part under way is cancelled (a manager told to stop while it waits on the API
+    server stops at once, as it would before it caught signals)."""
     given: dict[str, Any] = {}
     for part in order(parts):
-        given[part.name] = await part.start(given)
+        starting = asyncio.ensure_future(part.start(given))
+        if stop is not None:
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not starting.done():
+                await _cancel(starting)
+                return None
+        given[part.name] = await starting
     return given
 
 
