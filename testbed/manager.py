@@ -1,7 +1,7 @@
 """`trainop manager` as a child process of a test or a benchmark: started against a
 kubeconfig, its metrics and probes on loopback ports it binds itself (port 0: no other
-process can take them between a pick and the bind), waited for until ready, read through
-its metrics."""
+process can take them between a pick and the bind) and says it bound, waited for until
+ready, read through its metrics."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from typing import Self
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from trainop.local.ports import free_port
+
 WRITE_VERBS = ("post", "put", "patch", "delete")
 SERVING = re.compile(r"trainop\.listener: (\w+) serving on [^\s:]+:(\d+)$", re.M)
 """The line each of the manager's servers logs once it has bound its port."""
@@ -30,12 +32,17 @@ class ManagerProcess:
                  wrapper: list[str] | None = None):
         self.log_path = log_path
         self._ports: dict[str, int] = {}
+        if _quiet(args):
+            # it will not say what it bound (a benchmark's manager logs warnings only):
+            # ports handed out, and reserved, here
+            self._ports = {"metrics": free_port(), "probes": free_port()}
         defaults = [*(() if "--kubeconfig" in args else ("--kubeconfig", str(kubeconfig))),
                     *(() if "--webhook-port" in args else ("--webhook-port", "0"))]
         self.proc = subprocess.Popen(
             [*(wrapper or []), sys.executable, "-m", "trainop.cli", "manager", *defaults,
-             "--metrics-bind-address", "127.0.0.1:0",
-             "--health-probe-bind-address", "127.0.0.1:0", *args],
+             "--metrics-bind-address", f"127.0.0.1:{self._ports.get('metrics', 0)}",
+             "--health-probe-bind-address", f"127.0.0.1:{self._ports.get('probes', 0)}",
+             *args],
             stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
 
     def bound(self, server: str, timeout: float = 30) -> int:
@@ -91,6 +98,18 @@ class ManagerProcess:
 
     def stop(self, timeout: float = 20) -> None:
         terminate(self.proc, timeout)
+
+
+def _quiet(args: tuple[str, ...]) -> bool:
+    """Whether `args` set a log level above info (the lines saying what it bound are
+    info)."""
+    level = "info"
+    for i, arg in enumerate(args):
+        if arg == "--log-level" and i + 1 < len(args):
+            level = args[i + 1]
+        elif arg.startswith("--log-level="):
+            level = arg.partition("=")[2]
+    return level.lower() not in ("debug", "info")
 
 
 def wait_ready(proc: subprocess.Popen[bytes], health_port: int, timeout: float, name: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -241,6 +242,31 @@ def test_without_kueue_queued_jobs_run_and_that_is_said_once(
     assert len(said) == 1 and said[0].endswith(
         "Kueue's Workload API (kueue.x-k8s.io/v1beta2) is not served: jobs of TFJob are not "
         "queued (--kueue-workloads)")
+
+
+@pytest.mark.parametrize("level", [(), ("--log-level", "warning")], ids=["info", "warning"])
+def test_each_server_says_the_port_it_bound(apiserver: TestAPIServer, kube: Kube,
+                                            tmp_path: Path, level: tuple[str, ...]) -> None:
+    # port 0: the kernel picks, and the manager says what it got (at info); a manager
+    # that logs warnings only is given its ports by the test bed
+    from testbed.manager import ManagerProcess
+
+    log = tmp_path / "manager.log"
+    m = ManagerProcess(apiserver.kubeconfig, "--namespace", kube.ns, "--enable-scheme",
+                       "jaxjob", *level, log_path=log)
+    try:
+        m.wait_ready()
+        assert m.metric("controller_runtime_max_concurrent_reconciles",
+                        controller="jaxjob-controller") == 1
+        said = re.findall(r"trainop\.listener: (\w+) serving on 127\.0\.0\.1:(\d+)$",
+                          log.read_text(), re.M)
+        if level:
+            assert said == []
+        else:
+            assert dict(said) == {"metrics": str(m.metrics_port),
+                                  "probes": str(m.health_port)}
+    finally:
+        m.stop()
 
 
 def test_an_unknown_kind_to_queue_is_one_line() -> None:
