@@ -136,8 +136,8 @@ class Informer(Generic[R]):
         self.items = self.store.items
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
-        self._reflector = Reflector(client, resource, decode, namespace, label_selector,
-                                    first_page, self)
+        self._reflector = Reflector(client, resource, namespace, label_selector, first_page,
+                                    self)
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
@@ -185,12 +185,10 @@ class Informer(Generic[R]):
 class Reflector(Generic[R]):
     """Lists and watches one resource type into an informer (client-go's reflector)."""
 
-    def __init__(self, client: Client, resource: Resource,
-                 decode: Callable[[dict[str, Any]], R | None], namespace: str | None,
+    def __init__(self, client: Client, resource: Resource, namespace: str | None,
                  label_selector: str | None, first_page: int, informer: Informer[R]):
         self.client = client
         self.resource = resource
-        self.decode = decode
         self.namespace = namespace
         self.label_selector = label_selector
         self.first_page = first_page
@@ -201,7 +199,7 @@ class Reflector(Generic[R]):
     def read(self, obj: dict[str, Any]) -> tuple[bool, R | None]:
         """(whether `obj` could be read, its record or None where it is not cached)."""
         try:
-            return True, self.decode(obj)
+            return True, self.informer.decode(obj)
         except Exception as err:  # whatever one object holds, the stream goes on
             UNREADABLE.labels(self.resource.plural).inc()
             log.warning("%s %s cannot be read (%s: %s); skipped", self.resource.plural,
