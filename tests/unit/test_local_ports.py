@@ -98,3 +98,31 @@ def test_without_a_folder_for_reservations_the_bind_check_alone_decides(
     (tmp_path / "file").write_text("")
     monkeypatch.setattr(ports, "RESERVED", tmp_path / "file" / "reserved")
     assert free_port() > 0
+
+
+def test_without_a_folder_for_reservations_a_busy_port_closes_no_descriptor(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # no lock taken means no descriptor to let go of: never close(True), which is fd 1
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(ports, "RESERVED", tmp_path / "file" / "reserved")
+    taken, other = 20011, 20012
+    closed: list[int] = []
+    monkeypatch.setattr(ports.os, "close", closed.append)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", taken))
+        busy.listen()
+        picks(monkeypatch, taken, other)
+        assert free_port() == other
+    assert closed == []
+    assert ports._given[other] is None
+
+
+def test_a_reservation_folder_someone_else_made_is_not_trusted(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a link planted where the folder goes: no lock file is made through it
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "reserved").symlink_to(target)
+    monkeypatch.setattr(ports, "RESERVED", tmp_path / "reserved")
+    port = free_port()
+    assert list(target.iterdir()) == [] and ports._given[port] is None

@@ -8,6 +8,7 @@ import fcntl
 import os
 import random
 import socket
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -54,33 +55,36 @@ def free_port() -> int:
         with _lock:
             if port in _given:
                 continue
-            held = _reserve(port)
-            if held is False:
+            free, held = _reserve(port)
+            if not free:
                 continue
             with socket.socket() as s:
                 try:
                     s.bind(("127.0.0.1", port))
                 except OSError:  # in use (or lingering): another
-                    if isinstance(held, int):
+                    if held is not None:
                         os.close(held)
                     continue
-            _given[port] = held if isinstance(held, int) else None
+            _given[port] = held
             return port
     raise OSError(f"no free loopback port in {start}-{stop - 1} after {TRIES} tries")
 
 
-def _reserve(port: int) -> int | bool:
-    """The descriptor now holding `port`'s lock; False where another process holds it;
-    True where no lock can be taken here (a read-only temporary folder: the bind check
-    alone, as before)."""
+def _reserve(port: int) -> tuple[bool, int | None]:
+    """(whether no other process holds `port`, the descriptor now holding its lock). No
+    descriptor where no lock can be taken here (no temporary folder, or one this user did
+    not make: a link or another's folder is not trusted): the bind check alone decides."""
     try:
         RESERVED.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(RESERVED / str(port), os.O_RDWR | os.O_CREAT, 0o600)
+        folder = os.lstat(RESERVED)
+        if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.getuid():
+            return True, None
+        fd = os.open(RESERVED / str(port), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError:
-        return True
+        return True, None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        return False
-    return fd
+        return False, None
+    return True, fd
