@@ -13,7 +13,7 @@ from trainop.api.kinds import GROUP, KINDS
 
 WEBHOOK_HEADER = """\
 # As upstream v1.9 (manifests/base/webhook/manifests.yaml at release-1.9): one validating
-# webhook each for JAXJob, PaddleJob, PyTorchJob, TFJob and XGBoostJob; no mutating webhook,
+# webhook for each kind that has one (KindInfo.validating_webhook); no mutating webhook,
 # so stored jobs are never rewritten with defaults (what is applied is what is stored).
 # The webhooks' names are upstream's (a refusal names its webhook). The manager patches its
 # CA into clientConfig.caBundle.
