@@ -189,6 +189,20 @@ def test_leader_election_hands_over(kube: Kube, start_manager: Callable[..., Man
     kube.wait_pods(2)
 
 
+def test_a_manager_waiting_for_the_lease_stops_at_once_when_told(
+        kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    args = ("--leader-elect", "--leader-election-namespace", kube.ns)
+    first = start_manager(*args)
+    wait_for("first leads", lambda: "became leader" in first.log())
+    second = start_manager(*args)
+    wait_for("second waits", lambda: "waiting for the lease" in second.log())
+    told = time.monotonic()
+    second.proc.terminate()
+    assert second.proc.wait(10) == 0
+    assert time.monotonic() - told < 5
+    assert "became leader" not in second.log()
+
+
 OWN_PORTS = ("--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address",
              "127.0.0.1:0", "--webhook-port", "0")
 """No port another suite's process may hold (mpi-operator's health port is always 8080)."""

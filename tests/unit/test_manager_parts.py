@@ -103,7 +103,7 @@ def test_a_part_that_fails_to_stop_does_not_keep_the_others_running() -> None:
 
 def test_the_managers_order() -> None:
     names = [p.name for p in parts.order(
-        _Starting(ManagerOptions(), None, Components(), asyncio.Event()).parts())]  # type: ignore[arg-type]
+        _Starting(ManagerOptions(), None, Components()).parts())]  # type: ignore[arg-type]
     assert names[0] == "client" and names[-1] == "controllers"
     before = [("probes", "webhook serving"), ("webhook serving", "discovery"),
               ("discovery", "caches"), ("informers", "lease"), ("recorder", "queueing")]

@@ -190,8 +190,8 @@ async def _run(opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    given = await parts.start_all(_Starting(opts, cfg, components, stop).parts(), stop)
-    if given is None or not given["controllers"]:  # told to stop before it led
+    given = await parts.start_all(_Starting(opts, cfg, components).parts(), stop)
+    if given is None:  # told to stop before it led
         return 0
     elector: LeaderElector | None = given["lease"]
     await _first(stop.wait(), *([elector.lost.wait()] if elector else []))
@@ -210,8 +210,8 @@ class _Starting:
     once the lease is held."""
 
     def __init__(self, opts: ManagerOptions, cfg: cluster_config.ClusterConfig,
-                 components: Components, stop: asyncio.Event):
-        self.opts, self.cfg, self.components, self.stop = opts, cfg, components, stop
+                 components: Components):
+        self.opts, self.cfg, self.components = opts, cfg, components
 
     def parts(self) -> list[parts.Part]:
         return [
@@ -294,22 +294,18 @@ class _Starting:
         self.components.task("cache sync", _log_synced(caches, self.opts, given["probes"]))
 
     async def lease(self, _: dict[str, Any]) -> LeaderElector | None:
-        """The elector, once it leads (or the manager is told to stop first); None where
-        the manager runs alone."""
+        """The elector, once it leads; None where the manager runs alone."""
         elector = _elector(self.opts, self.cfg, self.components)
         if elector is not None:
             self.components.started("lease", elector.release)
             self.components.task("leader election", elector.run())
             log.info("waiting for the lease %s/%s", elector.namespace, elector.name)
-            await _first(elector.became_leader.wait(), self.stop.wait())
+            await elector.became_leader.wait()
         return elector
 
-    async def controllers(self, given: dict[str, Any]) -> bool:
+    async def controllers(self, given: dict[str, Any]) -> None:
         """One controller per kind, each started once its own caches are (a kind whose
-        jobs cannot be listed holds up no other); False where the manager was told to
-        stop before it led."""
-        if self.stop.is_set():
-            return False
+        jobs cannot be listed holds up no other)."""
         elector: LeaderElector | None = given["lease"]
         leading = (lambda: elector.leading) if elector else (lambda: True)
         caches: caches_mod.Caches = given["caches"]
@@ -323,7 +319,6 @@ class _Starting:
             self.components.task(f"{kind} controller", _when_synced(
                 [caches.jobs[kind], *caches.shared(),
                  *(queued.informers() if queued else [])], controller.run))
-        return True
 
 
 async def _log_synced(caches: caches_mod.Caches, opts: ManagerOptions, probes: Probes) -> None:
