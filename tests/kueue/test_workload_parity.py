@@ -76,7 +76,7 @@ def test_trainops_workload_is_the_one_kueue_makes(kube: Kube, queues: Queues,
         assert spec.get(field) == mine["spec"].get(field), field
     assert [semantic(ps) for ps in spec["podSets"]] == [
         semantic(ps) for ps in mine["spec"]["podSets"]]
-    assert wl.matches(job, theirs)
+    assert wl.matches(job, wl.read(theirs))
 
 
 @pytest.mark.parametrize("kind", ["PyTorchJob", "MPIJob"])
@@ -89,9 +89,9 @@ def test_trainop_adds_to_the_pods_what_kueues_admission_writes_into_the_template
     queues.wait_workload(kind, name)
     stored = kube.job(kind, name)
     queues.create(cpu="8", flavor=FLAVOR)  # now it fits
-    theirs = wait_for("the Workload admitted", lambda: (lambda w: w if w and wl.is_admitted(w)
+    theirs = wait_for("the Workload admitted", lambda: (lambda w: w if w and wl.read(w).admitted
                       else None)(queues.workload(kind, name)))
-    infos = wl.admitted(theirs, {queues.name: FLAVOR})
+    infos = wl.admitted(wl.read(theirs), {queues.name: FLAVOR})
     written = wait_for("the templates admitted", lambda: (lambda t: t if all(
         (x.get("spec") or {}).get("nodeSelector") for x in t.values()) else None)(
         templates(kube.job(kind, name), kind)))

@@ -660,8 +660,7 @@ def test_pods_are_found_by_their_node_from_their_binding_until_they_go() -> None
 
 
 def test_a_name_is_one_segment_of_a_path_whatever_its_author_wrote() -> None:
-    from trainop.api.resources import PODS
-    from trainop.cluster.acting.kueue import PRIORITY_CLASSES
+    from trainop.api.resources import PODS, PRIORITY_CLASSES
 
     assert PODS.path("team-a", "job-worker-0") == "/api/v1/namespaces/team-a/pods/job-worker-0"
     assert PRIORITY_CLASSES.path(name="../../api/v1/secrets?watch=true#x") == \

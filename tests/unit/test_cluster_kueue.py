@@ -8,13 +8,14 @@ from typing import Any, cast
 
 from tests.jobs import TYPICAL, job, manifest
 from trainop.api import Job, load_job
-from trainop.cluster.acting.kueue import Queueing, WorkloadRecord, admitted_job, job_state
+from trainop.cluster.acting.kueue import Queueing, admitted_job, job_state
 from trainop.cluster.reading.client import Client
-from trainop.cluster.reading.records import meta_of
+from trainop.cluster.reading.kueue_caches import KueueCaches, workload_record
 from trainop.engine import workload as wl
 from trainop.engine.plan import Event
 from trainop.engine.queueing import JobState
 from trainop.engine.workload import PodSetInfo
+from trainop.engine.workload_record import Workload
 
 
 def with_status(status: dict[str, Any], suspend: bool = False) -> Job:
@@ -64,15 +65,20 @@ class Told:
         self.events.append((event.type, event.reason, event.message))
 
 
-def pending_workload(uid: str, reason: str, message: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": "default", "name": "wl", "uid": uid},
-            "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
-                                       "reason": reason, "message": message}]}}
+def pending_workload(uid: str, reason: str, message: str) -> Workload:
+    return wl.read({"metadata": {"namespace": "default", "name": "wl", "uid": uid},
+                    "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
+                                               "reason": reason, "message": message}]}})
+
+
+def caches(client: Client | None = None) -> KueueCaches:
+    """Kueue's caches, filled by the test (no informer runs)."""
+    return KueueCaches(cast(Client, client), None)
 
 
 def test_why_a_workload_waits_is_told_once_per_reason() -> None:
     told = Told()
-    q = Queueing(cast(Client, None), cast(Any, None), cast(Any, None), cast(Any, told))
+    q = Queueing(cast(Client, None), caches(), cast(Any, told))
     j = job("PyTorchJob")
     lost = pending_workload("u1", "Inadmissible", "LocalQueue q doesn't exist")
     for _ in range(3):
@@ -93,19 +99,6 @@ def test_why_a_workload_waits_is_told_once_per_reason() -> None:
     assert len(told.events) == 5
 
 
-class OwnedBy:
-    """The Workload informer's lookups, over a fixed list."""
-
-    def __init__(self, *records: Any) -> None:
-        self.records = records
-
-    def owned_by(self, key: str) -> list[Any]:
-        return list(self.records)
-
-    def get(self, key: str) -> None:
-        return None
-
-
 def test_a_job_whose_workload_kueue_keeps_is_left_to_kueue_and_that_is_told_once() -> None:
     told = Told()
     doc = manifest("MPIJob", TYPICAL["MPIJob"], uid="uid-1")
@@ -115,8 +108,9 @@ def test_a_job_whose_workload_kueue_keeps_is_left_to_kueue_and_that_is_told_once
     kueues["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v2beta1"
     kueues["metadata"]["uid"] = "w1"
     # no client: a write of any kind would fail the test
-    q = Queueing(cast(Client, None), cast(Any, OwnedBy(WorkloadRecord(meta_of(kueues), kueues))),
-                 cast(Any, None), cast(Any, told))
+    kept = caches()
+    kept.workloads.put(workload_record(kueues))
+    q = Queueing(cast(Client, None), kept, cast(Any, told))
     for _ in range(2):
         assert asyncio.run(q.sync(j, j, doc)) is j  # the engine runs it as Kueue has it
     name = kueues["metadata"]["name"]
@@ -156,9 +150,9 @@ def test_a_workload_is_released_by_one_task_however_many_events_it_has() -> None
         app.router.add_patch(
             "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads/{name}", patch)
         async with client_of(app) as client:
-            q = Queueing(client, cast(Any, None), cast(Any, None), cast(Any, Told()))
-            going = {"metadata": {"namespace": "t", "name": "wl", "uid": "u",
-                                  "finalizers": [wl.FINALIZER]}}
+            q = Queueing(client, caches(client), cast(Any, Told()))
+            going = wl.read({"metadata": {"namespace": "t", "name": "wl", "uid": "u",
+                                          "finalizers": [wl.FINALIZER]}})
             for _ in range(100):
                 q.writes.release_soon(going)
             await asyncio.sleep(0.5)

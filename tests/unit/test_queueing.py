@@ -47,7 +47,8 @@ ADMITTED = (("QuotaReserved", "True", "QuotaReserved"), ("Admitted", "True", "Ad
 
 def decide(j: Job, state: JobState, *workloads: dict[str, Any],
            pods_ready: bool = False) -> Step:
-    return q.decide(j, state, list(workloads), wl.desired(j, wl.Priority()),
+    """The step, the Workloads read as the cache reads them."""
+    return q.decide(j, state, [wl.read(w) for w in workloads], wl.PriorityClasses(),
                     wait_for_pods_ready=pods_ready, now=NOW)
 
 
@@ -104,8 +105,8 @@ def test_a_running_job_whose_workload_is_not_admitted_is_stopped() -> None:
 
 def pods_ready(step: Step) -> tuple[str, str, str]:
     patch, = step.status
-    c = next(c for c in patch.conditions if c["type"] == "PodsReady")
-    return c["status"], c["reason"], c["message"]
+    c = next(c for c in patch.conditions if c.type == "PodsReady")
+    return c.status, c.reason, c.message
 
 
 def test_pods_ready_follows_the_running_condition() -> None:
@@ -140,23 +141,22 @@ def test_an_evicted_job_stops_and_gives_its_quota_back_once_its_pods_are_gone() 
     assert step.suspend is None and step.events == []
     patch, = step.status
     assert patch.clear_admission
-    by_type = {c["type"]: c for c in patch.conditions}
-    assert (by_type["Requeued"]["status"], by_type["Requeued"]["reason"]) == (
-        "True", "Preempted")
-    assert (by_type["QuotaReserved"]["status"], by_type["QuotaReserved"]["reason"],
-            by_type["QuotaReserved"]["message"]) == ("False", "Pending", "Evicted Preempted")
-    assert (by_type["Admitted"]["status"], by_type["Admitted"]["reason"]) == (
+    by_type = {c.type: c for c in patch.conditions}
+    assert (by_type["Requeued"].status, by_type["Requeued"].reason) == ("True", "Preempted")
+    assert (by_type["QuotaReserved"].status, by_type["QuotaReserved"].reason,
+            by_type["QuotaReserved"].message) == ("False", "Pending", "Evicted Preempted")
+    assert (by_type["Admitted"].status, by_type["Admitted"].reason) == (
         "False", "NoReservation")
-    assert by_type["Admitted"]["lastTransitionTime"] == q.clock.fmt(NOW)
-    assert by_type["Evicted"]["lastTransitionTime"] == EARLIER  # untouched
+    assert by_type["Admitted"].last_transition_time == q.clock.fmt(NOW)
+    assert by_type["Evicted"].last_transition_time == EARLIER  # untouched
 
 
 def test_an_eviction_other_than_preemption_is_not_requeued_by_the_job() -> None:
     j = job()
     evicted = workload_of(j, *ADMITTED, ("Evicted", "True", "PodsReadyTimeout"))
     patch, = decide(j, QUEUED, evicted).status
-    requeued = next(c for c in patch.conditions if c["type"] == "Requeued")
-    assert (requeued["status"], requeued["reason"]) == ("False", "PodsReadyTimeout")
+    requeued = next(c for c in patch.conditions if c.type == "Requeued")
+    assert (requeued.status, requeued.reason) == ("False", "PodsReadyTimeout")
 
 
 def test_a_finished_job_finishes_its_workload_which_is_then_let_go() -> None:
@@ -166,14 +166,14 @@ def test_a_finished_job_finishes_its_workload_which_is_then_let_go() -> None:
     step = decide(j, ended, workload_of(j, *ADMITTED))
     patch, = step.status
     finished = patch.conditions[-1]
-    assert (finished["type"], finished["status"], finished["reason"], finished["message"]) == (
+    assert (finished.type, finished.status, finished.reason, finished.message) == (
         "Finished", "True", "Failed",
         "PyTorchJob job is failed because 1 Master replica(s) failed.")
     assert step.events == [Event("Normal", "FinishedWorkload",
                                  f"Workload 'default/{wl.name(j)}' is declared finished")]
     done = workload_of(j, *ADMITTED, ("Finished", "True", "Failed"))
     step = decide(j, ended, done)
-    assert step.release == [done] and step.status == [] and step.events == []
+    assert step.release == [wl.read(done)] and step.status == [] and step.events == []
     # its finalizer gone: nothing more, and no Workload made again
     done["metadata"]["finalizers"] = []
     assert decide(j, ended, done) == Step()
@@ -184,7 +184,7 @@ def test_a_workload_being_deleted_stops_the_job_and_is_let_go() -> None:
     j = job()
     going = workload_of(j, *ADMITTED, deletionTimestamp=EARLIER)
     step = decide(j, RUNNING, going)
-    assert step.suspend is True and step.release == [going]
+    assert step.suspend is True and step.release == [wl.read(going)]
     assert step.events == [Event("Normal", "Stopped", "Workload is deleted")]
 
 
@@ -194,7 +194,7 @@ def test_workloads_not_the_jobs_are_deleted() -> None:
     stale = workload_of(job(workers=5), ("QuotaReserved", "False", "Pending"),
                         name="stale")
     step = decide(j, QUEUED, stale, mine)
-    assert step.delete == [stale] and step.create is None and step.replace_spec == []
+    assert step.delete == [wl.read(stale)] and step.create is None and step.replace_spec == []
     assert step.events == [Event("Normal", "DeletedWorkload",
                                  "Deleted not matching Workload: default/stale")]
 
@@ -205,7 +205,7 @@ def test_a_suspended_jobs_changed_spec_is_written_into_its_pending_workload() ->
     after = job(workers=4)  # scaled while queued
     step = decide(after, QUEUED, pending)
     (target, spec), = step.replace_spec
-    assert target is pending and [p["count"] for p in spec["podSets"]] == [1, 4]
+    assert target == wl.read(pending) and [p["count"] for p in spec["podSets"]] == [1, 4]
     assert step.create is None and step.delete == []
     assert step.events == [Event("Normal", "UpdatedWorkload",
                                  "Updated not matching Workload for suspended job: "
@@ -213,14 +213,14 @@ def test_a_suspended_jobs_changed_spec_is_written_into_its_pending_workload() ->
     # one holding quota is not rewritten: it goes, and a new one is made next
     holding = workload_of(before, *ADMITTED)
     step = decide(after, QUEUED, holding)
-    assert step.delete == [holding] and step.replace_spec == []
+    assert step.delete == [wl.read(holding)] and step.replace_spec == []
 
 
 def test_a_running_job_whose_workload_no_longer_matches_is_stopped() -> None:
     before = job(workers=2)
     admitted = workload_of(before, *ADMITTED)
     step = decide(job(workers=4), RUNNING, admitted)
-    assert step.suspend is True and step.delete == [admitted]
+    assert step.suspend is True and step.delete == [wl.read(admitted)]
     assert step.events[0] == Event("Normal", "Stopped", "No matching Workload")
 
 
@@ -229,7 +229,7 @@ def test_a_prebuilt_workload_is_adopted_checked_and_waited_for() -> None:
     made = workload_of(j, name="from-manager")
     unowned = copy.deepcopy(made)
     unowned["metadata"]["ownerReferences"] = []
-    assert decide(j, QUEUED, unowned).adopt is unowned
+    assert decide(j, QUEUED, unowned).adopt == wl.read(unowned)
     # not there yet: the job waits, suspended, and no Workload of its own is made
     step = decide(j, QUEUED)
     assert step == Step()
@@ -243,7 +243,7 @@ def test_a_prebuilt_workload_is_adopted_checked_and_waited_for() -> None:
     other = workload_of(job(workers=5), name="from-manager")
     other["metadata"]["ownerReferences"][0]["uid"] = "uid-1"
     patch, = decide(j, QUEUED, other).status
-    assert (patch.conditions[-1]["reason"], patch.conditions[-1]["message"]) == (
+    assert (patch.conditions[-1].reason, patch.conditions[-1].message) == (
         "OutOfSync", "The prebuilt workload is out of sync with its user job")
     # in sync and admitted: it starts
     admitted = workload_of(j, *ADMITTED, name="from-manager")
@@ -252,13 +252,13 @@ def test_a_prebuilt_workload_is_adopted_checked_and_waited_for() -> None:
 
 def test_a_condition_keeps_its_transition_time_while_its_status_stays() -> None:
     j = job()
-    before = workload_of(j, ("PodsReady", "False", "WaitForStart"))
+    before = wl.read(workload_of(j, ("PodsReady", "False", "WaitForStart")))
     same = q.conditions_with(before, "PodsReady", "False", "WaitForRecovery", "m", NOW)
-    assert same[-1]["lastTransitionTime"] == EARLIER
+    assert same[-1].last_transition_time == EARLIER
     flipped = q.conditions_with(before, "PodsReady", "True", "Started", "m", NOW)
-    assert flipped[-1]["lastTransitionTime"] == q.clock.fmt(NOW)
+    assert flipped[-1].last_transition_time == q.clock.fmt(NOW)
     long = q.conditions_with(before, "Finished", "True", "Failed", "x" * 40000, NOW)
-    assert len(long[-1]["message"]) == q.MAX_CONDITION_MESSAGE
+    assert len(long[-1].message) == q.MAX_CONDITION_MESSAGE
 
 
 def test_a_workload_kueues_own_integration_keeps_is_not_the_jobs_to_keep() -> None:
@@ -271,12 +271,12 @@ def test_a_workload_kueues_own_integration_keeps_is_not_the_jobs_to_keep() -> No
     kueues = copy.deepcopy(ours)
     kueues["metadata"]["ownerReferences"][0]["apiVersion"] = "kubeflow.org/v2beta1"
     assert kueues["metadata"]["name"] == ours["metadata"]["name"]
-    assert q.kept_by_another(mpi, [kueues]) is kueues
-    assert q.kept_by_another(mpi, [ours]) is None
+    assert q.kept_by_another(mpi, [wl.read(kueues)]) == wl.read(kueues)
+    assert q.kept_by_another(mpi, [wl.read(ours)]) is None
     # a Workload at another version of another job is no sign
     other = copy.deepcopy(kueues)
     other["metadata"]["ownerReferences"][0]["uid"] = "uid-2"
-    assert q.kept_by_another(mpi, [other]) is None
+    assert q.kept_by_another(mpi, [wl.read(other)]) is None
 
 
 def test_replicas_that_are_done_give_their_quota_back_and_never_take_it_again() -> None:
@@ -343,10 +343,10 @@ def test_what_a_workload_holding_quota_gave_back_is_read_strictly() -> None:
     given["status"]["reclaimablePods"] = [
         {"name": "worker", "count": 2}, {"name": "master", "count": "1"},
         {"name": "ps", "count": 0}, "junk"]
-    assert q.given_back([given]) == (("worker", 2),)
+    assert q.given_back([wl.read(given)]) == (("worker", 2),)
     waiting = workload_of(j, ("QuotaReserved", "False", "Pending"))
     waiting["status"]["reclaimablePods"] = [{"name": "worker", "count": 2}]
-    assert q.given_back([waiting]) == ()
+    assert q.given_back([wl.read(waiting)]) == ()
 
 
 def test_replicas_given_back_never_run_again_whichever_is_deleted() -> None:
@@ -388,11 +388,12 @@ def test_a_jobs_changed_queue_name_moves_its_waiting_workload() -> None:
     waiting = workload_of(job(), ("QuotaReserved", "False", "Inadmissible"))
     moved = job(**{wl.QUEUE_LABEL: "other"})
     step = decide(moved, QUEUED, waiting)
-    assert step.replace_spec == [(waiting, {"queueName": "other"})] and step.events == []
+    assert step.replace_spec == [(wl.read(waiting), {"queueName": "other"})] and step.events == []
     # the label taken off: the Workload names no queue either (and waits for one)
     unnamed = job()
     del unnamed.metadata.labels[wl.QUEUE_LABEL]  # type: ignore[union-attr]
-    assert decide(unnamed, QUEUED, waiting).replace_spec == [(waiting, {"queueName": None})]
+    assert decide(unnamed, QUEUED, waiting).replace_spec == [
+        (wl.read(waiting), {"queueName": None})]
     # not while it holds an admission (Kueue's validation refuses it)
     admitted = workload_of(job(), ("QuotaReserved", "True", "QuotaReserved"))
     assert decide(moved, QUEUED, admitted).replace_spec == []

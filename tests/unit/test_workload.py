@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -157,6 +156,59 @@ def test_priority_fields() -> None:
                              "name": "batch"}, "priority": 5}
 
 
+def labelled(labels: dict[str, str], policy: dict[str, Any] | None = None) -> Job:
+    doc = manifest("PyTorchJob", TYPICAL["PyTorchJob"],
+                   spec={"runPolicy": {"schedulingPolicy": policy}} if policy else {})
+    doc["metadata"]["labels"] = labels
+    return parse_job(doc)
+
+
+CLASSES = wl.PriorityClasses(workload={"batch": 5},
+                             pod={"high": 1000, "low": 10, "base": 1, "also": 1},
+                             global_default={"low": 10, "base": 1, "also": 1})
+
+
+def test_the_priority_is_found_among_the_classes_the_caches_show() -> None:
+    # ExtractPriority: the WorkloadPriorityClass label first, then the PriorityClass
+    wpc = {wl.PRIORITY_CLASS_LABEL: "batch"}
+    assert wl.priority(labelled(wpc, {"priorityClass": "high"}), CLASSES) == Priority(
+        "WorkloadPriorityClass", "batch", 5)
+    assert wl.priority(labelled({}, {"priorityClass": "high"}), CLASSES) == Priority(
+        "PriorityClass", "high", 1000)
+    # none named: the lowest global default, by name where two are as low
+    assert wl.priority(labelled({}), CLASSES) == Priority("PriorityClass", "also", 1)
+    assert wl.priority(labelled({}), wl.PriorityClasses()) == Priority()
+
+
+@pytest.mark.parametrize(("labels", "policy", "told"), [
+    ({wl.PRIORITY_CLASS_LABEL: "gone"}, None,
+     'priority class: workloadpriorityclasses.kueue.x-k8s.io "gone" not found'),
+    ({}, {"priorityClass": "gone"},
+     'priority class: priorityclasses.scheduling.k8s.io "gone" not found'),
+    ({}, {"priorityClass": "../../api/v1/secrets"},
+     "priority class '../../api/v1/secrets' is not a valid name"),
+])
+def test_a_priority_class_not_there_is_said(labels: dict[str, str], policy: dict[str, Any] |
+                                            None, told: str) -> None:
+    with pytest.raises(WorkloadError) as err:
+        wl.priority(labelled(labels, policy), CLASSES)
+    assert str(err.value) == told
+
+
+def test_a_workload_of_any_shape_is_read_without_failing_the_reader() -> None:
+    odd = wl.read({"metadata": {"name": "w", "namespace": "t", "finalizers": "kueue",
+                                "ownerReferences": ["x", {"uid": 3, "controller": "yes"}],
+                                "generation": "2"},
+                   "spec": {"podSets": {"a": 1}, "maximumExecutionTimeSeconds": True},
+                   "status": {"conditions": [None, {"type": "Admitted", "status": "True"}],
+                              "admission": [], "reclaimablePods": [{"count": "1"}, 7]}})
+    assert (odd.key, odd.finalizers, odd.generation, odd.pod_sets) == ("t/w", (), 0, ())
+    assert odd.controller is None and odd.owners[0].uid == ""
+    assert odd.max_execution_seconds is None and odd.admission is None
+    assert odd.admitted and not odd.has_quota and odd.reclaimable_pods == ()
+    assert wl.read({}) == wl.read({"metadata": None, "spec": 1, "status": "x"})
+
+
 @pytest.mark.parametrize("value", ["0", "-3", "ten", "2147483648", "1_0", "٣", "9" * 5000])
 def test_a_bad_maximum_execution_time_is_refused(value: str) -> None:
     doc = manifest("PyTorchJob", TYPICAL["PyTorchJob"])
@@ -170,11 +222,9 @@ def made_for(kind: str = "PyTorchJob", **kw: Any) -> tuple[Any, dict[str, Any]]:
     return j, wl.desired(j, Priority())
 
 
-@pytest.mark.parametrize("cached", [dict, wl.slim], ids=["whole", "as-cached"])
-def test_a_workload_matches_its_job_until_counts_or_containers_change(
-        cached: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+def test_a_workload_matches_its_job_until_counts_or_containers_change() -> None:
     j, made = made_for()
-    assert wl.matches(j, cached(made))
+    assert wl.matches(j, wl.read(made))
     # Kubernetes' semantic equality: quantities by amount, empty as missing
     container = made["spec"]["podSets"][1]["template"]["spec"]["containers"][0]
     for form in ("1", "1000m"):
@@ -183,31 +233,29 @@ def test_a_workload_matches_its_job_until_counts_or_containers_change(
             "requests": {"cpu": form}}
         k = job("PyTorchJob", replica_extra={"Worker": {"template": {"spec": {
             "containers": [{**container, "resources": {"requests": {"cpu": "1"}}}]}}}})
-        assert wl.matches(k, cached(other))
+        assert wl.matches(k, wl.read(other))
     other = copy.deepcopy(made)
     other["spec"]["podSets"][1]["template"]["spec"]["containers"][0]["env"] = []
-    assert wl.matches(j, cached(other))
+    assert wl.matches(j, wl.read(other))
     # not the job's: another count, image, owner, UID or maximum execution time
-    assert not wl.matches(job("PyTorchJob", {"Master": 1, "Worker": 3}), cached(made))
+    assert not wl.matches(job("PyTorchJob", {"Master": 1, "Worker": 3}), wl.read(made))
     other = copy.deepcopy(made)
     other["spec"]["podSets"][1]["template"]["spec"]["containers"][0]["image"] = "x"
-    assert not wl.matches(j, cached(other))
-    assert not wl.matches(job("PyTorchJob", name="another"), cached(made))
-    assert not wl.matches(job("PyTorchJob", uid="uid-2"), cached(made))
+    assert not wl.matches(j, wl.read(other))
+    assert not wl.matches(job("PyTorchJob", name="another"), wl.read(made))
+    assert not wl.matches(job("PyTorchJob", uid="uid-2"), wl.read(made))
     other = copy.deepcopy(made)
     other["spec"]["maximumExecutionTimeSeconds"] = 60
-    assert not wl.matches(j, cached(other))
+    assert not wl.matches(j, wl.read(other))
 
 
-@pytest.mark.parametrize("cached", [dict, wl.slim], ids=["whole", "as-cached"])
-def test_tolerations_count_only_until_admission(
-        cached: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+def test_tolerations_count_only_until_admission() -> None:
     j, made = made_for()
     other = copy.deepcopy(made)
     other["spec"]["podSets"][0]["template"]["spec"]["tolerations"] = [{"key": "k"}]
-    assert not wl.matches(j, cached(other))
+    assert not wl.matches(j, wl.read(other))
     other["status"] = {"conditions": [{"type": "Admitted", "status": "True"}]}
-    assert wl.matches(j, cached(other))
+    assert wl.matches(j, wl.read(other))
 
 
 FLAVORS: dict[str, dict[str, Any]] = {"spot": {"nodeLabels": {"pool": "spot"}, "tolerations": [
@@ -227,7 +275,7 @@ def admitted_workload(**assignment: Any) -> dict[str, Any]:
 
 
 def test_admission_gives_each_pod_set_its_flavors_and_kueues_labels() -> None:
-    infos = wl.admitted(admitted_workload(), FLAVORS)
+    infos = wl.admitted(wl.read(admitted_workload()), FLAVORS)
     master, worker = infos["master"], infos["worker"]
     assert master.node_selector == {"pool": "spot"}
     assert worker.node_selector == {"pool": "spot", "gpu": "a100"}
@@ -240,7 +288,8 @@ def test_admission_gives_each_pod_set_its_flavors_and_kueues_labels() -> None:
 
 
 def test_topology_assignment_gates_the_pods() -> None:
-    infos = wl.admitted(admitted_workload(topologyAssignment={"levels": ["rack"]}), FLAVORS)
+    infos = wl.admitted(wl.read(admitted_workload(topologyAssignment={"levels": ["rack"]})),
+                        FLAVORS)
     assert infos["master"].scheduling_gates == [{"name": "kueue.x-k8s.io/topology"}]
     # no topology asked for: Kueue places the pods unconstrained
     assert infos["master"].annotations[wl.UNCONSTRAINED_TOPOLOGY] == "true"
@@ -251,7 +300,7 @@ def test_topology_assignment_gates_the_pods() -> None:
 def test_a_cluster_queue_name_no_label_can_hold_is_not_a_label(name: str) -> None:
     made = admitted_workload()
     made["status"]["admission"]["clusterQueue"] = name
-    assert wl.CLUSTER_QUEUE_LABEL not in wl.admitted(made, FLAVORS)["master"].labels
+    assert wl.CLUSTER_QUEUE_LABEL not in wl.admitted(wl.read(made), FLAVORS)["master"].labels
 
 
 @pytest.mark.parametrize(("name", "valid"), [
@@ -265,30 +314,30 @@ def test_dns_subdomains(name: str, valid: bool) -> None:
 def test_a_workload_from_multikueue_marks_its_pods() -> None:
     made = admitted_workload()
     made["metadata"]["labels"][wl.MULTIKUEUE_ORIGIN_LABEL] = "manager"
-    assert wl.admitted(made, FLAVORS)["master"].labels[wl.MULTIKUEUE_POD_LABEL] == "true"
+    assert wl.admitted(wl.read(made), FLAVORS)["master"].labels[wl.MULTIKUEUE_POD_LABEL] == "true"
 
 
 def test_admission_checks_add_their_updates() -> None:
     made = admitted_workload()
     made["status"]["admissionChecks"] = [{"name": "prov", "podSetUpdates": [
         {"name": "worker", "nodeSelector": {"zone": "z1"}, "annotations": {"a": "b"}}]}]
-    infos = wl.admitted(made, FLAVORS)
+    infos = wl.admitted(wl.read(made), FLAVORS)
     assert infos["worker"].node_selector == {"pool": "spot", "gpu": "a100", "zone": "z1"}
     assert infos["worker"].annotations["a"] == "b"
     made["status"]["admissionChecks"][0]["podSetUpdates"][0]["nodeSelector"] = {
         "pool": "other"}
     with pytest.raises(WorkloadError, match="admission check prov: conflicting nodeSelector"):
-        wl.admitted(made, FLAVORS)
+        wl.admitted(wl.read(made), FLAVORS)
 
 
 def test_a_missing_flavor_is_an_error() -> None:
     with pytest.raises(WorkloadError, match="ResourceFlavor gpu not found"):
-        wl.admitted(admitted_workload(), {"spot": FLAVORS["spot"]})
+        wl.admitted(wl.read(admitted_workload()), {"spot": FLAVORS["spot"]})
 
 
 def test_not_admitted_adds_nothing() -> None:
     _, made = made_for()
-    assert wl.admitted(made, FLAVORS) == {}
+    assert wl.admitted(wl.read(made), FLAVORS) == {}
 
 
 def test_apply_merges_into_a_pod_and_refuses_a_clash() -> None:
@@ -311,7 +360,7 @@ def test_apply_merges_into_a_pod_and_refuses_a_clash() -> None:
 def test_every_kind_has_a_workload() -> None:
     for kind in KINDS:
         j, made = made_for(kind)
-        assert wl.matches(j, made)
+        assert wl.matches(j, wl.read(made))
         assert [s["name"] for s in made["spec"]["podSets"]] == [
             r.lower() for r in KINDS[kind].replica_types if r in TYPICAL[kind]]
 
@@ -321,11 +370,11 @@ def test_a_workload_of_another_minimum_is_not_the_elastic_jobs() -> None:
     elastic = job("PyTorchJob", {"Worker": 4},
                   spec={"elasticPolicy": {"minReplicas": 2, "maxReplicas": 4}})
     made = wl.desired(elastic, Priority())
-    assert wl.matches(elastic, made) and wl.matches(elastic, wl.slim(made))
+    assert wl.matches(elastic, wl.read(made))
     made["spec"]["podSets"][0]["minCount"] = 3
-    assert not wl.matches(elastic, made)
+    assert not wl.matches(elastic, wl.read(made))
     del made["spec"]["podSets"][0]["minCount"]  # every replica or none
-    assert not wl.matches(elastic, made)
+    assert not wl.matches(elastic, wl.read(made))
 
 
 def test_an_elastic_jobs_workers_may_be_admitted_partly() -> None:
@@ -345,7 +394,7 @@ def test_an_elastic_jobs_workers_may_be_admitted_partly() -> None:
     made = wl.desired(elastic, Priority())
     made["status"] = {"admission": {"clusterQueue": "cq", "podSetAssignments": [
         {"name": "worker", "flavors": {}, "count": 3}]}}
-    assert wl.admitted(made, {})["worker"].count == 3
+    assert wl.admitted(wl.read(made), {})["worker"].count == 3
 
 
 def test_a_workload_of_a_template_with_an_uncountable_quantity_compares_as_written() -> None:
@@ -353,10 +402,10 @@ def test_a_workload_of_a_template_with_an_uncountable_quantity_compares_as_writt
         "name": "pytorch", "image": "i", "resources": {"requests": {"cpu": "1e999999999"}}}]}}}}
     j = job("PyTorchJob", replica_extra=huge)
     made = wl.desired(j, Priority())
-    assert wl.matches(j, made)
+    assert wl.matches(j, wl.read(made))
     made["spec"]["podSets"][-1]["template"]["spec"]["containers"][0]["resources"] = {
         "requests": {"cpu": "1e999999998"}}
-    assert not wl.matches(j, made)
+    assert not wl.matches(j, wl.read(made))
 
 
 def test_the_cache_keeps_a_workload_without_its_templates() -> None:
@@ -366,10 +415,9 @@ def test_the_cache_keeps_a_workload_without_its_templates() -> None:
     j = job("PyTorchJob", replica_extra=huge)
     made = wl.desired(j, Priority())
     made["metadata"]["managedFields"] = [{"manager": "kueue", "fieldsV1": {"f:spec": {}}}]
-    kept = wl.slim(made)
-    assert len(json.dumps(kept)) < 5_000 < 1_300_000 < len(json.dumps(made))
-    assert "managedFields" not in kept["metadata"]
-    assert [sorted(ps) for ps in kept["spec"]["podSets"]] == [
+    kept = wl.read(made)
+    assert len(repr(kept)) < 5_000 < 1_300_000 < len(json.dumps(made))
+    assert [sorted(ps) for ps in kept.pod_sets] == [
         sorted([k for k in ps if k != "template"] + [wl.DIGESTS])
         for ps in made["spec"]["podSets"]]
     assert made["spec"]["podSets"][0]["template"]  # the Workload given is left as it was

@@ -36,6 +36,7 @@ from trainop.cluster.reading import caches as caches_mod
 from trainop.cluster.reading import config as cluster_config
 from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.informer import Informer, wait_synced
+from trainop.cluster.reading.kueue_caches import KueueCaches
 from trainop.cluster.serving import server
 from trainop.cluster.serving.authn import TokenAuthorizer
 from trainop.cluster.serving.webhook import WebhookServer
@@ -128,8 +129,6 @@ async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorde
         log.warning("Kueue's Workload API (%s) is not served: jobs of %s are not queued "
                     "(--kueue-workloads)", api.api_version, ", ".join(queued))
         return None
-    workloads, flavors = kueue.informers(client, opts.namespace)
-    namespaces = None
     if opts.kueue_namespace_selector:
         try:
             await client.get(NAMESPACES.path(), {
@@ -137,11 +136,11 @@ async def _queueing(client: Client, opts: ManagerOptions, recorder: EventRecorde
         except APIError as err:
             raise StartupError(f"--kueue-managed-jobs-namespace-selector "
                                f"{opts.kueue_namespace_selector!r}: {err}") from None
-        namespaces = kueue.managed_namespaces(client, opts.kueue_namespace_selector)
     log.info("keeping Kueue Workloads for queued jobs of %s%s (in namespaces %s)",
              ", ".join(queued), ", those naming no queue too" if
              opts.kueue_without_queue_name else "", opts.kueue_namespace_selector or "all")
-    return kueue.Queueing(client, workloads, flavors, recorder, namespaces=namespaces,
+    caches = KueueCaches(client, opts.namespace, opts.kueue_namespace_selector or None)
+    return kueue.Queueing(client, caches, recorder,
                           without_queue_name=opts.kueue_without_queue_name)
 
 
@@ -288,7 +287,7 @@ class _Starting:
     async def informers(self, given: dict[str, Any]) -> None:
         caches: caches_mod.Caches = given["caches"]
         queueing: kueue.Queueing | None = given["queueing"]
-        for informer in [*caches.all(), *(queueing.informers() if queueing else [])]:
+        for informer in [*caches.all(), *(queueing.caches.all() if queueing else [])]:
             given["probes"].informers[informer.resource.plural] = self.components.task(
                 f"{informer.resource.plural} informer", informer.run())
         self.components.task("cache sync", _log_synced(caches, self.opts, given["probes"]))
@@ -318,7 +317,7 @@ class _Starting:
                                        given["recorder"], leading, parsed, queued)
             self.components.task(f"{kind} controller", _when_synced(
                 [caches.jobs[kind], *caches.shared(),
-                 *(queued.informers() if queued else [])], controller.run))
+                 *(queued.caches.all() if queued else [])], controller.run))
 
 
 async def _log_synced(caches: caches_mod.Caches, opts: ManagerOptions, probes: Probes) -> None:

@@ -20,6 +20,8 @@ from trainop.api.resolved import restarts_every_replica
 from trainop.engine import clock
 from trainop.engine import workload as wl
 from trainop.engine.plan import Event
+from trainop.engine.workload import PriorityClasses
+from trainop.engine.workload_record import Workload, WorkloadCondition
 
 PREBUILT_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 """A job label (or annotation) naming the Workload made for it beforehand (MultiKueue's
@@ -61,8 +63,8 @@ class StatusPatch:
     """A Workload's status as it should be: its conditions, and `admission` None where the
     quota is given back."""
 
-    workload: Mapping[str, Any]
-    conditions: list[dict[str, Any]] | None
+    workload: Workload
+    conditions: list[WorkloadCondition] | None
     """None: the conditions are left as they are."""
     clear_admission: bool = False
     reclaimable_pods: list[dict[str, Any]] | None = None
@@ -73,15 +75,15 @@ class StatusPatch:
 class Step:
     """What to do now, in this order; events go on the job."""
 
-    adopt: Mapping[str, Any] | None = None
+    adopt: Workload | None = None
     """A prebuilt Workload to own (its owner reference and job-uid label set)."""
     create: dict[str, Any] | None = None
-    replace_spec: list[tuple[Mapping[str, Any], dict[str, Any]]] = field(default_factory=list)
+    replace_spec: list[tuple[Workload, dict[str, Any]]] = field(default_factory=list)
     """(Workload, spec): a Workload of the suspended job made to match it again."""
-    delete: list[Mapping[str, Any]] = field(default_factory=list)
+    delete: list[Workload] = field(default_factory=list)
     """Workloads not the job's: their finalizer removed, then deleted."""
     status: list[StatusPatch] = field(default_factory=list)
-    release: list[Mapping[str, Any]] = field(default_factory=list)
+    release: list[Workload] = field(default_factory=list)
     """Workloads whose finalizer is removed (finished, being deleted, or the job gone)."""
     suspend: bool | None = None
     """The job's runPolicy.suspend to write (None: leave it)."""
@@ -89,52 +91,34 @@ class Step:
 
 
 def key(workload: Mapping[str, Any]) -> str:
+    """namespace/name of a Workload to make."""
     meta = workload.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def conditions_with(workload: Mapping[str, Any], ctype: str, status: str, reason: str,
+def conditions_with(workload: Workload, ctype: str, status: str, reason: str,
                     message: str, now: dt.datetime,
-                    conditions: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                    conditions: list[WorkloadCondition] | None = None
+                    ) -> list[WorkloadCondition]:
     """The Workload's conditions with `ctype` set (apimeta.SetStatusCondition): its
     lastTransitionTime changes only where its status does."""
-    meta = workload.get("metadata") or {}
-    base = conditions if conditions is not None else \
-        list((workload.get("status") or {}).get("conditions") or [])
-    new = {"type": ctype, "status": status, "reason": reason,
-           "message": message[:MAX_CONDITION_MESSAGE],
-           "lastTransitionTime": clock.fmt(now),
-           "observedGeneration": meta.get("generation", 0)}
-    out = []
-    for c in base:
-        if c.get("type") == ctype:
-            if c.get("status") == status:
-                new["lastTransitionTime"] = c.get("lastTransitionTime", new[
-                    "lastTransitionTime"])
-            continue
-        out.append(dict(c))
-    return [*out, new]
+    base = conditions if conditions is not None else list(workload.conditions)
+    before = next((c for c in base if c.type == ctype), None)
+    since = before.last_transition_time if before is not None and \
+        before.status == status and before.last_transition_time else clock.fmt(now)
+    new = WorkloadCondition(ctype, status, reason, message[:MAX_CONDITION_MESSAGE], since,
+                            workload.generation)
+    return [*(c for c in base if c.type != ctype), new]
 
 
-def _condition(workload: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
-    for c in (workload.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype:
-            return dict(c)
-    return None
-
-
-def pending(workload: Mapping[str, Any]) -> tuple[str, str] | None:
+def pending(workload: Workload) -> tuple[str, str] | None:
     """Why Kueue has not admitted the Workload: its QuotaReserved False condition's reason
     and message (`Inadmissible`: `LocalQueue q doesn't exist`, `couldn't assign flavors to
     pod set worker: ...`), or None."""
-    c = _condition(workload, "QuotaReserved")
-    if c is None or c.get("status") != "False" or not c.get("message"):
+    c = workload.condition_of("QuotaReserved")
+    if c is None or c.status != "False" or not c.message:
         return None
-    return c.get("reason", ""), c["message"]
-
-
-def has_quota(workload: Mapping[str, Any]) -> bool:
-    return wl.condition(workload, "QuotaReserved") is not None
+    return c.reason, c.message
 
 
 def queued(job: Job, *, managed_namespace: bool, without_queue_name: bool) -> bool:
@@ -163,36 +147,24 @@ def prebuilt_name(job: Job) -> str | None:
     return prebuilt_in(job.metadata.labels, job.metadata.annotations)
 
 
-def controller(workload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The Workload's controlling owner reference, or None."""
-    refs = (workload.get("metadata") or {}).get("ownerReferences") or []
-    return next((dict(r) for r in refs if r.get("controller")), None)
-
-
-def given_back(workloads: list[dict[str, Any]]) -> tuple[tuple[str, int], ...]:
+def given_back(workloads: Sequence[Workload]) -> tuple[tuple[str, int], ...]:
     """(pod set, count) of the replicas that the job's Workload holding quota gave back
     as done (its reclaimablePods)."""
     for workload in workloads:
-        if has_quota(workload):
-            return tuple((str(r.get("name")), r["count"])
-                         for r in (workload.get("status") or {}).get("reclaimablePods") or []
-                         if isinstance(r, dict) and type(r.get("count")) is int
-                         and r["count"] > 0)
+        if workload.has_quota:
+            return tuple((name, n) for name, n in workload.reclaimable_pods if n > 0)
     return ()
 
 
-def reclaimable(job: Job, state: JobState, workload: Mapping[str, Any]
-                ) -> list[dict[str, Any]]:
+def reclaimable(job: Job, state: JobState, workload: Workload) -> list[dict[str, Any]]:
     """The Workload's reclaimablePods: per pod set, its replicas that succeeded and are not
     run again (not `restartPolicy: Always`), so Kueue lends their quota to others (Kueue's
     own kubeflow integration tells none). None of a job whose rules may run them again
     (restarts_every_replica). A count never goes down (Kueue refuses that while the
     Workload holds quota: validateReclaimablePodsUpdate); that many of the pod set never
     run again, whatever is deleted (objects.missing, by Observed.reclaimed)."""
-    sizes = {ps.get("name"): int(ps.get("count") or 0)
-             for ps in (workload.get("spec") or {}).get("podSets") or []}
-    before = {r.get("name"): int(r.get("count") or 0)
-              for r in (workload.get("status") or {}).get("reclaimablePods") or []}
+    sizes = {str(ps.get("name")): int(ps.get("count") or 0) for ps in workload.pod_sets}
+    before = dict(workload.reclaimable_pods)
     counts = dict(before)
     # the job as written: a restartPolicy left unset defaults to none that is Always
     if not restarts_every_replica(job.spec.run_policy):
@@ -204,8 +176,7 @@ def reclaimable(job: Job, state: JobState, workload: Mapping[str, Any]
             if counts.get(name)]
 
 
-def kept_by_another(job: Job, workloads: Sequence[Mapping[str, Any]]
-                    ) -> Mapping[str, Any] | None:
+def kept_by_another(job: Job, workloads: Sequence[Workload]) -> Workload | None:
     """The job's Workload that Kueue's own integration keeps, or None: one the job
     controls at another version of its kind (Kueue's `kubeflow.org/mpijob` owns an MPIJob's
     Workload at v2beta1). Kueue names a job's Workload by its kind and group only
@@ -213,46 +184,50 @@ def kept_by_another(job: Job, workloads: Sequence[Mapping[str, Any]]
     name: where Kueue's holds it, trainop leaves the job to Kueue's."""
     uid = job.metadata.uid or ""
     for w in workloads:
-        owner = controller(w)
-        if owner is not None and owner.get("uid") == uid \
-                and owner.get("apiVersion") != job.api_version:
+        owner = w.controller
+        if owner is not None and owner.uid == uid and owner.api_version != job.api_version:
             return w
     return None
 
 
-def pods_ready(state: JobState, workload: Mapping[str, Any]) -> tuple[str, str, str]:
+def pods_ready(state: JobState, workload: Workload) -> tuple[str, str, str]:
     """The Workload's PodsReady condition: status, reason, message
     (generatePodsReadyCondition)."""
     not_ready = "False", "WaitForStart", "Not all pods are ready or succeeded"
-    if not wl.is_admitted(workload):
+    if not workload.admitted:
         return not_ready
-    before = _condition(workload, "PodsReady") or {}
+    before = workload.condition_of("PodsReady")
+    reason = before.reason if before is not None else ""
     if state.running:
-        recovered = before.get("reason") in ("WaitForRecovery", "Recovered")
+        recovered = reason in ("WaitForRecovery", "Recovered")
         return ("True", "Recovered" if recovered else "Started",
                 "All pods reached readiness and the workload is running")
-    if before.get("status") == "True" or before.get("reason") == "WaitForRecovery":
+    if (before is not None and before.status == "True") or reason == "WaitForRecovery":
         return "False", "WaitForRecovery", "At least one pod has failed, waiting for recovery"
     return not_ready
 
 
-def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
-           desired: dict[str, Any], *, wait_for_pods_ready: bool, now: dt.datetime) -> Step:
+def desired(job: Job, classes: PriorityClasses) -> dict[str, Any]:
+    """The job's Workload to write, with its priority found in `classes` (WorkloadError
+    where the job names one that is not there)."""
+    return wl.desired(job, wl.priority(job, classes))
+
+
+def decide(job: Job, state: JobState, workloads: Sequence[Workload],
+           classes: PriorityClasses, *, wait_for_pods_ready: bool, now: dt.datetime) -> Step:
     """The next step for a queued `job` (one with a queue name) whose Workloads (those it
-    owns, and a prebuilt one it names) are `workloads`; `desired` is engine.workload's
-    Workload of it (made where it has none)."""
+    owns, and a prebuilt one it names) are `workloads`; `classes` give the priority of a
+    Workload it writes (a WorkloadError where they cannot)."""
     step = Step()
-    found = _one_workload(job, state, workloads, desired, step, now)
-    if found is None:
-        return _without_workload(job, state, desired, step)
-    workload = found
-    meta = workload.get("metadata") or {}
-    if wl.condition(workload, "Finished") is not None:
+    workload = _one_workload(job, state, workloads, classes, step, now)
+    if workload is None:
+        return _without_workload(job, state, classes, step)
+    if workload.condition("Finished") is not None:
         # finished: nothing more of it; its finalizer goes (Kueue: FinishedWorkload)
-        if wl.FINALIZER in (meta.get("finalizers") or []):
+        if wl.FINALIZER in workload.finalizers:
             step.release.append(workload)
         return step
-    if meta.get("deletionTimestamp"):
+    if workload.deleting:
         _stop(state, step, "Workload is deleted")
         step.release.append(workload)
         return step
@@ -262,33 +237,34 @@ def decide(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
             workload, "Finished", "True", "Succeeded" if succeeded else "Failed", message,
             now)))
         step.events.append(Event("Normal", "FinishedWorkload",
-                                 f"Workload '{key(workload)}' is declared finished"))
+                                 f"Workload '{workload.key}' is declared finished"))
         return step
-    released = reclaimable(job, state, workload) if has_quota(workload) and not \
-        state.suspended and wl.condition(workload, "Evicted") is None else None
-    if released is not None and released != list(
-            (workload.get("status") or {}).get("reclaimablePods") or []):
+    released = reclaimable(job, state, workload) if workload.has_quota and not \
+        state.suspended and workload.condition("Evicted") is None else None
+    if released is not None and [(r["name"], r["count"]) for r in released] != list(
+            workload.reclaimable_pods):
         # jobframework step 4 (JobWithReclaimablePods): the quota of replicas that are done
         step.status.append(StatusPatch(workload, None, reclaimable_pods=released))
         return step
     if wait_for_pods_ready:
         status, reason, message = pods_ready(state, workload)
-        before = _condition(workload, "PodsReady")
-        if before is None or (before.get("status"), before.get("reason")) != (status, reason):
+        before = workload.condition_of("PodsReady")
+        if before is None or (before.status, before.reason) != (status, reason):
             step.status.append(StatusPatch(workload, conditions_with(
                 workload, "PodsReady", status, reason, message, now)))
             return step
-    evicted = wl.condition(workload, "Evicted")
+    evicted = workload.condition("Evicted")
     if evicted is not None:
         _evicted(state, workload, evicted, step, now)
     elif state.suspended:
         _suspended(job, workload, step)
-    elif not wl.is_admitted(workload):
+    elif not workload.admitted:
         _stop(state, step, "Not admitted by cluster queue")
     return step
 
 
-def _without_workload(job: Job, state: JobState, desired: dict[str, Any], step: Step) -> Step:
+def _without_workload(job: Job, state: JobState, classes: PriorityClasses,
+                      step: Step) -> Step:
     """The step of a job none of whose Workloads is its own (yet)."""
     if step.suspend is not None or step.delete or step.adopt is not None:
         return step
@@ -297,26 +273,25 @@ def _without_workload(job: Job, state: JobState, desired: dict[str, Any], step: 
         _stop(state, step, "Missing Workload; unable to start")
         return step
     if state.ended is None and not state.active and not step.replace_spec:
-        step.create = desired
+        step.create = desired(job, classes)
         step.events.append(Event("Normal", "CreatedWorkload",
-                                 f"Created Workload: {key(desired)}"))
+                                 f"Created Workload: {key(step.create)}"))
     return step
 
 
-def _evicted(state: JobState, workload: Mapping[str, Any], evicted: Mapping[str, Any],
+def _evicted(state: JobState, workload: Workload, evicted: WorkloadCondition,
              step: Step, now: dt.datetime) -> None:
     """The job is stopped; once its pods are gone, the quota goes back and the Workload
     waits again."""
-    _stop(state, step, evicted.get("message", ""))
-    if not has_quota(workload) or state.active:
+    _stop(state, step, evicted.message)
+    if not workload.has_quota or state.active:
         return
-    requeued = evicted.get("reason") in (PREEMPTED, NODE_FAILURES)
-    conditions = conditions_with(
-        workload, "Requeued", "True" if requeued else "False",
-        evicted.get("reason", ""), evicted.get("message", ""), now)
+    requeued = evicted.reason in (PREEMPTED, NODE_FAILURES)
+    conditions = conditions_with(workload, "Requeued", "True" if requeued else "False",
+                                 evicted.reason, evicted.message, now)
     conditions = conditions_with(workload, "QuotaReserved", "False", PENDING,
-                                 evicted.get("message", ""), now, conditions)
-    if wl.is_admitted(workload):
+                                 evicted.message, now, conditions)
+    if workload.admitted:
         conditions = conditions_with(workload, "Admitted", "False", "NoReservation",
                                      "The workload has no reservation", now, conditions)
     # the pods made again on readmission run every replica: none is reclaimable
@@ -324,16 +299,14 @@ def _evicted(state: JobState, workload: Mapping[str, Any], evicted: Mapping[str,
                                    reclaimable_pods=[]))
 
 
-def _suspended(job: Job, workload: Mapping[str, Any], step: Step) -> None:
+def _suspended(job: Job, workload: Workload, step: Step) -> None:
     """A suspended job starts once its Workload is admitted; while it waits, its Workload
     follows its queue-name label."""
-    if wl.is_admitted(workload):
+    if workload.admitted:
         step.suspend = False
-        queue = ((workload.get("status") or {}).get("admission") or {}).get(
-            "clusterQueue", "")
+        queue = (workload.admission or {}).get("clusterQueue", "")
         step.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {queue}"))
-    elif not (workload.get("status") or {}).get("admission") and \
-            (workload.get("spec") or {}).get("queueName") != wl.queue_name(job):
+    elif not workload.admission and workload.queue_name != (wl.queue_name(job) or ""):
         # the job's queue-name label changed while it waits (QueueNameChange); Kueue
         # refuses the change while the Workload holds an admission
         step.replace_spec.append((workload, {"queueName": wl.queue_name(job)}))
@@ -347,41 +320,40 @@ def _stop(state: JobState, step: Step, message: str) -> None:
     step.events.append(Event("Normal", "Stopped", message))
 
 
-def _one_workload(job: Job, state: JobState, workloads: Sequence[Mapping[str, Any]],
-                  desired: dict[str, Any], step: Step, now: dt.datetime
-                  ) -> Mapping[str, Any] | None:
+def _one_workload(job: Job, state: JobState, workloads: Sequence[Workload],
+                  classes: PriorityClasses, step: Step, now: dt.datetime
+                  ) -> Workload | None:
     """The job's one Workload, or None, with what that takes in `step`
     (ensureOneWorkload)."""
     prebuilt = prebuilt_name(job)
     if prebuilt is not None:
-        named = next((w for w in workloads
-                      if (w.get("metadata") or {}).get("name") == prebuilt), None)
+        named = next((w for w in workloads if w.name == prebuilt), None)
         if named is None:
             return None
-        owner = controller(named)
-        if owner is not None and owner.get("uid") != (job.metadata.uid or ""):
+        owner = named.controller
+        if owner is not None and owner.uid != (job.metadata.uid or ""):
             return None  # another object's: not touched
         if owner is None:
             step.adopt = named
             return None
-        if not wl.matches(job, named) and wl.condition(named, "Finished") is None:
+        if not wl.matches(job, named) and named.condition("Finished") is None:
             step.status.append(StatusPatch(named, conditions_with(
                 named, "Finished", "True", OUT_OF_SYNC,
                 "The prebuilt workload is out of sync with its user job", now)))
             return None
         return named
     match = None
-    others: list[Mapping[str, Any]] = []
+    others: list[Workload] = []
     for w in workloads:
         if match is None and wl.matches(job, w):
             match = w
         else:
             others.append(w)
-    if match is None and others and state.suspended and not has_quota(others[0]):
-        step.replace_spec.append((others[0], desired["spec"]))
+    if match is None and others and state.suspended and not others[0].has_quota:
+        step.replace_spec.append((others[0], desired(job, classes)["spec"]))
         step.events.append(Event("Normal", "UpdatedWorkload",
                                  "Updated not matching Workload for suspended job: "
-                                 f"{key(others[0])}"))
+                                 f"{others[0].key}"))
         others = others[1:]
     if match is None and not state.suspended and state.ended is None:
         if state.started:
@@ -392,5 +364,5 @@ def _one_workload(job: Job, state: JobState, workloads: Sequence[Mapping[str, An
     for w in others:
         step.delete.append(w)
         step.events.append(Event("Normal", "DeletedWorkload",
-                                 f"Deleted not matching Workload: {key(w)}"))
+                                 f"Deleted not matching Workload: {w.key}"))
     return match

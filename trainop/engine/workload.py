@@ -25,6 +25,7 @@ from trainop.api import Job
 from trainop.api.numbers import go_int
 from trainop.engine import quantity
 from trainop.engine.labels import owner_reference
+from trainop.engine.workload_record import OwnerRef, Workload, WorkloadCondition
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 KIND = "Workload"
@@ -212,6 +213,43 @@ class Priority:
                 "priority": self.value}
 
 
+@dataclass(frozen=True)
+class PriorityClasses:
+    """The cluster's priority classes as the caches show them: what a Workload's priority
+    is found in (observed, as Kueue reads them from its own cache)."""
+
+    workload: Mapping[str, int] = field(default_factory=dict)
+    """WorkloadPriorityClass name -> value."""
+    pod: Mapping[str, int] = field(default_factory=dict)
+    """PriorityClass name -> value."""
+    global_default: Mapping[str, int] = field(default_factory=dict)
+    """The PriorityClasses marked globalDefault, name -> value."""
+
+
+def priority(job: Job, classes: PriorityClasses) -> Priority:
+    """The priority of the job's Workload (ExtractPriority): its WorkloadPriorityClass
+    label, else the PriorityClass of its run policy or first template naming one, else the
+    cluster's global default PriorityClass (the lowest, where several say they are)."""
+    wpc = (job.metadata.labels or {}).get(PRIORITY_CLASS_LABEL)
+    if wpc:
+        if wpc not in classes.workload:
+            raise WorkloadError(
+                f'priority class: workloadpriorityclasses.kueue.x-k8s.io "{wpc}" not found')
+        return Priority("WorkloadPriorityClass", wpc, classes.workload[wpc])
+    name = priority_class_name(job)
+    if name:
+        if not dns_subdomain(name):
+            raise WorkloadError(f"priority class {name[:64]!r} is not a valid name")
+        if name not in classes.pod:
+            raise WorkloadError(
+                f'priority class: priorityclasses.scheduling.k8s.io "{name}" not found')
+        return Priority("PriorityClass", name, classes.pod[name])
+    if not classes.global_default:
+        return Priority()
+    value, low = min((v, n) for n, v in classes.global_default.items())
+    return Priority("PriorityClass", low, value)
+
+
 def desired(job: Job, priority: Priority) -> dict[str, Any]:
     """The Workload of a queued job (jobframework: ConstructWorkload, NewWorkload): owned
     by the job, labelled with its UID, held by Kueue's finalizer while it uses quota."""
@@ -237,22 +275,19 @@ def desired(job: Job, priority: Priority) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": meta, "spec": spec}
 
 
-def matches(job: Job, workload: Mapping[str, Any]) -> bool:
+def matches(job: Job, workload: Workload) -> bool:
     """Whether `workload` is the job's (jobframework: EquivalentToWorkload): owned by this
     job, the same maximum execution time, and pod sets of the same counts and containers
     (and tolerations, until it is admitted: admission adds its flavor's)."""
-    owner = next((r for r in workload.get("metadata", {}).get("ownerReferences") or []
-                  if r.get("controller")), None)
-    if owner is None or owner.get("name") != job.name \
-            or owner.get("uid") != (job.metadata.uid or ""):
+    owner = workload.controller
+    if owner is None or owner.name != job.name or owner.uid != (job.metadata.uid or ""):
         return False
-    spec = workload.get("spec") or {}
-    if spec.get("maximumExecutionTimeSeconds") != max_execution_seconds(job):
+    if workload.max_execution_seconds != max_execution_seconds(job):
         return False
-    mine, theirs = pod_sets(job), spec.get("podSets") or []
+    mine, theirs = pod_sets(job), workload.pod_sets
     if len(mine) != len(theirs):
         return False
-    fields = COMPARED[1:] if is_admitted(workload) else COMPARED
+    fields = COMPARED[1:] if workload.admitted else COMPARED
     for a, b in zip(mine, theirs, strict=True):
         if a["count"] != b.get("count") or a.get("minCount") != b.get("minCount"):
             return False
@@ -264,24 +299,61 @@ def matches(job: Job, workload: Mapping[str, Any]) -> bool:
 COMPARED = ("tolerations", "initContainers", "containers")
 """What of a pod set's template `matches` compares (tolerations only before admission)."""
 DIGESTS = "trainop.kubeflow.org/compared"
-"""In a slim pod set (`slim`), in place of its template: a digest of each COMPARED field."""
+"""In a slim pod set (`read`), in place of its template: a digest of each COMPARED field."""
 
 
-def slim(workload: Mapping[str, Any]) -> dict[str, Any]:
-    """`workload` as the cache keeps it: each pod set's template (a job's may be 1.5 MiB,
-    five times that decoded) replaced by digests of what `matches` compares of it, and no
-    managedFields."""
-    out = dict(workload)
-    meta = out.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
-    spec = out.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("podSets"), list):
-        out["spec"] = {**spec, "podSets": [
-            {**{k: v for k, v in ps.items() if k != "template"},
-             DIGESTS: {f: _compared(ps, f) for f in COMPARED}} if isinstance(ps, dict) else ps
-            for ps in spec["podSets"]]}
-    return out
+def read(obj: Mapping[str, Any]) -> Workload:
+    """A Workload as the cache keeps it: typed, and each pod set's template (a job's may be
+    1.5 MiB, five times that decoded) replaced by digests of what `matches` compares of it.
+    What is not of the shape the CRD's schema gives is read as absent."""
+    meta, spec, status = (_dict(obj.get(k)) for k in ("metadata", "spec", "status"))
+    seconds = spec.get("maximumExecutionTimeSeconds")
+    admission = status.get("admission")
+    return Workload(
+        namespace=_str(meta.get("namespace")), name=_str(meta.get("name")),
+        uid=_str(meta.get("uid")), resource_version=_str(meta.get("resourceVersion")),
+        generation=_int(meta.get("generation")),
+        labels={k: v for k, v in _dict(meta.get("labels")).items() if isinstance(v, str)},
+        finalizers=tuple(f for f in _list(meta.get("finalizers")) if isinstance(f, str)),
+        owners=tuple(OwnerRef(_str(r.get("apiVersion")), _str(r.get("kind")),
+                              _str(r.get("name")), _str(r.get("uid")),
+                              r.get("controller") is True)
+                     for r in _dicts(meta.get("ownerReferences"))),
+        deleting=bool(meta.get("deletionTimestamp")),
+        queue_name=_str(spec.get("queueName")),
+        max_execution_seconds=seconds if type(seconds) is int else None,
+        pod_sets=tuple({**{k: v for k, v in ps.items() if k != "template"},
+                        DIGESTS: {f: _compared(ps, f) for f in COMPARED}}
+                       for ps in _dicts(spec.get("podSets"))),
+        conditions=tuple(WorkloadCondition(
+            _str(c.get("type")), _str(c.get("status")), _str(c.get("reason")),
+            _str(c.get("message")), _str(c.get("lastTransitionTime")),
+            _int(c.get("observedGeneration"))) for c in _dicts(status.get("conditions"))),
+        admission=admission if isinstance(admission, dict) else None,
+        reclaimable_pods=tuple((_str(r.get("name")), r["count"])
+                               for r in _dicts(status.get("reclaimablePods"))
+                               if type(r.get("count")) is int),
+        admission_checks=tuple(_dicts(status.get("admissionChecks"))))
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in _list(value) if isinstance(v, dict)]
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int:
+    return value if type(value) is int else 0
 
 
 def _compared(pod_set: Mapping[str, Any], field: str) -> str:
@@ -321,18 +393,6 @@ def _amount(value: Any) -> Any:
         return value
 
 
-def condition(workload: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
-    """The Workload's condition `ctype` where it is True, else None."""
-    for c in (workload.get("status") or {}).get("conditions") or []:
-        if c.get("type") == ctype and c.get("status") == "True":
-            return dict(c)
-    return None
-
-
-def is_admitted(workload: Mapping[str, Any]) -> bool:
-    return condition(workload, "Admitted") is not None
-
-
 @dataclass
 class PodSetInfo:
     """What a pod set's admission adds to its pods (pkg/podset: PodSetInfo)."""
@@ -359,22 +419,20 @@ class PodSetInfo:
                                   if g not in self.scheduling_gates]
 
 
-def admitted(workload: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any]]
+def admitted(workload: Workload, flavors: Mapping[str, Mapping[str, Any]]
              ) -> dict[str, PodSetInfo]:
     """What the Workload's admission adds to each pod set's pods, by pod set name
     (reconciler.go: getPodSetsInfoFromStatus, podset.FromAssignment): the assigned
     flavors' node labels and tolerations (`flavors`: each ResourceFlavor's spec, by name),
     the topology gate where Kueue places the pods itself, the pod set and queue labels, and
     the admission checks' updates. Empty where it is not admitted."""
-    admission = (workload.get("status") or {}).get("admission") or {}
-    spec = workload.get("spec") or {}
-    sets = {ps.get("name"): ps for ps in spec.get("podSets") or []}
-    labels = (workload.get("metadata") or {}).get("labels") or {}
+    admission = workload.admission or {}
+    sets = {ps.get("name"): ps for ps in workload.pod_sets}
     infos: dict[str, PodSetInfo] = {}
     for assignment in admission.get("podSetAssignments") or []:
         ps_name = assignment.get("name", "")
         info = PodSetInfo(labels={PODSET_LABEL: ps_name},
-                          annotations={WORKLOAD_ANNOTATION: workload["metadata"]["name"]},
+                          annotations={WORKLOAD_ANNOTATION: workload.name},
                           count=assignment.get("count"))
         if assignment.get("topologyAssignment") is not None:
             request = sets.get(ps_name, {}).get("topologyRequest") or {}
@@ -387,13 +445,13 @@ def admitted(workload: Mapping[str, Any], flavors: Mapping[str, Mapping[str, Any
             found = flavors[flavor]
             info.node_selector.update(found.get("nodeLabels") or {})
             info.tolerations += list(found.get("tolerations") or [])
-        if MULTIKUEUE_ORIGIN_LABEL in labels:
+        if MULTIKUEUE_ORIGIN_LABEL in workload.labels:
             info.labels[MULTIKUEUE_POD_LABEL] = "true"
-        info.labels[LOCAL_QUEUE_LABEL] = spec.get("queueName", "")
+        info.labels[LOCAL_QUEUE_LABEL] = workload.queue_name
         cluster_queue = admission.get("clusterQueue", "")
         if _dns_label(cluster_queue):
             info.labels[CLUSTER_QUEUE_LABEL] = cluster_queue
-        for check in (workload.get("status") or {}).get("admissionChecks") or []:
+        for check in workload.admission_checks:
             for update in check.get("podSetUpdates") or []:
                 if update.get("name") == ps_name:
                     info.merge(PodSetInfo(

@@ -19,12 +19,13 @@ from trainop.cluster.acting import metrics
 from trainop.cluster.acting.applier import PlanApplier, stored_status
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.acting.expectations import expected, expected_gone
-from trainop.cluster.acting.kueue import Queueing, WorkloadRecord, job_state
+from trainop.cluster.acting.kueue import Queueing, job_state
 from trainop.cluster.acting.sshkeys import new_key_pair
 from trainop.cluster.acting.workqueue import WorkQueue, init_controller_metrics, run_worker
 from trainop.cluster.reading.caches import NODE_INDEX, PREBUILT_INDEX, Caches
 from trainop.cluster.reading.client import Client
 from trainop.cluster.reading.informer import Change
+from trainop.cluster.reading.kueue_caches import WorkloadRecord
 from trainop.cluster.reading.observing import Observer
 from trainop.cluster.reading.records import (
     JobRecord,
@@ -136,7 +137,7 @@ class JobController:
         if caches.nodes is not None:
             caches.nodes.add_handler(self._on_node)
         if queueing is not None:
-            queueing.workloads.add_handler(self._on_workload)
+            queueing.caches.workloads.add_handler(self._on_workload)
 
     # -- informer events -> queue ----------------------------------------------------
     def _on_job(self, change: Change, new: JobRecord | None, old: JobRecord | None) -> None:
@@ -240,10 +241,10 @@ class JobController:
         job = self.jobs.get(key)
         if job is not None and job.meta.uid == rec.meta.owner_uid:
             self.queue.add(key)
-        elif new is not None and new.obj["metadata"].get("deletionTimestamp") and \
+        elif new is not None and new.workload.deleting and \
                 self.leading() and self.queueing is not None:
             # its job is gone: the garbage collector deletes it once Kueue's finalizer goes
-            self.queueing.writes.release_soon(new.obj)
+            self.queueing.writes.release_soon(new.workload)
 
     # -- workers -----------------------------------------------------------------------
     async def run(self) -> None:

@@ -11,74 +11,27 @@ import asyncio
 import copy
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from trainop import wallclock
 from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.resources import (
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PRIORITY_CLASSES,
-    RESOURCE_FLAVORS,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-    job_resource,
-)
+from trainop.api.resources import LOCAL_QUEUES, NAMESPACES, job_resource
 from trainop.api.types import Defaulted
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.acting.workload_writes import WorkloadWrites
 from trainop.cluster.reading.client import APIError, Client
-from trainop.cluster.reading.informer import Informer
-from trainop.cluster.reading.records import Meta, meta_of, owner_key
+from trainop.cluster.reading.kueue_caches import KueueCaches
 from trainop.engine import conditions as cond
 from trainop.engine import queueing
 from trainop.engine import workload as wl
 from trainop.engine.plan import Event
 from trainop.engine.queueing import JobState, Step
-from trainop.engine.workload import Priority, WorkloadError
+from trainop.engine.workload import WorkloadError
+from trainop.engine.workload_record import Workload
 
 log = logging.getLogger(__name__)
 
-
-
-@dataclass(slots=True)
-class WorkloadRecord:
-    """A Workload as the cache keeps it: all but its pod sets' templates, which only
-    digests of what is compared of them stand for (workload.slim)."""
-
-    meta: Meta
-    obj: dict[str, Any]
-
-
-def workload_record(obj: dict[str, Any]) -> WorkloadRecord:
-    return WorkloadRecord(meta_of(obj), wl.slim(obj))
-
-
-@dataclass(slots=True)
-class FlavorRecord:
-    meta: Meta
-    spec: dict[str, Any]
-
-
-def flavor_record(obj: dict[str, Any]) -> FlavorRecord:
-    return FlavorRecord(meta_of(obj), dict(obj.get("spec") or {}))
-
-
-def informers(client: Client, namespace: str | None
-              ) -> tuple[Informer[WorkloadRecord], Informer[FlavorRecord]]:
-    """The Workloads (indexed by their owner job) and the ResourceFlavors."""
-    return (Informer(client, WORKLOADS, workload_record, lambda r: r.meta.key,
-                     lambda r: r.meta.owner_key, namespace),
-            Informer(client, RESOURCE_FLAVORS, flavor_record, lambda r: r.meta.name,
-                     lambda r: None))
-
-
-def managed_namespaces(client: Client, selector: str) -> Informer[Meta]:
-    """The namespaces `selector` matches (the API server selects them)."""
-    return Informer(client, NAMESPACES, meta_of, lambda r: r.name, lambda r: None,
-                    label_selector=selector)
 
 
 def job_state(job: Job) -> JobState:
@@ -125,22 +78,15 @@ def admitted_job(job: Defaulted, infos: Mapping[str, wl.PodSetInfo]) -> Defaulte
 class Queueing:
     """The Workloads of the queued jobs of the kinds trainop queues, and their steps."""
 
-    def __init__(self, client: Client, workloads: Informer[WorkloadRecord],
-                 flavors: Informer[FlavorRecord], recorder: EventRecorder, *,
-                 namespaces: Informer[Meta] | None = None, without_queue_name: bool = False):
+    def __init__(self, client: Client, caches: KueueCaches, recorder: EventRecorder, *,
+                 without_queue_name: bool = False):
         self.client = client
-        self.workloads = workloads
-        self.flavors = flavors
+        self.caches = caches
         self.recorder = recorder
-        self.namespaces = namespaces
-        """The namespaces whose jobs are queued (None: every one)."""
         self.without_queue_name = without_queue_name
         self.writes = WorkloadWrites(client, recorder)
         self._told: dict[tuple[str, str], tuple[str, str]] = {}
         """(kind, job key) -> (Workload UID, message) of the last Pending event told."""
-
-    def informers(self) -> list[Informer[Any]]:
-        return [self.workloads, self.flavors, *([self.namespaces] if self.namespaces else [])]
 
     async def takes(self, job: Job) -> bool | None:
         """Whether Kueue's rules queue the job (engine.queueing.queued), or None where it
@@ -157,11 +103,12 @@ class Queueing:
                                without_queue_name=self.without_queue_name)
 
     async def _managed(self, namespace: str) -> bool:
-        if self.namespaces is None or self.namespaces.get(namespace) is not None:
+        namespaces = self.caches.namespaces
+        if namespaces is None or namespaces.get(namespace) is not None:
             return True
         # not (yet) in the cache, maybe only just made: the API server decides
         found = await self.client.get(NAMESPACES.path(), {
-            "labelSelector": self.namespaces.label_selector or "",
+            "labelSelector": namespaces.label_selector or "",
             "fieldSelector": f"metadata.name={namespace}"})
         return bool(found.get("items"))
 
@@ -174,38 +121,10 @@ class Queueing:
             raise
         return True
 
-    def of(self, job: Job) -> list[dict[str, Any]]:
+    def of(self, job: Job) -> list[Workload]:
         """The job's Workloads (those it owns, and the prebuilt one it names)."""
-        found = [r.obj for r in self.workloads.owned_by(
-            owner_key(job.namespace, job.kind, job.metadata.uid or ""))]
-        prebuilt = queueing.prebuilt_name(job)
-        if prebuilt is not None:
-            rec = self.workloads.get(f"{job.namespace}/{prebuilt}")
-            if rec is not None and rec.obj not in found:
-                found.append(rec.obj)
-        return found
-
-    async def priority(self, written: Job) -> Priority:
-        """The Workload's priority (ExtractPriority): the job's WorkloadPriorityClass
-        label, else the PriorityClass of its run policy or first template naming one, else
-        the cluster's global default PriorityClass."""
-        wpc = (written.metadata.labels or {}).get(wl.PRIORITY_CLASS_LABEL)
-        if wpc:
-            found = await self.client.get(WORKLOAD_PRIORITY_CLASSES.path(name=wpc))
-            return Priority("WorkloadPriorityClass", wpc, int(found.get("value") or 0))
-        name = wl.priority_class_name(written)
-        if name:
-            if not wl.dns_subdomain(name):
-                # its author's text, never a path of the manager's choosing
-                raise WorkloadError(f"priority class {name[:64]!r} is not a valid name")
-            found = await self.client.get(PRIORITY_CLASSES.path(name=name))
-            return Priority("PriorityClass", name, int(found.get("value") or 0))
-        listed = await self.client.get(PRIORITY_CLASSES.path())
-        defaults = [pc for pc in listed.get("items") or [] if pc.get("globalDefault")]
-        if not defaults:
-            return Priority()
-        low = min(defaults, key=lambda pc: int(pc.get("value") or 0))
-        return Priority("PriorityClass", low["metadata"]["name"], int(low.get("value") or 0))
+        return self.caches.of_job(job.namespace, job.kind, job.metadata.uid or "",
+                                  queueing.prebuilt_name(job))
 
     async def sync(self, written: Job, job: Defaulted, obj: dict[str, Any]) -> Defaulted | None:
         """Carry out the queued job's next step; returns the job for the engine to run
@@ -216,38 +135,25 @@ class Queueing:
         if theirs is not None:
             self.tell_kept_by_another(written, obj, theirs)
             return job
-        state, now = job_state(job), wallclock.now()
-
-        def decide(priority: Priority) -> queueing.Step:
+        try:
             # in a worker thread: building and comparing the pod sets of a job of 1.5 MiB
             # takes a while, which probes, the lease and watches need not wait for
-            return queueing.decide(written, state, workloads, wl.desired(written, priority),
-                                   wait_for_pods_ready=True, now=now)
-        try:
-            step = await asyncio.to_thread(decide, Priority())
-            if step.create is not None or step.replace_spec:
-                # a Workload to write: with its priority, looked up only then
-                step = await asyncio.to_thread(decide, await self.priority(written))
+            step = await asyncio.to_thread(
+                queueing.decide, written, job_state(job), workloads,
+                self.caches.priorities(), wait_for_pods_ready=True, now=wallclock.now())
         except WorkloadError as err:
             self.recorder.record(obj, Event("Warning", "FailedToCreateWorkload", str(err)))
-            return None
-        except APIError as err:
-            if not err.not_found:
-                raise
-            self.recorder.record(obj, Event("Warning", "FailedToCreateWorkload",
-                                            f"priority class: {err.message}"))
             return None
         if step != Step():
             await self.writes.carry_out(written, obj, step)
             return None
-        admitted = next((w for w in workloads if wl.is_admitted(w)), None)
+        admitted = next((w for w in workloads if w.admitted), None)
         if admitted is None:
             self.tell_pending(written, obj, workloads)
         if admitted is None or job.spec.run_policy.suspend:
             return job
-        flavors = {r.meta.name: r.spec for r in self.flavors.items.values()}
         try:
-            return admitted_job(job, wl.admitted(admitted, flavors))
+            return admitted_job(job, wl.admitted(admitted, self.caches.flavor_specs()))
         except WorkloadError as err:
             # Kueue finishes a Workload whose admission cannot be applied (FailedToStart)
             await self.writes.patch_status(queueing.StatusPatch(admitted, queueing.conditions_with(
@@ -255,7 +161,7 @@ class Queueing:
             return None
 
     def tell_pending(self, written: Job, obj: dict[str, Any],
-                     workloads: list[dict[str, Any]]) -> None:
+                     workloads: list[Workload]) -> None:
         """Say on the job why its Workload waits, once per reason Kueue gives (a Warning
         where Kueue cannot admit it as it stands: no such LocalQueue, too large for every
         flavor)."""
@@ -263,33 +169,34 @@ class Queueing:
             why = queueing.pending(workload)
             if why is None:
                 continue
-            told = (workload["metadata"].get("uid", ""), why[1])
+            told = (workload.uid, why[1])
             if self._told.get((written.kind, written.key)) == told:
                 return
             self._told[(written.kind, written.key)] = told
             kind = "Warning" if why[0] == "Inadmissible" else "Normal"
             self.recorder.record(obj, Event(kind, "Pending",
-                                            f"Workload {queueing.key(workload)}: {why[1]}"))
+                                            f"Workload {workload.key}: {why[1]}"))
             return
 
     def tell_kept_by_another(self, written: Job, obj: dict[str, Any],
-                             workload: Mapping[str, Any]) -> None:
+                             workload: Workload) -> None:
         """Say once on the job that Kueue's own integration keeps its Workload (both were
         set to: Kueue's built-in integration of the kind is on, and --kueue-workloads names
         it), and that trainop leaves it to Kueue."""
-        owner = queueing.controller(workload) or {}
-        told = (workload["metadata"].get("uid", ""), "kept by another")
+        owner = workload.controller
+        told = (workload.uid, "kept by another")
         if self._told.get((written.kind, written.key)) == told:
             return
         self._told[(written.kind, written.key)] = told
         log.warning("%s %s: Kueue's own integration keeps its Workload %s; trainop leaves "
                     "it alone (take %s off --kueue-workloads)", written.kind, written.key,
-                    queueing.key(workload), written.kind.lower())
+                    workload.key, written.kind.lower())
         self.recorder.record(obj, Event(
             "Warning", "WorkloadKeptByKueue",
-            f"Workload {queueing.key(workload)} is kept by Kueue's own integration of "
-            f"{owner.get('kind', written.kind)} {owner.get('apiVersion', '')}: trainop "
-            f"leaves it to Kueue (--kueue-workloads names {written.kind.lower()} too)"))
+            f"Workload {workload.key} is kept by Kueue's own integration of "
+            f"{owner.kind if owner else written.kind} {owner.api_version if owner else ''}: "
+            f"trainop leaves it to Kueue (--kueue-workloads names {written.kind.lower()} "
+            "too)"))
 
     def forget(self, kind: str, key: str) -> None:
         """A deleted job's memory of what it was told."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from trainop.api import Job
@@ -17,6 +16,7 @@ from trainop.engine import queueing
 from trainop.engine import workload as wl
 from trainop.engine.labels import owner_reference
 from trainop.engine.queueing import Step
+from trainop.engine.workload_record import Workload
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +34,11 @@ class WorkloadWrites:
     async def carry_out(self, written: Job, obj: dict[str, Any], step: Step) -> None:
         ns = written.namespace
         if step.adopt is not None:
-            meta = step.adopt["metadata"]
-            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {"metadata": {
-                "resourceVersion": meta.get("resourceVersion"),
+            adopt = step.adopt
+            await self.client.patch(WORKLOADS.path(ns, adopt.name), {"metadata": {
+                "resourceVersion": adopt.resource_version,
                 "labels": {wl.JOB_UID_LABEL: written.metadata.uid or ""},
-                "ownerReferences": [*(meta.get("ownerReferences") or []),
+                "ownerReferences": [*(o.written() for o in adopt.owners),
                                     owner_reference(written)]}})
         if step.create is not None:
             try:
@@ -47,13 +47,11 @@ class WorkloadWrites:
                 if err.status != 409:
                     raise
         for target, spec in step.replace_spec:
-            meta = target["metadata"]
-            await self.client.patch(WORKLOADS.path(ns, meta["name"]), {
-                "metadata": {"resourceVersion": meta.get("resourceVersion")}, "spec": spec})
+            await self.client.patch(WORKLOADS.path(ns, target.name), {
+                "metadata": {"resourceVersion": target.resource_version}, "spec": spec})
         for gone in step.delete:
             await self.release(gone)
-            await self._ignore_missing(self.client.delete(
-                WORKLOADS.path(ns, gone["metadata"]["name"])))
+            await self._ignore_missing(self.client.delete(WORKLOADS.path(ns, gone.name)))
         for patch in step.status:
             await self.patch_status(patch)
         for held in step.release:
@@ -68,22 +66,22 @@ class WorkloadWrites:
 
     async def patch_status(self, patch: queueing.StatusPatch) -> None:
         """The Workload's status, as of the version read (a conflict: read again)."""
-        meta = patch.workload["metadata"]
-        body: dict[str, Any] = {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+        workload = patch.workload
+        body: dict[str, Any] = {"metadata": {"resourceVersion": workload.resource_version},
                                 "status": {}}
         if patch.conditions is not None:
-            body["status"]["conditions"] = patch.conditions
+            body["status"]["conditions"] = [c.written() for c in patch.conditions]
         if patch.clear_admission:
             body["status"]["admission"] = None
         if patch.reclaimable_pods is not None:
             body["status"]["reclaimablePods"] = patch.reclaimable_pods or None
-        await self.client.patch(WORKLOADS.path(meta["namespace"], meta["name"], "status"),
-                                body)
+        await self.client.patch(
+            WORKLOADS.path(workload.namespace, workload.name, "status"), body)
 
-    def release_soon(self, workload: Mapping[str, Any]) -> None:
+    def release_soon(self, workload: Workload) -> None:
         """release(), in a task of its own (from an informer's handler), one at a time for
         a Workload however many events it has."""
-        key = queueing.key(workload)
+        key = workload.key
         if key in self._releasing:
             return
         self._releasing.add(key)
@@ -99,16 +97,14 @@ class WorkloadWrites:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def release(self, workload: Mapping[str, Any]) -> None:
+    async def release(self, workload: Workload) -> None:
         """Remove Kueue's finalizer (the Workload's quota is no longer the job's to hold)."""
-        meta = workload["metadata"]
-        finalizers = meta.get("finalizers") or []
-        if wl.FINALIZER not in finalizers:
+        if wl.FINALIZER not in workload.finalizers:
             return
         await self._ignore_missing(self.client.patch(
-            WORKLOADS.path(meta["namespace"], meta["name"]), {"metadata": {
-                "resourceVersion": meta.get("resourceVersion"),
-                "finalizers": [f for f in finalizers if f != wl.FINALIZER]}}))
+            WORKLOADS.path(workload.namespace, workload.name), {"metadata": {
+                "resourceVersion": workload.resource_version,
+                "finalizers": [f for f in workload.finalizers if f != wl.FINALIZER]}}))
 
     @staticmethod
     async def _ignore_missing(call: Any) -> None:
