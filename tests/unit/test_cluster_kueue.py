@@ -4,16 +4,21 @@ state Kueue's integration reads, and the admitted job the engine makes pods from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, cast
+
+import pytest
 
 from tests.jobs import TYPICAL, job, manifest
 from trainop.api import Job, load_job
+from trainop.cluster.acting.expectations import Expectations
 from trainop.cluster.acting.kueue import Queueing, admitted_job, job_state
-from trainop.cluster.reading.client import Client
+from trainop.cluster.acting.workload_writes import WorkloadWrites
+from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.kueue_caches import KueueCaches, workload_record
 from trainop.engine import workload as wl
 from trainop.engine.plan import Event
-from trainop.engine.queueing import JobState
+from trainop.engine.queueing import JobState, Step
 from trainop.engine.workload import PodSetInfo
 from trainop.engine.workload_record import Workload
 
@@ -150,15 +155,46 @@ def test_a_workload_is_released_by_one_task_however_many_events_it_has() -> None
         app.router.add_patch(
             "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads/{name}", patch)
         async with client_of(app) as client:
-            q = Queueing(client, caches(client), cast(Any, Told()))
+            writes = WorkloadWrites(client, cast(Any, Told()), Expectations())
             going = wl.read({"metadata": {"namespace": "t", "name": "wl", "uid": "u",
                                           "finalizers": [wl.FINALIZER]}})
             for _ in range(100):
-                q.writes.release_soon(going)
+                writes.release_soon(going)
             await asyncio.sleep(0.5)
             release.set()
             await asyncio.sleep(0.2)
-            q.writes.release_soon(going)  # released: a later event may ask again
+            writes.release_soon(going)  # released: a later event may ask again
             await asyncio.sleep(0.5)
     asyncio.run(scenario())
     assert patches == ["wl", "wl"]
+
+
+@pytest.mark.parametrize(("answer", "waits"), [(201, True), (409, False), (500, False)])
+def test_a_job_waits_for_the_cache_to_show_the_workload_it_made(answer: int,
+                                                                waits: bool) -> None:
+    # a decision on a cache that does not show the Workload yet would make it again
+    from aiohttp import web
+
+    from tests.unit.test_informer_faults import client_of
+
+    made = wl.desired(job("PyTorchJob"), wl.Priority())
+    name = made["metadata"]["name"]
+
+    async def create(request: web.Request) -> web.Response:
+        return web.json_response(await request.json() if answer == 201 else
+                                 {"kind": "Status", "code": answer}, status=answer)
+
+    async def scenario() -> Expectations:
+        app = web.Application()
+        app.router.add_post("/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads", create)
+        expectations = Expectations()
+        async with client_of(app) as client:
+            writes = WorkloadWrites(client, cast(Any, Told()), expectations)
+            with contextlib.suppress(APIError):
+                await writes.carry_out(job("PyTorchJob"), {}, Step(create=made))
+        return expectations
+
+    expectations = asyncio.run(scenario())
+    assert expectations.satisfied("default/job") is not waits
+    expectations.observed_add("default/job", f"Workload/{name}")  # the informer's ADDED
+    assert expectations.satisfied("default/job")

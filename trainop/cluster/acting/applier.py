@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainop import wallclock
-from trainop.api import JobStatus
+from trainop.api import Job, JobStatus
 from trainop.api.persona import TRAINING_OPERATOR, Persona
 from trainop.api.resources import (
     CONFIGMAPS,
@@ -30,11 +30,13 @@ from trainop.api.resources import (
 from trainop.cluster.acting import metrics
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.acting.expectations import Expectations, expected, expected_gone
+from trainop.cluster.acting.workload_writes import WorkloadWrites
 from trainop.cluster.reading.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.reading.informer import Informer
 from trainop.cluster.reading.records import JobRecord, meta_of
 from trainop.engine import Event, Held, ObjectRef, Plan, create_refused, created_only
 from trainop.engine.objects import patch_of
+from trainop.engine.queueing import Step
 from trainop.engine.waiting import not_ours
 
 log = logging.getLogger("trainop.applier")
@@ -93,6 +95,8 @@ class PlanApplier:
         self.jobs = jobs
         self.recorder = recorder
         self.expectations = Expectations()
+        self.workloads = WorkloadWrites(client, recorder, self.expectations)
+        """Kueue's steps for the jobs this applier's kind queues."""
         self.holders: dict[str, dict[str, Holder]] = {}
         """Job key -> name -> its holder the caches do not show."""
 
@@ -171,6 +175,11 @@ class PlanApplier:
             for event in plan.on_deleted:
                 self.recorder.record(obj, event)
         return plan.requeue_after
+
+    async def apply_queue(self, written: Job, obj: dict[str, Any], step: Step) -> None:
+        """Carry out Kueue's step for a queued job (engine/queueing.py): its Workloads
+        written, the job suspended or resumed, the step's events told."""
+        await self.workloads.carry_out(written, obj, step)
 
     async def commit(self, key: str, obj: dict[str, Any], plan: Plan,
                      persona: Persona = TRAINING_OPERATOR) -> None:

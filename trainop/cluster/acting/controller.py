@@ -13,7 +13,7 @@ from typing import Any
 from trainop import wallclock
 from trainop.api import InvalidJob, load_job, parse_job
 from trainop.api.persona import persona_of
-from trainop.api.resources import JOBS
+from trainop.api.resources import JOBS, WORKLOADS
 from trainop.api.types import Defaulted
 from trainop.cluster.acting import metrics
 from trainop.cluster.acting.applier import PlanApplier, stored_status
@@ -43,7 +43,7 @@ from trainop.engine import (
 from trainop.engine import conditions as cond
 from trainop.engine.framework import batch_type
 from trainop.engine.labels import controller_name, replica_name
-from trainop.engine.queueing import given_back
+from trainop.engine.queueing import Step, given_back
 from trainop.frameworks import framework_for, framework_of
 
 
@@ -240,11 +240,13 @@ class JobController:
         key = f"{rec.meta.namespace}/{rec.meta.owner_name}"
         job = self.jobs.get(key)
         if job is not None and job.meta.uid == rec.meta.owner_uid:
+            if change is Change.ADDED:
+                self.expectations.observed_add(key, str(expected(WORKLOADS.kind, rec.meta.name)))
             self.queue.add(key)
         elif new is not None and new.workload.deleting and \
                 self.leading() and self.queueing is not None:
             # its job is gone: the garbage collector deletes it once Kueue's finalizer goes
-            self.queueing.writes.release_soon(new.workload)
+            self.applier.workloads.release_soon(new.workload)
 
     # -- workers -----------------------------------------------------------------------
     async def run(self) -> None:
@@ -274,7 +276,9 @@ class JobController:
             # the Workload is built from the job as stored, as Kueue reads it
             written = await asyncio.to_thread(lambda: parse_job(rec.object()))
             queued = await self.queueing.sync(written, job, obj)
-            if queued is None:
+            if isinstance(queued, Step):
+                await self.applier.apply_queue(written, obj, queued)
+            if queued is None or isinstance(queued, Step):
                 return None  # the caches will show what it wrote, and bring the job back
             job, kueue_reads = queued, job_state(job)
             reclaimed = given_back(self.queueing.of(written))

@@ -1,6 +1,7 @@
-"""Expectations: after creating or deleting pods and services, wait until the cache has
-seen it before deciding again for that job, so that a stale cache never makes a duplicate
-pod, nor tells a service's creation or deletion twice."""
+"""Expectations: after creating or deleting pods and services (and creating a replica's Job
+or the job's Kueue Workload), wait until the cache has seen it before deciding again for
+that job, so that a stale cache never makes a duplicate, nor tells a creation or deletion
+twice."""
 
 from __future__ import annotations
 
@@ -21,8 +22,13 @@ class _Pending:
 
 def expected(kind: str, name: str) -> str | None:
     """What an expectation calls an object: a pod by its name, a service (which shares its
-    pod's name) or a replica's Job as `Kind/name`; None for kinds nobody waits for."""
-    return name if kind == "Pod" else f"{kind}/{name}" if kind in ("Service", "Job") else None
+    pod's name), a replica's Job or a Kueue Workload as `Kind/name`; None for kinds nobody
+    waits for."""
+    return name if kind == "Pod" else f"{kind}/{name}" if kind in WAITED_FOR else None
+
+
+WAITED_FOR = ("Service", "Job", "Workload")
+"""The kinds besides pods whose creation a job waits to see in the cache."""
 
 
 def expected_gone(kind: str, name: str) -> str | None:

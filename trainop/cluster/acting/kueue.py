@@ -19,7 +19,6 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import LOCAL_QUEUES, NAMESPACES, job_resource
 from trainop.api.types import Defaulted
 from trainop.cluster.acting.events import EventRecorder
-from trainop.cluster.acting.workload_writes import WorkloadWrites
 from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.kueue_caches import KueueCaches
 from trainop.engine import conditions as cond
@@ -84,7 +83,6 @@ class Queueing:
         self.caches = caches
         self.recorder = recorder
         self.without_queue_name = without_queue_name
-        self.writes = WorkloadWrites(client, recorder)
         self._told: dict[tuple[str, str], tuple[str, str]] = {}
         """(kind, job key) -> (Workload UID, message) of the last Pending event told."""
 
@@ -126,10 +124,12 @@ class Queueing:
         return self.caches.of_job(job.namespace, job.kind, job.metadata.uid or "",
                                   queueing.prebuilt_name(job))
 
-    async def sync(self, written: Job, job: Defaulted, obj: dict[str, Any]) -> Defaulted | None:
-        """Carry out the queued job's next step; returns the job for the engine to run
-        now (its templates given the admission's additions), or None: the step changed
-        the job or its Workloads, and the engine runs once the caches show that."""
+    async def sync(self, written: Job, job: Defaulted, obj: dict[str, Any]
+                   ) -> Defaulted | Step | None:
+        """The queued job's next step: the job for the engine to run now (its templates
+        given the admission's additions), the Step for the applier to carry out first
+        (the engine runs once the caches show what it wrote), or None (said on the job:
+        nothing to do until the job or its Workloads change)."""
         workloads = self.of(written)
         theirs = queueing.kept_by_another(written, workloads)
         if theirs is not None:
@@ -139,14 +139,13 @@ class Queueing:
             # in a worker thread: building and comparing the pod sets of a job of 1.5 MiB
             # takes a while, which probes, the lease and watches need not wait for
             step = await asyncio.to_thread(
-                queueing.decide, written, job_state(job), workloads,
-                self.caches.priorities(), wait_for_pods_ready=True, now=wallclock.now())
+                queueing.decide, written, job_state(job), workloads, self.caches.priorities(),
+                wait_for_pods_ready=True, now=wallclock.now())
         except WorkloadError as err:
             self.recorder.record(obj, Event("Warning", "FailedToCreateWorkload", str(err)))
             return None
         if step != Step():
-            await self.writes.carry_out(written, obj, step)
-            return None
+            return step
         admitted = next((w for w in workloads if w.admitted), None)
         if admitted is None:
             self.tell_pending(written, obj, workloads)
@@ -156,9 +155,8 @@ class Queueing:
             return admitted_job(job, wl.admitted(admitted, self.caches.flavor_specs()))
         except WorkloadError as err:
             # Kueue finishes a Workload whose admission cannot be applied (FailedToStart)
-            await self.writes.patch_status(queueing.StatusPatch(admitted, queueing.conditions_with(
-                admitted, "Finished", "True", "FailedToStart", str(err), wallclock.now())))
-            return None
+            return Step(status=[queueing.StatusPatch(admitted, queueing.conditions_with(
+                admitted, "Finished", "True", "FailedToStart", str(err), wallclock.now()))])
 
     def tell_pending(self, written: Job, obj: dict[str, Any],
                      workloads: list[Workload]) -> None:

@@ -1,6 +1,7 @@
 """Kueue's writes for a queued job: its Workload made, adopted, re-specified, deleted and
 given its status, Kueue's finalizer removed where the quota is no longer the job's, and the
-job suspended or resumed, as engine/queueing.py's step says."""
+job suspended or resumed, as engine/queueing.py's step says. A Workload made is waited for
+in the cache (expectations) before the job is decided again."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from trainop.api import Job
 from trainop.api.resources import WORKLOADS, job_resource
 from trainop.cluster.acting.events import EventRecorder
+from trainop.cluster.acting.expectations import Expectations, expected
 from trainop.cluster.reading.client import APIError, Client
 from trainop.engine import queueing
 from trainop.engine import workload as wl
@@ -24,9 +26,10 @@ log = logging.getLogger(__name__)
 class WorkloadWrites:
     """Carries out the queue's steps on the API server."""
 
-    def __init__(self, client: Client, recorder: EventRecorder):
+    def __init__(self, client: Client, recorder: EventRecorder, expectations: Expectations):
         self.client = client
         self.recorder = recorder
+        self.expectations = expectations
         self._tasks: set[asyncio.Task[None]] = set()
         self._releasing: set[str] = set()
         """Workloads whose finalizer a task is removing."""
@@ -41,10 +44,14 @@ class WorkloadWrites:
                 "ownerReferences": [*(o.written() for o in adopt.owners),
                                     owner_reference(written)]}})
         if step.create is not None:
+            made = str(expected(WORKLOADS.kind, step.create["metadata"]["name"]))
+            self.expectations.expect(written.key, [made], [])
             try:
                 await self.client.create(WORKLOADS.path(ns), step.create)
-            except APIError as err:
-                if err.status != 409:
+            except BaseException as err:
+                # never made by this request: nothing new for the cache to show
+                self.expectations.lower(written.key, adds=[made])
+                if not isinstance(err, APIError) or err.status != 409:
                     raise
         for target, spec in step.replace_spec:
             await self.client.patch(WORKLOADS.path(ns, target.name), {
