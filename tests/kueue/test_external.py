@@ -223,7 +223,7 @@ def test_a_workload_deleted_by_hand_stops_the_job_until_a_new_one_is_admitted(
     wait_for("the job stopped", lambda: ("Stopped", "Workload is deleted") in events(
         kube, "job"))
     again = wait_for("a new Workload admitted", lambda: (lambda w: w if w and w[
-        "metadata"]["uid"] != first["metadata"]["uid"] and wl.read(w).admitted else None)(
+        "metadata"]["uid"] != first["metadata"]["uid"] and wl.read(w).status.admitted else None)(
         queues.workload("PyTorchJob", "job")), timeout=60)
     assert again["metadata"]["name"] == first["metadata"]["name"]
     wait_pods_of(kube, "job", 3)
@@ -321,7 +321,7 @@ def test_while_kueue_is_down_jobs_wait_and_nothing_runs_twice(
     assert {p["metadata"]["name"]: p["metadata"]["uid"]
             for p in pods_of(kube, "running")} == run_pods
     still = queues.workload("PyTorchJob", "running")
-    assert still is not None and wl.read(still).admitted
+    assert still is not None and wl.read(still).status.admitted
     assert still["metadata"]["uid"] == admitted["metadata"]["uid"]
     succeed(kube, "PyTorchJob", "running")
     wait_pods_of(kube, "waiting", 4, timeout=60)

@@ -89,8 +89,8 @@ def test_trainop_adds_to_the_pods_what_kueues_admission_writes_into_the_template
     queues.wait_workload(kind, name)
     stored = kube.job(kind, name)
     queues.create(cpu="8", flavor=FLAVOR)  # now it fits
-    theirs = wait_for("the Workload admitted", lambda: (lambda w: w if w and wl.read(w).admitted
-                      else None)(queues.workload(kind, name)))
+    theirs = wait_for("the Workload admitted", lambda: (
+        lambda w: w if w and wl.read(w).status.admitted else None)(queues.workload(kind, name)))
     infos = wl.admitted(wl.read(theirs), {queues.name: FLAVOR})
     written = wait_for("the templates admitted", lambda: (lambda t: t if all(
         (x.get("spec") or {}).get("nodeSelector") for x in t.values()) else None)(

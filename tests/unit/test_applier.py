@@ -274,7 +274,7 @@ def test_a_name_still_held_by_what_is_going_is_tried_again_not_failed(
     a = applier(api, told, "MPIJob")
     again = asyncio.run(a.apply("default/job", head, plan))
     assert again == 0.0  # decided again at once, with the holder shown to the engine
-    held = a.held("default/job")
+    held = a.holders.held("default/job")
     assert [(h.kind, h.name, h.owner_kind) for h in held] == [
         ("ConfigMap", "job-config", taken_by[0])]
     assert 0 < held[0].look_again <= 1.0
@@ -290,29 +290,29 @@ def test_a_holder_the_caches_do_not_show_is_looked_at_with_back_off(
     """A bare pod of the user's kept by its finalizer after its deletion holds a replica's
     name: one request a look, the looks twice as far apart each time up to a minute, none
     between them; once it is gone the name is tried again."""
-    from trainop.cluster.acting import applier as applier_mod
+    from trainop.cluster.acting import holders
 
     clock = [100.0]
-    monkeypatch.setattr(applier_mod.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(holders.time, "monotonic", lambda: clock[0])
     api = MemoryAPI(taken={"job-worker-0": ""}, taken_by=None, deleting=True)
     plan, head = plan_for("JAXJob", {"Worker": 1})
     a = applier(api, Told(), "JAXJob")
     asyncio.run(a.apply("default/job", head, plan))
-    assert [(h.name, h.owner_kind, h.deleting) for h in a.held("default/job")] == [
+    assert [(h.name, h.owner_kind, h.deleting) for h in a.holders.held("default/job")] == [
         ("job-worker-0", None, True)]
     lists = api.lists
-    asyncio.run(a.look_again("default/job", "default"))  # not due yet: no request
+    asyncio.run(a.holders.look_again("default/job", "default"))  # not due yet: no request
     assert api.lists == lists
     waits = []
     for _ in range(8):
-        clock[0] = a.holders["default/job"]["job-worker-0"].due
-        asyncio.run(a.look_again("default/job", "default"))
-        waits.append(a.held("default/job")[0].look_again)
+        clock[0] += a.holders.held("default/job")[0].look_again
+        asyncio.run(a.holders.look_again("default/job", "default"))
+        waits.append(a.holders.held("default/job")[0].look_again)
     assert waits == [2, 4, 8, 16, 32, 60, 60, 60] and api.lists == lists + 8
     del api.taken["job-worker-0"]
     clock[0] += 60
-    asyncio.run(a.look_again("default/job", "default"))
-    assert a.held("default/job") == ()
+    asyncio.run(a.holders.look_again("default/job", "default"))
+    assert a.holders.held("default/job") == ()
 
 
 def test_the_next_decision_waits_for_the_services_made_as_for_the_pods() -> None:

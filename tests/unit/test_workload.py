@@ -204,8 +204,8 @@ def test_a_workload_of_any_shape_is_read_without_failing_the_reader() -> None:
                               "admission": [], "reclaimablePods": [{"count": "1"}, 7]}})
     assert (odd.key, odd.finalizers, odd.generation, odd.pod_sets) == ("t/w", (), 0, ())
     assert odd.controller is None and odd.owners[0].uid == ""
-    assert odd.max_execution_seconds is None and odd.admission is None
-    assert odd.admitted and not odd.has_quota and odd.reclaimable_pods == ()
+    assert odd.max_execution_seconds is None and odd.status.admission is None
+    assert odd.status.admitted and not odd.status.has_quota and odd.status.reclaimable_pods == ()
     assert wl.read({}) == wl.read({"metadata": None, "spec": 1, "status": "x"})
 
 

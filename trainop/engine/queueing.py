@@ -102,7 +102,7 @@ def conditions_with(workload: Workload, ctype: str, status: str, reason: str,
                     ) -> list[WorkloadCondition]:
     """The Workload's conditions with `ctype` set (apimeta.SetStatusCondition): its
     lastTransitionTime changes only where its status does."""
-    base = conditions if conditions is not None else list(workload.conditions)
+    base = conditions if conditions is not None else list(workload.status.conditions)
     before = next((c for c in base if c.type == ctype), None)
     since = before.last_transition_time if before is not None and \
         before.status == status and before.last_transition_time else clock.fmt(now)
@@ -115,7 +115,7 @@ def pending(workload: Workload) -> tuple[str, str] | None:
     """Why Kueue has not admitted the Workload: its QuotaReserved False condition's reason
     and message (`Inadmissible`: `LocalQueue q doesn't exist`, `couldn't assign flavors to
     pod set worker: ...`), or None."""
-    c = workload.condition_of("QuotaReserved")
+    c = workload.status.condition_of("QuotaReserved")
     if c is None or c.status != "False" or not c.message:
         return None
     return c.reason, c.message
@@ -151,8 +151,8 @@ def given_back(workloads: Sequence[Workload]) -> tuple[tuple[str, int], ...]:
     """(pod set, count) of the replicas that the job's Workload holding quota gave back
     as done (its reclaimablePods)."""
     for workload in workloads:
-        if workload.has_quota:
-            return tuple((name, n) for name, n in workload.reclaimable_pods if n > 0)
+        if workload.status.has_quota:
+            return tuple((name, n) for name, n in workload.status.reclaimable_pods if n > 0)
     return ()
 
 
@@ -164,7 +164,7 @@ def reclaimable(job: Job, state: JobState, workload: Workload) -> list[dict[str,
     Workload holds quota: validateReclaimablePodsUpdate); that many of the pod set never
     run again, whatever is deleted (objects.missing, by Observed.reclaimed)."""
     sizes = {str(ps.get("name")): int(ps.get("count") or 0) for ps in workload.pod_sets}
-    before = dict(workload.reclaimable_pods)
+    before = dict(workload.status.reclaimable_pods)
     counts = dict(before)
     # the job as written: a restartPolicy left unset defaults to none that is Always
     if not restarts_every_replica(job.spec.run_policy):
@@ -194,9 +194,9 @@ def pods_ready(state: JobState, workload: Workload) -> tuple[str, str, str]:
     """The Workload's PodsReady condition: status, reason, message
     (generatePodsReadyCondition)."""
     not_ready = "False", "WaitForStart", "Not all pods are ready or succeeded"
-    if not workload.admitted:
+    if not workload.status.admitted:
         return not_ready
-    before = workload.condition_of("PodsReady")
+    before = workload.status.condition_of("PodsReady")
     reason = before.reason if before is not None else ""
     if state.running:
         recovered = reason in ("WaitForRecovery", "Recovered")
@@ -222,7 +222,7 @@ def decide(job: Job, state: JobState, workloads: Sequence[Workload],
     workload = _one_workload(job, state, workloads, classes, step, now)
     if workload is None:
         return _without_workload(job, state, classes, step)
-    if workload.condition("Finished") is not None:
+    if workload.status.condition("Finished") is not None:
         # finished: nothing more of it; its finalizer goes (Kueue: FinishedWorkload)
         if wl.FINALIZER in workload.finalizers:
             step.release.append(workload)
@@ -239,26 +239,26 @@ def decide(job: Job, state: JobState, workloads: Sequence[Workload],
         step.events.append(Event("Normal", "FinishedWorkload",
                                  f"Workload '{workload.key}' is declared finished"))
         return step
-    released = reclaimable(job, state, workload) if workload.has_quota and not \
-        state.suspended and workload.condition("Evicted") is None else None
+    released = reclaimable(job, state, workload) if workload.status.has_quota and not \
+        state.suspended and workload.status.condition("Evicted") is None else None
     if released is not None and [(r["name"], r["count"]) for r in released] != list(
-            workload.reclaimable_pods):
+            workload.status.reclaimable_pods):
         # jobframework step 4 (JobWithReclaimablePods): the quota of replicas that are done
         step.status.append(StatusPatch(workload, None, reclaimable_pods=released))
         return step
     if wait_for_pods_ready:
         status, reason, message = pods_ready(state, workload)
-        before = workload.condition_of("PodsReady")
+        before = workload.status.condition_of("PodsReady")
         if before is None or (before.status, before.reason) != (status, reason):
             step.status.append(StatusPatch(workload, conditions_with(
                 workload, "PodsReady", status, reason, message, now)))
             return step
-    evicted = workload.condition("Evicted")
+    evicted = workload.status.condition("Evicted")
     if evicted is not None:
         _evicted(state, workload, evicted, step, now)
     elif state.suspended:
         _suspended(job, workload, step)
-    elif not workload.admitted:
+    elif not workload.status.admitted:
         _stop(state, step, "Not admitted by cluster queue")
     return step
 
@@ -284,14 +284,14 @@ def _evicted(state: JobState, workload: Workload, evicted: WorkloadCondition,
     """The job is stopped; once its pods are gone, the quota goes back and the Workload
     waits again."""
     _stop(state, step, evicted.message)
-    if not workload.has_quota or state.active:
+    if not workload.status.has_quota or state.active:
         return
     requeued = evicted.reason in (PREEMPTED, NODE_FAILURES)
     conditions = conditions_with(workload, "Requeued", "True" if requeued else "False",
                                  evicted.reason, evicted.message, now)
     conditions = conditions_with(workload, "QuotaReserved", "False", PENDING,
                                  evicted.message, now, conditions)
-    if workload.admitted:
+    if workload.status.admitted:
         conditions = conditions_with(workload, "Admitted", "False", "NoReservation",
                                      "The workload has no reservation", now, conditions)
     # the pods made again on readmission run every replica: none is reclaimable
@@ -302,11 +302,11 @@ def _evicted(state: JobState, workload: Workload, evicted: WorkloadCondition,
 def _suspended(job: Job, workload: Workload, step: Step) -> None:
     """A suspended job starts once its Workload is admitted; while it waits, its Workload
     follows its queue-name label."""
-    if workload.admitted:
+    if workload.status.admitted:
         step.suspend = False
-        queue = (workload.admission or {}).get("clusterQueue", "")
+        queue = (workload.status.admission or {}).get("clusterQueue", "")
         step.events.append(Event("Normal", "Started", f"Admitted by clusterQueue {queue}"))
-    elif not workload.admission and workload.queue_name != (wl.queue_name(job) or ""):
+    elif not workload.status.admission and workload.queue_name != (wl.queue_name(job) or ""):
         # the job's queue-name label changed while it waits (QueueNameChange); Kueue
         # refuses the change while the Workload holds an admission
         step.replace_spec.append((workload, {"queueName": wl.queue_name(job)}))
@@ -336,7 +336,7 @@ def _one_workload(job: Job, state: JobState, workloads: Sequence[Workload],
         if owner is None:
             step.adopt = named
             return None
-        if not wl.matches(job, named) and named.condition("Finished") is None:
+        if not wl.matches(job, named) and named.status.condition("Finished") is None:
             step.status.append(StatusPatch(named, conditions_with(
                 named, "Finished", "True", OUT_OF_SYNC,
                 "The prebuilt workload is out of sync with its user job", now)))
@@ -349,7 +349,7 @@ def _one_workload(job: Job, state: JobState, workloads: Sequence[Workload],
             match = w
         else:
             others.append(w)
-    if match is None and others and state.suspended and not others[0].has_quota:
+    if match is None and others and state.suspended and not others[0].status.has_quota:
         step.replace_spec.append((others[0], desired(job, classes)["spec"]))
         step.events.append(Event("Normal", "UpdatedWorkload",
                                  "Updated not matching Workload for suspended job: "

@@ -25,7 +25,12 @@ from trainop.api import Job
 from trainop.api.numbers import go_int
 from trainop.engine import quantity
 from trainop.engine.labels import owner_reference
-from trainop.engine.workload_record import OwnerRef, Workload, WorkloadCondition
+from trainop.engine.workload_record import (
+    OwnerRef,
+    Workload,
+    WorkloadCondition,
+    WorkloadStatus,
+)
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 KIND = "Workload"
@@ -287,7 +292,7 @@ def matches(job: Job, workload: Workload) -> bool:
     mine, theirs = pod_sets(job), workload.pod_sets
     if len(mine) != len(theirs):
         return False
-    fields = COMPARED[1:] if workload.admitted else COMPARED
+    fields = COMPARED[1:] if workload.status.admitted else COMPARED
     for a, b in zip(mine, theirs, strict=True):
         if a["count"] != b.get("count") or a.get("minCount") != b.get("minCount"):
             return False
@@ -325,15 +330,16 @@ def read(obj: Mapping[str, Any]) -> Workload:
         pod_sets=tuple({**{k: v for k, v in ps.items() if k != "template"},
                         DIGESTS: {f: _compared(ps, f) for f in COMPARED}}
                        for ps in _dicts(spec.get("podSets"))),
-        conditions=tuple(WorkloadCondition(
-            _str(c.get("type")), _str(c.get("status")), _str(c.get("reason")),
-            _str(c.get("message")), _str(c.get("lastTransitionTime")),
-            _int(c.get("observedGeneration"))) for c in _dicts(status.get("conditions"))),
-        admission=admission if isinstance(admission, dict) else None,
-        reclaimable_pods=tuple((_str(r.get("name")), r["count"])
-                               for r in _dicts(status.get("reclaimablePods"))
-                               if type(r.get("count")) is int),
-        admission_checks=tuple(_dicts(status.get("admissionChecks"))))
+        status=WorkloadStatus(
+            conditions=tuple(WorkloadCondition(
+                _str(c.get("type")), _str(c.get("status")), _str(c.get("reason")),
+                _str(c.get("message")), _str(c.get("lastTransitionTime")),
+                _int(c.get("observedGeneration"))) for c in _dicts(status.get("conditions"))),
+            admission=admission if isinstance(admission, dict) else None,
+            reclaimable_pods=tuple((_str(r.get("name")), r["count"])
+                                   for r in _dicts(status.get("reclaimablePods"))
+                                   if type(r.get("count")) is int),
+            admission_checks=tuple(_dicts(status.get("admissionChecks")))))
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -426,7 +432,7 @@ def admitted(workload: Workload, flavors: Mapping[str, Mapping[str, Any]]
     flavors' node labels and tolerations (`flavors`: each ResourceFlavor's spec, by name),
     the topology gate where Kueue places the pods itself, the pod set and queue labels, and
     the admission checks' updates. Empty where it is not admitted."""
-    admission = workload.admission or {}
+    admission = workload.status.admission or {}
     sets = {ps.get("name"): ps for ps in workload.pod_sets}
     infos: dict[str, PodSetInfo] = {}
     for assignment in admission.get("podSetAssignments") or []:
@@ -451,7 +457,7 @@ def admitted(workload: Workload, flavors: Mapping[str, Mapping[str, Any]]
         cluster_queue = admission.get("clusterQueue", "")
         if _dns_label(cluster_queue):
             info.labels[CLUSTER_QUEUE_LABEL] = cluster_queue
-        for check in workload.admission_checks:
+        for check in workload.status.admission_checks:
             for update in check.get("podSetUpdates") or []:
                 if update.get("name") == ps_name:
                     info.merge(PodSetInfo(

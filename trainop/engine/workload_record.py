@@ -42,6 +42,34 @@ class OwnerRef:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadStatus:
+    conditions: tuple[WorkloadCondition, ...] = ()
+    admission: Mapping[str, Any] | None = None
+    """status.admission (None: no quota reserved)."""
+    reclaimable_pods: tuple[tuple[str, int], ...] = ()
+    """status.reclaimablePods as (pod set, count)."""
+    admission_checks: tuple[Mapping[str, Any], ...] = ()
+    """status.admissionChecks (their pod set updates)."""
+
+    def condition_of(self, ctype: str) -> WorkloadCondition | None:
+        """Its condition `ctype`, whatever its status."""
+        return next((c for c in self.conditions if c.type == ctype), None)
+
+    def condition(self, ctype: str) -> WorkloadCondition | None:
+        """Its condition `ctype` where it is True, else None."""
+        c = self.condition_of(ctype)
+        return c if c is not None and c.status == "True" else None
+
+    @property
+    def admitted(self) -> bool:
+        return self.condition("Admitted") is not None
+
+    @property
+    def has_quota(self) -> bool:
+        return self.condition("QuotaReserved") is not None
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """What trainop reads of a Workload (kueue.x-k8s.io/v1beta2)."""
 
@@ -60,13 +88,7 @@ class Workload:
     max_execution_seconds: int | None = None
     pod_sets: tuple[Mapping[str, Any], ...] = ()
     """spec.podSets, slim: each template stands as digests of what is compared of it."""
-    conditions: tuple[WorkloadCondition, ...] = ()
-    admission: Mapping[str, Any] | None = None
-    """status.admission (None: no quota reserved)."""
-    reclaimable_pods: tuple[tuple[str, int], ...] = ()
-    """status.reclaimablePods as (pod set, count)."""
-    admission_checks: tuple[Mapping[str, Any], ...] = ()
-    """status.admissionChecks (their pod set updates)."""
+    status: WorkloadStatus = field(default_factory=WorkloadStatus)
 
     @property
     def key(self) -> str:
@@ -76,20 +98,3 @@ class Workload:
     def controller(self) -> OwnerRef | None:
         """Its controlling owner reference, or None."""
         return next((o for o in self.owners if o.controller), None)
-
-    def condition_of(self, ctype: str) -> WorkloadCondition | None:
-        """Its condition `ctype`, whatever its status."""
-        return next((c for c in self.conditions if c.type == ctype), None)
-
-    def condition(self, ctype: str) -> WorkloadCondition | None:
-        """Its condition `ctype` where it is True, else None."""
-        c = self.condition_of(ctype)
-        return c if c is not None and c.status == "True" else None
-
-    @property
-    def admitted(self) -> bool:
-        return self.condition("Admitted") is not None
-
-    @property
-    def has_quota(self) -> bool:
-        return self.condition("QuotaReserved") is not None

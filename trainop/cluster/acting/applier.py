@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from trainop import wallclock
@@ -30,6 +27,7 @@ from trainop.api.resources import (
 from trainop.cluster.acting import metrics
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.acting.expectations import Expectations, expected, expected_gone
+from trainop.cluster.acting.holders import FIRST_LOOK, Holders, held_by
 from trainop.cluster.acting.workload_writes import WorkloadWrites
 from trainop.cluster.reading.client import MAX_IN_FLIGHT, REQUEST_ERRORS, APIError, Client
 from trainop.cluster.reading.informer import Informer
@@ -53,12 +51,6 @@ class Refused(Exception):
     name taken by an object the job does not control): the job cannot run."""
 
 
-FIRST_LOOK = 1.0
-LAST_LOOK = 60.0
-"""Seconds between looks at a holder the caches do not show: from the first, doubling,
-to the last (each look is one request; a holder kept by a finalizer may stay for ever)."""
-
-
 class NameHeld(Exception):
     """A name the plan needs is held by an object that is going (an earlier job of the
     same kind and name, or anything being deleted): made once it is gone."""
@@ -66,20 +58,6 @@ class NameHeld(Exception):
     def __init__(self, held: Held, resource: Resource):
         super().__init__(f"{held.described()} is still there")
         self.held, self.resource = held, resource
-
-
-@dataclass
-class Holder:
-    """A going object the API server named as holding a name a job needs, that the caches
-    do not show (anyone's: a bare pod kept by its finalizer): looked at again with
-    back-off, and shown to the engine meanwhile (Observed.held), so that the job names it
-    and makes no request for that name until it is gone."""
-
-    held: Held
-    resource: Resource
-    wait: float = FIRST_LOOK
-    due: float = 0.0
-    """time.monotonic() of the next look."""
 
 
 class PlanApplier:
@@ -97,41 +75,8 @@ class PlanApplier:
         self.expectations = Expectations()
         self.workloads = WorkloadWrites(client, recorder, self.expectations)
         """Kueue's steps for the jobs this applier's kind queues."""
-        self.holders: dict[str, dict[str, Holder]] = {}
-        """Job key -> name -> its holder the caches do not show."""
-
-    def held(self, key: str) -> tuple[Held, ...]:
-        """The holders the caches do not show of the names job `key` needs, each with the
-        seconds until it is looked at again."""
-        now = time.monotonic()
-        return tuple(dataclasses.replace(h.held, look_again=max(h.due - now, 0.0))
-                     for h in self.holders.get(key, {}).values())
-
-    def forget(self, key: str) -> None:
-        self.holders.pop(key, None)
-
-    async def look_again(self, key: str, ns: str) -> None:
-        """A request for each holder of job `key` whose look is due (none otherwise): one
-        that is gone, or no longer going, is forgotten (the job tries its name again);
-        one still there is looked at again later, twice as late, at most LAST_LOOK."""
-        holders = self.holders.get(key, {})
-        now = time.monotonic()
-        for name, h in list(holders.items()):
-            if h.due > now:
-                continue
-            found = await self.client.get(h.resource.path(ns),
-                                          {"fieldSelector": f"metadata.name={name}"})
-            there = (found.get("items") or [None])[0]
-            held = _held(h.held.kind, there) if there is not None else None
-            if held is None or not held.going(self.kind, key.split("/", 1)[1]):
-                # gone, or no longer going (the next create is refused, and says so)
-                del holders[name]
-                continue
-            h.held = held
-            h.wait = min(h.wait * 2, LAST_LOOK)
-            h.due = time.monotonic() + h.wait
-        if not holders:
-            self.holders.pop(key, None)
+        self.holders = Holders(kind, client)
+        """What holds a name a job needs, that the caches do not show."""
 
     async def apply(self, key: str, obj: dict[str, Any], plan: Plan,
                     persona: Persona = TRAINING_OPERATOR) -> float | None:
@@ -145,8 +90,7 @@ class PlanApplier:
             # (the replica says what it waits for, and no request is made for its name)
             # and it is looked at again with back-off; a new job shows Created meanwhile
             log.info("%s %s: %s; looking again in %.0fs", self.kind, key, held, FIRST_LOOK)
-            self.holders.setdefault(key, {})[held.held.name] = Holder(
-                held.held, held.resource, due=time.monotonic() + FIRST_LOOK)
+            self.holders.remember(key, held.held, held.resource)
             blocked = created_only(plan, stored_status(obj), wallclock.now())
             if blocked is not None:
                 await self.commit(key, obj, blocked, persona)
@@ -316,7 +260,7 @@ class PlanApplier:
         if meta.owner_uid == owner["uid"]:
             await self._adopt(resource, ns, there, obj)
             return
-        held = _held(obj["kind"], there)
+        held = held_by(obj["kind"], there)
         if held.going(owner["kind"], owner["name"]):
             raise NameHeld(held, resource)
         raise Refused(not_ours(obj["kind"], name))
@@ -378,10 +322,3 @@ async def _gather_first_error(coros: list[Awaitable[None]]) -> None:
     for result in results:
         if isinstance(result, BaseException):
             raise result
-
-
-def _held(kind: str, there: dict[str, Any]) -> Held:
-    """What holds a name: the object of `kind` the API server has under it."""
-    meta = meta_of(there)
-    return Held(kind, meta.name, bool((there.get("metadata") or {}).get("deletionTimestamp")),
-                meta.owner_kind, meta.owner_name)

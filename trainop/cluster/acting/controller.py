@@ -128,7 +128,8 @@ class JobController:
         self.applier = PlanApplier(kind, self.framework.info.framework, client, self.jobs,
                                    recorder)
         self.expectations = self.applier.expectations
-        self.observer = Observer(kind, caches, self.framework.pod_services, self.applier.held)
+        self.observer = Observer(kind, caches, self.framework.pod_services,
+                                 self.applier.holders.held)
         self.jobs.add_handler(self._on_job)
         assert caches.pods is not None
         caches.pods.add_handler(self._on_pod)
@@ -146,7 +147,7 @@ class JobController:
         key = rec.key
         if change is Change.DELETED:
             self.expectations.forget(key)
-            self.applier.forget(key)
+            self.applier.holders.forget(key)
             self._parsed.pop((self.kind, key))
             self._exited.pop(key, None)
             if self.queueing is not None:
@@ -282,7 +283,7 @@ class JobController:
                 return None  # the caches will show what it wrote, and bring the job back
             job, kueue_reads = queued, job_state(job)
             reclaimed = given_back(self.queueing.of(written))
-        await self.applier.look_again(key, job.namespace)
+        await self.applier.holders.look_again(key, job.namespace)
         exited = dict(self._exited.get(key, {}))
         observed = dataclasses.replace(self.observer.observed(job, tuple(exited.items())),
                                        reclaimed=reclaimed)

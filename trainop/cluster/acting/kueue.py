@@ -146,7 +146,7 @@ class Queueing:
             return None
         if step != Step():
             return step
-        admitted = next((w for w in workloads if w.admitted), None)
+        admitted = next((w for w in workloads if w.status.admitted), None)
         if admitted is None:
             self.tell_pending(written, obj, workloads)
         if admitted is None or job.spec.run_policy.suspend:
