@@ -11,14 +11,27 @@ from typing import TYPE_CHECKING, Any
 from trainop.api import Job, ReplicaStatus
 from trainop.api.resources import JOBS
 from trainop.engine.framework import Counts
-from trainop.engine.labels import app_labels, object_meta
-from trainop.engine.observed import BatchJob, Phase
+from trainop.engine.labels import app_labels, object_meta, replica_name
+from trainop.engine.observed import BatchJob, OwnedObject, Phase
 
 if TYPE_CHECKING:
     from trainop.engine.round import Round
 
 COMPLETE = "Complete"
 FAILED = "Failed"
+
+
+def observed_job(r: Round) -> OwnedObject | None:
+    """The batch/v1 Job of the round's replica `r.batch`, as observed."""
+    if r.batch is None:
+        return None
+    return r.observed.object(JOBS.kind, replica_name(r.job, r.batch, 0))
+
+
+def observed_state(r: Round) -> BatchJob | None:
+    """What the observed Job's status says, or None where there is no Job."""
+    found = observed_job(r)
+    return found.job if found is not None else None
 
 
 def desired(job: Job, pod: dict[str, Any], suspended: bool) -> dict[str, Any]:
@@ -91,19 +104,19 @@ def step(r: Round) -> bool:
     decides anything (mpi-operator: a worker that fails is not made again), but one the
     cluster evicted; True when the job ended (nothing more to do in this round)."""
     assert r.batch is not None
-    state = r.batch_state()
+    state = observed_state(r)
     if state is not None and state.finished == FAILED:
         reason, message = r.fw.wording.job_failed(r.job, state)
-        if r.fail(reason, message):
+        if r.report.fail(reason, message):
             r.plan.add_metric("failed")
         return True
     # a replica the cluster evicted ends the job (mpi-operator's updateMPIJobStatus;
     # it does not count such a job as failed)
-    others = [p for p in r.live_pods() if p.replica_type != r.batch
+    others = [p for p in r.observed.live_pods() if p.replica_type != r.batch
               and r.resolved.in_spec(p.replica_type, p.index)]
     evicted = sum(1 for p in others if p.phase == Phase.FAILED and p.reason == "Evicted")
     if evicted:
         total = r.resolved.total - r.resolved.replicas[r.batch]
-        r.fail(f"{r.kind}Evicted", r.fw.wording.evicted(r.job, evicted, total))
+        r.report.fail(f"{r.job.kind}Evicted", r.fw.wording.evicted(r.job, evicted, total))
         return True
     return False

@@ -266,7 +266,7 @@ def step(r: Round) -> bool:
     policy = r.job.spec.run_policy.pod_failure_policy
     if policy is None and r.config.ignore_disruptions:
         policy = podfailure.IGNORE_DISRUPTIONS
-    live = r.live_pods()
+    live = r.observed.live_pods()
     judgement = judge(r.job, live, r.status, r.fw, policy)
     if judgement is None:
         return False
@@ -274,25 +274,25 @@ def step(r: Round) -> bool:
     if judgement.verdict is not Verdict.FAIL and judgement.ignored:
         # made again, counted nowhere: the pod's end was not the job's doing
         ignored = [pod for pod, _ in judgement.ignored]
-        r.delete_pods([p for p in ignored if not (in_place and inplace.alive(p))],
+        r.acts.delete_pods([p for p in ignored if not (in_place and inplace.alive(p))],
                       "pod failure policy")
         for _, why in judgement.ignored:
-            r.event(podfailure.REASON, f"{why}: the pod is made again, not counted")
+            r.report.event(podfailure.REASON, f"{why}: the pod is made again, not counted")
         if in_place and any(inplace.alive(p) for p in ignored):
             inplace.next_attempt(r, live)  # every pod goes on from a new attempt together
     if judgement.verdict is Verdict.IGNORE:
         return True
     if judgement.first is not None:
-        r.record_failure(judgement.first)
+        r.report.failure(judgement.first)
     if judgement.verdict is Verdict.FAIL:
-        if r.fail(judgement.reason, judgement.message, judgement.event_message,
+        if r.report.fail(judgement.reason, judgement.message, judgement.event_message,
                   judgement.warning, judgement.condition_reason) and judgement.by_replicas:
             r.plan.add_metric("failed")  # not a limit's failure (upstream's counters)
         return True
     if in_place and judgement.whole_job:
         inplace.next_attempt(r, live)
     else:
-        r.delete_pods(list(judgement.restart), "restarting the whole job"
+        r.acts.delete_pods(list(judgement.restart), "restarting the whole job"
                       if judgement.whole_job else "restarting")
     statuses = r.status.replica_statuses or {}
     for rtype, n in judgement.recreations.items():
@@ -300,13 +300,13 @@ def step(r: Round) -> bool:
         rs.restarts = (rs.restarts or 0) + n
     r.status.replica_statuses = statuses
     r.plan.add_metric("restarted", sum(judgement.recreations.values()))  # pod.go:366
-    r.condition(cond.RESTARTING, "True", judgement.reason, judgement.message, tell=False)
+    r.report.condition(cond.RESTARTING, "True", judgement.reason, judgement.message, tell=False)
     # upstream's two Warnings, on every restart: one per pod it deletes (pod.go:362-364),
     # then its controller's (e.g. pytorchjob_controller.go:431)
     for rtype, n in sorted(judgement.recreations.items()):
         for _ in range(n):
-            r.event(judgement.reason, f"job {r.job.name} is restarting because "
+            r.report.event(judgement.reason, f"job {r.job.name} is restarting because "
                                       f"{rtype} replica(s) failed.", warning=True)
     if judgement.event_message:
-        r.event(judgement.reason, judgement.event_message, warning=True)
+        r.report.event(judgement.reason, judgement.event_message, warning=True)
     return True

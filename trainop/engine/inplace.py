@@ -275,7 +275,7 @@ def restarts_in_place(r: Round, live: list[PodState]) -> bool:
     rules (else a Normal event says the job restarts by making its pods again)."""
     if all(p.in_place is None or p.in_place.kept_rules for p in live):
         return True
-    r.event(UNAVAILABLE, f"{DROPPED}: {FALLBACK}")
+    r.report.event(UNAVAILABLE, f"{DROPPED}: {FALLBACK}")
     return False
 
 
@@ -289,9 +289,9 @@ def next_attempt(r: Round, live: list[PodState]) -> None:
         return  # a restart is under way: every pod stops already
     r.attempts = Attempts(r.attempts.current + 1, r.attempts.released)
     again = [p for p in live if not ran(p)]
-    r.delete_pods(again, "restarting the whole job")
+    r.acts.delete_pods(again, "restarting the whole job")
     made = f"; {len(again)} made again" if again else ""
-    r.event(RESTARTING, f"Restarting the {len(live) - len(again)} pod(s) of the job in "
+    r.report.event(RESTARTING, f"Restarting the {len(live) - len(again)} pod(s) of the job in "
                         f"place, attempt {r.attempts.current}{made}")
 
 
@@ -304,17 +304,17 @@ def carry_on(r: Round) -> bool:
         return False
     attempt = r.attempts.current
     resolved = r.resolved
-    mine = [p for p in r.live_pods() if resolved.in_spec(p.replica_type, p.index)]
+    mine = [p for p in r.observed.live_pods() if resolved.in_spec(p.replica_type, p.index)]
     # those that ended are made again, and so are those not told this attempt that did
     # not run the last (the manager stopped before it deleted them: next_attempt)
-    r.delete_pods([p for p in mine if not alive(p) or (
+    r.acts.delete_pods([p for p in mine if not alive(p) or (
         p.in_place is not None and p.in_place.attempt < attempt and not ran(p))],
         "restarting the whole job")
     at_barrier = {(p.replica_type, p.index) for p in mine
                   if held(p) and p.in_place is not None and p.in_place.attempt == attempt}
     if all(slot in at_barrier for slot in resolved.slots()):
         r.attempts = Attempts(attempt, attempt)
-        r.event(RELEASED_REASON, f"Every pod stopped for attempt {attempt}, which starts")
+        r.report.event(RELEASED_REASON, f"Every pod stopped for attempt {attempt}, which starts")
         return True
     restarting = cond.get(r.status, cond.RESTARTING)
     since = clock.parse(restarting.last_transition_time) if restarting and \
@@ -324,12 +324,12 @@ def carry_on(r: Round) -> bool:
     late = [p for p in mine if alive(p) and (p.replica_type, p.index) not in at_barrier
             and not (p.created and clock.parse(p.created) > since)]
     if left <= 0 and late:
-        r.delete_pods(late, "not restarted in place")
-        r.event(LATE, f"{shown(p.name for p in late)} did not stop for attempt {attempt} "
+        r.acts.delete_pods(late, "not restarted in place")
+        r.report.event(LATE, f"{shown(p.name for p in late)} did not stop for attempt {attempt} "
                       f"within {STOP_GRACE:.0f}s: made again", warning=True)
     elif late:
         r.plan.requeue(left)
-    r.create_missing()  # made for the new attempt, they wait at the barrier for it
+    r.acts.create_missing()  # made for the new attempt, they wait at the barrier for it
     return True
 
 
@@ -344,7 +344,7 @@ def tell(r: Round) -> None:
     over = cond.is_finished(r.status)
     steady = not r.attempts.under_way  # (else every pod restarts, these too)
     again = []
-    for p in r.live_pods():
+    for p in r.observed.live_pods():
         if p.name in doomed:
             continue
         finish = over or (steady and p.phase == Phase.SUCCEEDED)
@@ -357,7 +357,7 @@ def tell(r: Round) -> None:
                 r.plan.update.append(told_again(p, r.now))
                 again.append(p.name)
     if again:
-        r.event(TOLD_AGAIN_REASON, f"{shown(again)} did not act on what "
+        r.report.event(TOLD_AGAIN_REASON, f"{shown(again)} did not act on what "
                                    f"{'it was' if len(again) == 1 else 'they were'} told "
                                    f"within {NUDGE:.0f}s (the kubelet may not have written "
                                    f"the files again): told again")

@@ -107,8 +107,8 @@ def step(r: Round) -> bool:
     if grace is None or not r.observed.lost_nodes:
         return False
     r.lost = decide(r.observed.pods, r.observed.lost_nodes, grace, r.now_dt)
-    r.delete_pods(r.lost.delete, "node lost")
-    r.delete_pods(r.lost.force, "node out of service", force=True)
+    r.acts.delete_pods(r.lost.delete, "node lost")
+    r.acts.delete_pods(r.lost.force, "node out of service", force=True)
     if r.lost.next_look is not None:
         r.plan.requeue(r.lost.next_look)
     # (a pod deleted before is Terminating, or gone: its job restarted then)
@@ -116,14 +116,14 @@ def step(r: Round) -> bool:
     if not going or not r.resolved.whole_job_restarts:
         return False
     names = {p.name for p in going}
-    others = [p for p in r.live_pods() if p.name not in names]
+    others = [p for p in r.observed.live_pods() if p.name not in names]
     message = (f"{r.job.kind} {r.job.name} is restarting because "
                f"{shown(p.name for p in going)} lost {'its' if len(going) == 1 else 'their'}"
                f" node (not counted); {failures.WHOLE_JOB}.")
     if r.attempts is not None and inplace.restarts_in_place(r, others):
         inplace.next_attempt(r, others)  # the lost pods are made again for it, at the barrier
     else:
-        r.delete_pods(others, "restarting the whole job")
-    r.condition(cond.RESTARTING, "True", f"{r.kind}Restarting", message, tell=False)
-    r.event(f"{r.kind}Restarting", message, warning=True)
+        r.acts.delete_pods(others, "restarting the whole job")
+    r.report.condition(cond.RESTARTING, "True", f"{r.job.kind}Restarting", message, tell=False)
+    r.report.event(f"{r.job.kind}Restarting", message, warning=True)
     return True

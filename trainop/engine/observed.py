@@ -213,6 +213,10 @@ class Observed:
     (reclaimablePods; a pod set is a replica type in lower case): that many of the type
     never run again (engine/objects.py)."""
 
+    def live_pods(self) -> list[PodState]:
+        """Its pods not being deleted."""
+        return [p for p in self.pods if not p.terminating]
+
     def object(self, kind: str, name: str) -> OwnedObject | None:
         for obj in self.objects:
             if obj.kind == kind and obj.name == name:

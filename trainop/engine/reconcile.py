@@ -50,18 +50,19 @@ def _run(r: Round) -> Plan:
     if job.metadata.deletion_timestamp:
         return r.plan  # being deleted: the garbage collector removes what it owns
 
-    if cond.get(r.status, cond.CREATED) is None and r.condition(
-            cond.CREATED, "True", f"{r.kind}Created", r.fw.wording.created(job),
+    if cond.get(r.status, cond.CREATED) is None and r.report.condition(
+            cond.CREATED, "True", f"{r.job.kind}Created", r.fw.wording.created(job),
             tell=False):
         r.plan.add_metric("created")
-        r.tell_also(cond.CREATED, f"{r.kind}Created")
+        r.report.also(cond.CREATED, f"{r.job.kind}Created")
         if (why := r.config.in_place_unavailable) and inplace.asked(job, r.config):
-            r.event(inplace.UNAVAILABLE, f"{why}: {inplace.FALLBACK}")
+            r.report.event(inplace.UNAVAILABLE, f"{why}: {inplace.FALLBACK}")
     if r.fw.tells_exit_codes:
         # pkg/controller.v1/common/pod.go:343-346 (upstream tells it again on every
         # reconcile; trainop once, when the pod is seen to end)
         for pod, code in r.observed.exited:
-            r.event("ExitedWithCode", f"Pod: {r.job.namespace}.{pod} exited with code {code}")
+            r.report.event("ExitedWithCode",
+                           f"Pod: {r.job.namespace}.{pod} exited with code {code}")
 
     if cond.is_finished(r.status):
         _finished(r)
@@ -80,11 +81,11 @@ def _active(r: Round) -> None:
     st = r.status
     if cond.is_true(st, cond.SUSPENDED):
         message = r.fw.wording.resumed(r.job)
-        r.condition(cond.SUSPENDED, "False", f"{r.kind}Resumed", message)
-        r.event(f"{r.kind}Resumed", message)
+        r.report.condition(cond.SUSPENDED, "False", f"{r.job.kind}Resumed", message)
+        r.report.event(f"{r.job.kind}Resumed", message)
         st.start_time = r.now  # a resumed job starts again (deadlines count anew)
     if gang.gang_of(r.job).held(r.observed, r.job, r.config):
-        r.create_missing()  # the PodGroup (and what pods mount); no pods, no status
+        r.acts.create_missing()  # the PodGroup (and what pods mount); no pods, no status
         return
     if st.start_time is None:
         st.start_time = r.now
@@ -92,7 +93,7 @@ def _active(r: Round) -> None:
     # The replica statuses describe the pods observed, whatever this round decides.
     counts = r.counts_by_type(r.observed.pods)
     if r.batch is not None:
-        state = r.batch_state()
+        state = batchjob.observed_state(r)
         r.status.replica_statuses = batchjob.replica_statuses(
             counts, r.batch, state, stopped=state is not None and state.finished is not None)
         counts[r.batch] = batchjob.counts(state, counts[r.batch].replicas)
@@ -106,7 +107,7 @@ def _active(r: Round) -> None:
             # the cleanPodPolicy says, as upstream since kubeflow/trainer#3419
             words = (f"Job {r.job.name} has failed because it was active longer than "
                      f"specified deadline")
-            r.fail(f"{r.kind}Failed", f"{words} of {ads}s.", words, warning=False)
+            r.report.fail(f"{r.job.kind}Failed", f"{words} of {ads}s.", words, warning=False)
             r.past_deadline = True
             return
         r.plan.requeue(left)
@@ -120,25 +121,25 @@ def _active(r: Round) -> None:
         return
     if waiting.step(r):
         return
-    r.create_missing()
-    if r.fw.running(r.job, counts) and r.condition(
-            cond.RUNNING, "True", f"{r.kind}Running", r.fw.wording.running(r.job),
+    r.acts.create_missing()
+    if r.fw.running(r.job, counts) and r.report.condition(
+            cond.RUNNING, "True", f"{r.job.kind}Running", r.fw.wording.running(r.job),
             tell=False):
-        r.tell_also(cond.RUNNING, f"{r.kind}Running")
+        r.report.also(cond.RUNNING, f"{r.job.kind}Running")
 
 
 def _scale_down(r: Round) -> None:
     """Pods and services past the replica count, or of a type no longer in the spec."""
     pods, services = objects.surplus(r.job, r.observed, r.fw)
-    r.delete_pods(pods, "scaled down")
-    r.delete_services(services, "scaled down")
+    r.acts.delete_pods(pods, "scaled down")
+    r.acts.delete_services(services, "scaled down")
 
 
 def _succeed(r: Round) -> None:
-    state = r.batch_state()
+    state = batchjob.observed_state(r)
     if state is not None and state.completion_time and not cond.is_finished(r.status):
         r.status.completion_time = state.completion_time  # the Job's (mpi-operator)
-    if r.condition(cond.SUCCEEDED, "True", f"{r.kind}Succeeded",
+    if r.report.condition(cond.SUCCEEDED, "True", f"{r.job.kind}Succeeded",
                    r.fw.wording.succeeded(r.job)):
         r.plan.add_metric("successful")
 
@@ -168,7 +169,7 @@ def _finished(r: Round, just_now: bool = False) -> None:
     r.status.waiting_replicas = None
     message = r.fw.wording.never_running(r.job)
     if message is not None and cond.get(r.status, cond.RUNNING) is None:
-        cond.append_after_end(r.status, cond.RUNNING, "False", f"{r.kind}Running",
+        cond.append_after_end(r.status, cond.RUNNING, "False", f"{r.job.kind}Running",
                               message, r.now)
     if r.batch is not None:
         # mpi-operator lists the other pods no more: their counts are gone; the Job's
@@ -179,7 +180,7 @@ def _finished(r: Round, just_now: bool = False) -> None:
     elif not just_now and cond.is_true(r.status, cond.FAILED):
         # pods cleanup deletes, or that are gone, are no longer active (upstream leaves
         # the count of the moment the job failed, however long ago its pods went)
-        remaining = r.counts_by_type([p for p in r.live_pods() if p not in doomed])
+        remaining = r.counts_by_type([p for p in r.observed.live_pods() if p not in doomed])
         for rtype, rs in (r.status.replica_statuses or {}).items():
             rs.active = remaining[rtype].active if rtype in remaining else 0
     elif cond.is_true(r.status, cond.SUCCEEDED):
@@ -203,7 +204,7 @@ def _clean_up(r: Round, deadline: bool) -> list[PodState]:
     deadline, which the events name), and the framework's grants; returns the pods."""
     policy = settled(r.job.spec.run_policy.clean_pod_policy,
                      "spec.runPolicy.cleanPodPolicy")
-    live = r.live_pods()
+    live = r.observed.live_pods()
     if policy == "All":
         doomed = live
     elif policy == "Running":
@@ -215,18 +216,18 @@ def _clean_up(r: Round, deadline: bool) -> list[PodState]:
     doomed += [p for p in live if p.replica_type in stop and p not in doomed
                and p.phase in LIVE_PHASES]
     why = "job finished" if not deadline else "deadline exceeded"
-    r.delete_pods(doomed, why)
-    r.delete_services(r.services(None if policy == "All" else doomed), why)
+    r.acts.delete_pods(doomed, why)
+    r.acts.delete_services(r.acts.services(None if policy == "All" else doomed), why)
     for resource in launcher.grants if launcher else ():
         # (upstream keeps them until the job is deleted: a finished job's names may be
         # taken by another workload's pods, or were never its own if it failed on them)
-        r.delete_kind(resource)
+        r.acts.delete_kind(resource)
     told = gang.gang_of(r.job).told_at_end(r.job, policy)
     if r.config.gang_scheduler and told is not None and r.observed.object(
             "PodGroup", r.job.name) is not None and r.plan.remove(
             ObjectRef("PodGroup", r.job.name, gang.podgroups(r.config).api_version)):
         for reason, message in told:
-            r.removed(reason, message)
+            r.acts.removed(reason, message)
     return doomed
 
 
@@ -240,18 +241,18 @@ def _active_count_as_succeeded(r: Round) -> None:
 
 
 def _suspend(r: Round) -> None:
-    live = r.live_pods()
-    r.delete_pods(live, "job suspended")
+    live = r.observed.live_pods()
+    r.acts.delete_pods(live, "job suspended")
     if r.batch is None:
-        r.delete_services(r.services(), "job suspended")
+        r.acts.delete_services(r.acts.services(), "job suspended")
     else:  # what the pods need stays, and the launcher's Job is made, suspended
         kept = objects.kept_while_suspended(r.job, r.observed, r.fw, r.addr, r.config)
         r.plan.prerequisites.extend(kept.prerequisites)
         r.plan.update.extend(kept.update)
         r.plan.create.extend(kept.replicas)
     if r.config.gang_scheduler:
-        r.delete_kind(gang.podgroups(r.config))
-    seen = r.batch_object()
+        r.acts.delete_kind(gang.podgroups(r.config))
+    seen = batchjob.observed_job(r)
     if seen is not None and seen.job is not None and not seen.job.suspended:
         # its Job stops its pod (mpi-operator's syncHandler)
         r.plan.update.append(batchjob.update(r.job, seen.name, True, None))
@@ -262,10 +263,10 @@ def _suspend(r: Round) -> None:
     # resumes.
     for ctype, value, message in r.fw.wording.suspended(
             r.job, cond.is_true(r.status, cond.RUNNING)):
-        r.condition(ctype, value, f"{r.kind}Suspended", message)
+        r.report.condition(ctype, value, f"{r.job.kind}Suspended", message)
     if r.batch is not None:  # mpi-operator's, even for a job suspended from the start
         r.status.replica_statuses = batchjob.replica_statuses(
-            r.counts_by_type(r.observed.pods), r.batch, r.batch_state(), stopped=True)
+            r.counts_by_type(r.observed.pods), r.batch, batchjob.observed_state(r), stopped=True)
     else:
         # every pod is gone or going; what ended stays counted (a job suspended from
         # the start has no replica statuses, as upstream writes none for it)

@@ -126,7 +126,7 @@ def step(r: Round) -> bool:
     r.status.waiting_replicas = found.entries or None
     r.plan.events.extend(found.events)
     if found.overdue is not None:
-        r.fail(STARTUP_DEADLINE, overdue_message(r.job, found.overdue))
+        r.report.fail(STARTUP_DEADLINE, overdue_message(r.job, found.overdue))
         return True
     if found.next_look is not None:
         r.plan.requeue(found.next_look)
