@@ -392,7 +392,7 @@ def test_a_launcher_jobs_pods_are_kept_under_the_job_and_count_for_its_owner() -
                                                  last_failed=("Evicted", "j-launcher-b ended"))
     # a change of its pod wakes the MPIJob
     pod_rec = caches.pods.get("ns/j-launcher-c")
-    assert pod_rec is not None and controller._owner_key(pod_rec) == "ns/j"
+    assert pod_rec is not None and controller.watches.job_of(pod_rec) == "ns/j"
 
 
 def test_a_container_restarted_in_place_keeps_its_last_run() -> None:

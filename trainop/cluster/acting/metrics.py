@@ -5,6 +5,12 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 from trainop.api.persona import MPI_OPERATOR, TRAINING_OPERATOR, Persona
+from trainop.api.resources import JOBS
+from trainop.api.types import Defaulted
+from trainop.engine import EngineConfig, Observed
+from trainop.engine.framework import batch_type
+from trainop.engine.labels import replica_name
+from trainop.frameworks import framework_of
 
 # Go's client (upstream's) has no `_created` series; a scraper sees the same samples here
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -44,6 +50,28 @@ MPI_OPERATOR_JOB_INFO = Gauge("mpi_operator_job_info", "Information about MPIJob
                               ["launcher", "namespace"])
 """1 for each launcher Job (mpi_job_controller.go:1135); trainop forgets a job's once the
 job is deleted (mpi-operator never does)."""
+
+
+class LauncherInfo:
+    """mpi_operator_job_info for the jobs whose launcher a Job makes (mpi-operator's jobs,
+    the only ones: Launcher.batch_job), once the Job exists."""
+
+    def __init__(self) -> None:
+        self._told: dict[str, str] = {}
+        """Job key -> the name of its launcher Job told."""
+
+    def tell(self, key: str, job: Defaulted, observed: Observed, config: EngineConfig) -> None:
+        batch = batch_type(framework_of(job), job, config)
+        if batch is None or key in self._told:
+            return
+        name = replica_name(job, batch, 0)
+        if observed.object(JOBS.kind, name) is not None:
+            MPI_OPERATOR_JOB_INFO.labels(name, job.namespace).set(1)
+            self._told[key] = name
+
+    def forget(self, key: str, namespace: str) -> None:
+        if (launcher := self._told.pop(key, None)) is not None:
+            MPI_OPERATOR_JOB_INFO.remove(launcher, namespace)
 
 
 def count_jobs(counts: dict[str, int], namespace: str, framework: str,
