@@ -115,37 +115,87 @@ def _map_paths(value: str, mounts: dict[str, Path]) -> str:
     return value
 
 
+class ContainerProcess:
+    """A container's command, run as a process group once per `run()`: its output
+    appended to the pod's log and each line told, its last lines kept."""
+
+    def __init__(self, name: str, container: str, command: Command, log: BinaryIO,
+                 on_line: Callable[[str, str], None]):
+        self.name = name
+        self.container = container
+        """The main container's name (what status.lastFailure and podFailurePolicy name)."""
+        self.command = command
+        self.log = log
+        """Where the output goes (opened by the runner; closed by close())."""
+        self.on_line = on_line
+        self.start_error: str | None = None
+        """Why the command could not be started (no such program, say): the run cannot go
+        on."""
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        """The last lines of the current run's output: its termination message, as a
+        kubelet's FallbackToLogsOnError keeps the end of a log."""
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def run(self, started: Callable[[], None]) -> int:
+        """Run the command to its end (`started` once it is); its exit code."""
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.command.argv, env=self.command.env, cwd=self.command.cwd,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        except (OSError, ValueError) as err:
+            # No such program, not executable, an env name the OS refuses: the container
+            # never started. 127, as a shell says for a command it cannot run.
+            self.start_error = f"cannot start {self.command.argv[0]!r}: {err}"
+            self.log.write(f"trainop: {self.start_error}\n".encode())
+            self.on_line(self.name, self.start_error)
+            return START_FAILED
+        self.tail.clear()
+        started()
+        assert self._proc.stdout is not None
+        async for raw in self._proc.stdout:
+            self.log.write(raw)
+            self.log.flush()
+            text = raw.decode(errors="replace")
+            self.tail.append(text if text.endswith("\n") else text + "\n")
+            self.on_line(self.name, text.rstrip("\n"))
+        code = await self._proc.wait()
+        return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell says
+
+    async def stop(self, grace: float) -> None:
+        """SIGTERM its process group, SIGKILL after `grace` seconds."""
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                _signal_group(proc.pid, signal.SIGKILL)
+                await proc.wait()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+
 @dataclass
 class LocalPod:
-    """The process behind one pod, and the PodState the engine reads of it."""
+    """One pod's container restarted by its restart policy (the kubelet's part), and the
+    PodState the engine reads of it."""
 
     name: str
     replica_type: str
     index: int
-    command: Command | None
+    process: ContainerProcess | None
     """None: a placeholder that stays Running (MPI workers; the launcher starts the ranks)."""
     restart_policy: str
-    log: BinaryIO
-    """Where the process's output goes (opened by the runner, closed when it ends)."""
-    on_line: Callable[[str, str], None]
     on_change: Callable[[], None]
     phase: str = "Pending"
     exit_code: int | None = None
     reason: str | None = None
     restarts: int = 0
     terminating: bool = False
-    exit_told: bool = False
-    """Its end was observed (Observed.exited) and so told once."""
-    start_error: str | None = None
-    """Why the command could not be started (no such program, say): the run cannot go on."""
-    container: str = ""
-    """The main container's name (what status.lastFailure and podFailurePolicy name)."""
-    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(
-        maxlen=TAIL_LINES))
-    """The last lines of the current run's output: its termination message, as a
-    kubelet's FallbackToLogsOnError keeps the end of a log."""
     finished_at: str | None = None
-    _proc: asyncio.subprocess.Process | None = None
     _task: asyncio.Task[None] | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -153,34 +203,37 @@ class LocalPod:
         # restarted in place: its last run, as a kubelet's lastState says
         last = (self.exit_code, self.reason) if self.restarts and self.exit_code is not None \
             and self.phase in ("Pending", "Running") else None
-        failed = self.phase == "Failed" and self.exit_code is not None
+        # (a placeholder never fails: only a pod with a process ends)
+        failed = self.phase == "Failed" and self.exit_code is not None \
+            and self.process is not None
+        container = self.process.container if self.process is not None else ""
+        tail = "".join(self.process.tail) if self.process is not None else ""
         return PodState(self.name, self.replica_type, self.index, phase=self.phase,
                         terminating=self.terminating, exit_code=self.exit_code,
                         reason=self.reason, restarts=self.restarts,
                         ready=self.phase == "Running", last_run=last,
-                        exit_codes=((self.container, self.exit_code),)
+                        exit_codes=((container, self.exit_code),)
                         if failed and self.exit_code is not None else (),
                         node=platform.node() if failed else None,
-                        ended=Ended(self.container, self.finished_at,
-                                    "".join(self.tail) or None) if failed else None)
+                        ended=Ended(container, self.finished_at, tail or None)
+                        if failed else None)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        if self.command is None:
-            self.log.close()  # nothing runs, nothing is written
+        if self.process is None:
             self.phase = "Running"
             self.on_change()
             await self._stopped.wait()
             return
         backoff = 1.0
-        with self.log as log:
+        with self.process.log:
             while not self._stopped.is_set():
-                code = await self._once(log)
+                code = await self.process.run(self._running)
                 if self._stopped.is_set():
                     break
-                if self.start_error:
+                if self.process.start_error:
                     # a program that is not there will not be there on a restart either
                     self._finish(code)
                     return
@@ -193,66 +246,34 @@ class LocalPod:
                 self.restarts += 1
                 self.exit_code = code
                 self.reason = _reason(code)
-                self.on_line(self.name, f"exited with code {code}; restarting in {backoff:.0f}s "
-                                        f"(restart {self.restarts})")
+                self.process.on_line(self.name, f"exited with code {code}; restarting in "
+                                                f"{backoff:.0f}s (restart {self.restarts})")
                 self.on_change()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopped.wait(), backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
-    async def _once(self, log: Any) -> int:
-        assert self.command is not None
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *self.command.argv, env=self.command.env, cwd=self.command.cwd,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-        except (OSError, ValueError) as err:
-            # No such program, not executable, an env name the OS refuses: the container
-            # never started. 127, as a shell says for a command it cannot run.
-            self.start_error = f"cannot start {self.command.argv[0]!r}: {err}"
-            log.write(f"trainop: {self.start_error}\n".encode())
-            self.on_line(self.name, self.start_error)
-            return START_FAILED
+    def _running(self) -> None:
         self.phase = "Running"
-        self.tail.clear()
         self.on_change()
-        assert self._proc.stdout is not None
-        async for raw in self._proc.stdout:
-            log.write(raw)
-            log.flush()
-            text = raw.decode(errors="replace")
-            self.tail.append(text if text.endswith("\n") else text + "\n")
-            self.on_line(self.name, text.rstrip("\n"))
-        code = await self._proc.wait()
-        return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell says
 
     def _finish(self, code: int) -> None:
         self.exit_code = code
         self.finished_at = clock.fmt(wallclock.now())
         self.phase = "Succeeded" if code == 0 else "Failed"
-        self.reason = None if code == 0 else "StartError" if self.start_error else _reason(code)
+        failed_start = self.process is not None and self.process.start_error
+        self.reason = None if code == 0 else "StartError" if failed_start else _reason(code)
         self.on_change()
 
     async def stop(self, grace: float = 5.0) -> None:
-        """Delete the pod: SIGTERM its process group, SIGKILL after `grace` seconds."""
+        """Delete the pod: its process stopped (ContainerProcess.stop)."""
         self.terminating = True
         self._stopped.set()
-        proc = self._proc
-        if proc is not None and proc.returncode is None:
-            _signal_group(proc.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), grace)
-            except TimeoutError:
-                _signal_group(proc.pid, signal.SIGKILL)
-                await proc.wait()
+        if self.process is not None:
+            await self.process.stop(grace)
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
 
 
 def _signal_group(pid: int, sig: int) -> None:

@@ -11,17 +11,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from trainop import wallclock
-from trainop.api.templates import containers
 from trainop.api.types import Defaulted
-from trainop.engine import EngineConfig, Event, Observed, OwnedObject, Plan, inplace, reconcile
+from trainop.engine import EngineConfig, Event, Observed, Plan, inplace, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
-from trainop.engine.objects import content_of
 from trainop.frameworks import framework_of
 from trainop.local import files
 from trainop.local.addressing import LocalAddressing
-from trainop.local.process import LocalPod, NotRunnable, command_of
+from trainop.local.folder import RunFolder
+from trainop.local.process import ContainerProcess, LocalPod, NotRunnable, command_of
 
 T = TypeVar("T")
 ENDED = ("Succeeded", "Failed")
@@ -71,9 +70,11 @@ class LocalRun:
         self.framework = framework_of(job)
         self.addr = LocalAddressing.for_job(job)
         self.pods: dict[str, LocalPod] = {}
-        self.objects: dict[tuple[str, str], OwnedObject] = {}
+        self.folder = RunFolder(options.run_dir)
         self.on_line, self.on_event, self.on_change = on_line, on_event, on_change
         self._wake = asyncio.Event()
+        self._exit_told: set[str] = set()
+        """Pods whose end was observed (Observed.exited), and so told once."""
         self.started = time.monotonic()
 
     # -- observe ---------------------------------------------------------------------
@@ -81,18 +82,10 @@ class LocalRun:
         """What the runtime holds of the job's pods, as the cluster runtime observes them:
         with the pods seen to end since the last plan (`exited`, told as ExitedWithCode)."""
         exited = tuple((p.name, p.exit_code) for p in self.pods.values()
-                       if p.phase in ENDED and p.exit_code is not None and not p.exit_told)
+                       if p.phase in ENDED and p.exit_code is not None
+                       and p.name not in self._exit_told)
         return Observed(pods=tuple(p.state() for p in self.pods.values()),
-                        objects=tuple(self.objects.values()), exited=exited)
-
-    def finished(self) -> str | None:
-        status = self.job.status
-        if status is None:
-            return None
-        for outcome in (cond.SUCCEEDED, cond.FAILED):
-            if cond.is_true(status, outcome):
-                return outcome
-        return None
+                        objects=tuple(self.folder.objects.values()), exited=exited)
 
     # -- apply -----------------------------------------------------------------------
     async def apply(self, plan: Plan) -> None:
@@ -121,12 +114,12 @@ class LocalRun:
                 pod = self.pods[ref.name]
                 asyncio.get_running_loop().create_task(self._delete(pod))
             else:
-                self.objects.pop((ref.kind, ref.name), None)
+                self.folder.objects.pop((ref.kind, ref.name), None)
         for obj in plan.to_create + plan.update:
             if obj["kind"] == "Pod":
                 self._create_pod(obj)
             else:
-                self._store(obj)
+                self.folder.store(obj)
         self.on_change()
 
     async def _delete(self, pod: LocalPod) -> None:
@@ -135,48 +128,6 @@ class LocalRun:
             del self.pods[pod.name]
         self.wake()
 
-    def _store(self, obj: dict[str, Any]) -> None:
-        """ConfigMaps become files in the run folder; other objects only exist by name."""
-        name = obj["metadata"]["name"]
-        data = obj.get("data") if obj["kind"] == "ConfigMap" else None
-        for key, text in (data or {}).items():
-            self._write(f"volumes/{name}/{key}", text.encode())
-        self.objects[(obj["kind"], name)] = OwnedObject(obj["kind"], name,
-                                                        content=content_of(obj["kind"], obj))
-
-    def _write(self, relative: str, data: bytes) -> None:
-        with self._guarded(files.open_below, self.options.run_dir, relative) as out:
-            out.write(data)
-
-    @staticmethod
-    def _guarded(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        """`fn` on the run folder; a path trainop must not write through ends the run."""
-        try:
-            return fn(*args, **kw)
-        except files.UnsafePath as err:
-            raise NotRunnable(str(err)) from None
-
-    def _mounts(self, pod: dict[str, Any]) -> dict[str, Path]:
-        """Mount path -> local folder, for the pod's ConfigMap volumes; the files get the
-        modes the volume gives them (mpirun's agent script must be executable)."""
-        volumes = {v["name"]: v["configMap"]["name"] for v in pod["spec"].get("volumes") or []
-                   if isinstance(v.get("configMap"), dict) and v["configMap"].get("name")}
-        for v in pod["spec"].get("volumes") or []:
-            source = v.get("configMap")
-            if v["name"] in volumes and isinstance(source, dict):
-                for item in source.get("items") or []:
-                    mode = item.get("mode", source.get("defaultMode"))
-                    if isinstance(mode, int):
-                        self._guarded(files.set_mode, self.options.run_dir,
-                                      f"volumes/{volumes[v['name']]}/{item.get('path', '')}",
-                                      mode)
-        mounts = {}
-        for container in containers(pod):
-            for m in container.get("volumeMounts") or []:
-                if m["name"] in volumes:
-                    mounts[m["mountPath"]] = self.options.run_dir / "volumes" / volumes[m["name"]]
-        return mounts
-
     def _create_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         name = meta["name"]
@@ -184,17 +135,17 @@ class LocalRun:
         rtype = replica_type_of(self.job, replica[0]) if replica else None
         assert replica is not None and rtype is not None  # the engine labels its own pods
         index = replica[1]
-        command = None
+        process = None
         if not started_by_launcher(self.framework, rtype):
             command = command_of(pod, self.job.main_container, self.options.run_dir,
-                                 self.options.env, self._mounts(pod))
-        local = LocalPod(name=name, replica_type=rtype, index=index, command=command,
-                         restart_policy=pod["spec"]["restartPolicy"],
-                         log=self._guarded(files.open_below, self.options.run_dir,
-                                           f"{name}.log", append=True),
-                         on_line=self.on_line, on_change=self.wake,
-                         container=self.job.main_container)
+                                 self.options.env, self.folder.mounts(pod))
+            process = ContainerProcess(name, self.job.main_container, command, self.folder.guarded(
+                files.open_below, self.options.run_dir, f"{name}.log", append=True),
+                self.on_line)
+        local = LocalPod(name=name, replica_type=rtype, index=index, process=process,
+                         restart_policy=pod["spec"]["restartPolicy"], on_change=self.wake)
         self.pods[name] = local
+        self._exit_told.discard(name)  # a pod made again under the name ends anew
         local.start()
 
     def wake(self) -> None:
@@ -208,20 +159,19 @@ class LocalRun:
             self.started + self.options.timeout
         outcome, error = "Interrupted", None
         try:
-            self._guarded(files.check_run_folder, self.options.run_dir.resolve())
+            self.folder.guarded(files.check_run_folder, self.options.run_dir.resolve())
             while True:
                 self._wake.clear()
-                broken = next((p for p in self.pods.values() if p.start_error), None)
+                broken = next((p.process for p in self.pods.values()
+                               if p.process and p.process.start_error), None)
                 if broken is not None:  # before the engine reads it as a failed replica
                     raise NotRunnable(f"pod {broken.name}: {broken.start_error}")
                 observed = self.observed()
                 plan = reconcile(self.job, observed, wallclock.now(),
                                  self.framework, self.addr, LOCAL_ENGINE)
                 await self.apply(plan)
-                for name, _ in observed.exited:
-                    if name in self.pods:
-                        self.pods[name].exit_told = True
-                done = self.finished()
+                self._exit_told.update(name for name, _ in observed.exited)
+                done = outcome_of(self.job)
                 if done:
                     outcome = done
                     break
@@ -247,3 +197,14 @@ class LocalRun:
     async def stop_all(self) -> None:
         """Stop every process still running: a local run ends with its job."""
         await asyncio.gather(*(p.stop(self.options.grace) for p in list(self.pods.values())))
+
+
+def outcome_of(job: Defaulted) -> str | None:
+    """Succeeded or Failed, once the job's status says it ended; else None."""
+    status = job.status
+    if status is None:
+        return None
+    for outcome in (cond.SUCCEEDED, cond.FAILED):
+        if cond.is_true(status, outcome):
+            return outcome
+    return None

@@ -67,7 +67,7 @@ class RunView:
             state = "Terminating" if pod.terminating else pod.phase
             table.add_row(self.replica(pod.name), state, str(pod.restarts),
                           "" if pod.exit_code is None else str(pod.exit_code),
-                          str(pod.pid or ""))
+                          str((pod.process and pod.process.pid) or ""))
         conditions = (run.job.status.conditions if run.job.status else None) or []
         lines = [Text(f"{c.type}={c.status}: {c.message}") for c in conditions[-3:]]
         return Group(table, *lines)
