@@ -154,9 +154,9 @@ def crd_for(model: type[Job]) -> dict[str, Any]:
         "group": GROUP,
         "names": {
             "kind": info.kind,
-            "listKind": info.list_kind,
+            "listKind": f"{info.kind}List",
             "plural": info.plural,
-            "singular": info.singular,
+            "singular": info.kind.lower(),
         },
         "scope": "Namespaced",
         "versions": versions,

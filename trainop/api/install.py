@@ -48,7 +48,7 @@ def webhooks(service: str = "trainop-webhook", namespace: str = "trainop-system"
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "trainop"},
         "webhooks": [{
-            "name": f"validator.{info.singular}.training-operator.kubeflow.org",
+            "name": f"validator.{info.kind.lower()}.training-operator.kubeflow.org",
             "admissionReviewVersions": ["v1"], "sideEffects": "None",
             "failurePolicy": "Fail", "timeoutSeconds": 10,
             "clientConfig": {"service": {"name": service, "namespace": namespace,

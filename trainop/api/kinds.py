@@ -62,14 +62,6 @@ class KindInfo:
     """The install registers a validating webhook for the kind (upstream v1.9 has one for
     each kind but MPIJob, and none for MXJob, which it no longer serves)."""
 
-    @property
-    def singular(self) -> str:
-        return self.kind.lower()
-
-    @property
-    def list_kind(self) -> str:
-        return f"{self.kind}List"
-
     def canonical_replica_type(self, name: str) -> str | None:
         """The replica type `name` stands for, case-insensitively, or None."""
         for rtype in self.replica_types:

@@ -156,7 +156,7 @@ class Probes:
     def ready(self) -> tuple[int, str, str]:
         if not self.synced:
             return 500, "text/plain", "caches syncing"
-        if self.webhook is not None and not self.webhook.ready:
+        if self.webhook is not None and not self.webhook.certificates.ready:
             return 500, "text/plain", "webhook certificates not ready"
         return 200, "text/plain", "ok"
 
@@ -261,7 +261,8 @@ class _Starting:
         if webhook is not None:
             await webhook.start()
             self.components.started("webhook", webhook.stop)
-            self.components.task("webhook certificate rotation", webhook.rotate_forever())
+            self.components.task("webhook certificate rotation",
+                                 webhook.certificates.rotate_forever())
 
     async def discovery(self, given: dict[str, Any]) -> dict[str, Resource]:
         return await _discover(given["client"], self.opts)

@@ -69,6 +69,42 @@ class ConnectionLimits:
     """Of those, bytes one client address may hold at once."""
 
 
+class _Deadlines:
+    """A connection's two deadlines, each `seconds` long, `expire` called when one passes:
+    a request's, from its first byte until it is read whole, and a stalled answer's, while
+    the client reads nothing of what we write (its buffers are full)."""
+
+    def __init__(self, seconds: float, expire: Callable[[], None]):
+        self.seconds = seconds
+        self.expire = expire
+        self.request: asyncio.TimerHandle | None = None
+        self.stalled: asyncio.TimerHandle | None = None
+
+    def request_started(self) -> None:
+        if self.request is None:
+            self.request = asyncio.get_running_loop().call_later(self.seconds,
+                                                                 self._request_expired)
+
+    def request_read(self) -> None:
+        """The request under way is in whole: its deadline no longer runs."""
+        if self.request is not None:
+            self.request.cancel()
+            self.request = None
+
+    def _request_expired(self) -> None:
+        self.request = None
+        self.expire()
+
+    def stall(self) -> None:
+        if self.stalled is None:
+            self.stalled = asyncio.get_running_loop().call_later(self.seconds, self.expire)
+
+    def unstall(self) -> None:
+        if self.stalled is not None:
+            self.stalled.cancel()
+            self.stalled = None
+
+
 class _Gate(asyncio.Protocol):
     """One connection: counted, upgraded to TLS, then handed to aiohttp's handler, whose
     protocol calls it forwards (asyncio keeps this object as the transport's protocol)."""
@@ -81,12 +117,9 @@ class _Gate(asyncio.Protocol):
         self.early: list[bytes] = []
         self.source = ""
         self.transport: asyncio.Transport | None = None
-        self.deadline: asyncio.TimerHandle | None = None
-        """Armed by a request's first byte, until the request is read whole."""
         self.handling: asyncio.Task[Any] | None = None
         """The task serving this connection's request, from its body until its answer."""
-        self.stalled: asyncio.TimerHandle | None = None
-        """Armed while the client does not read what we write (its buffers are full)."""
+        self.deadlines = _Deadlines(listener.limits.request_timeout, self._too_slow)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self.upgrade is not None:
@@ -136,8 +169,8 @@ class _Gate(asyncio.Protocol):
         self.early.clear()
 
     def _release(self) -> None:
-        self.request_read()
-        self._unstall()
+        self.deadlines.request_read()
+        self.deadlines.unstall()
         if self.handling is not None:
             # a request whose client is gone: its body, its wait for a share of the budget
             # or for whatever its handler waits for, are for nobody
@@ -157,23 +190,15 @@ class _Gate(asyncio.Protocol):
             if self.transport is not None:
                 listener.gates.pop(self.transport, None)
 
-    def request_read(self) -> None:
-        """The request under way is in whole: its deadline no longer runs."""
-        if self.deadline is not None:
-            self.deadline.cancel()
-            self.deadline = None
-
     def _too_slow(self) -> None:
-        self.deadline = None
         TOO_SLOW.labels(self.listener.name).inc()
         if self.transport is not None:
             self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
-        if self.deadline is None and self.counted:
+        if self.counted:
             # a request's first byte (or a body's rest, while the handler has not read it)
-            self.deadline = asyncio.get_running_loop().call_later(
-                self.listener.limits.request_timeout, self._too_slow)
+            self.deadlines.request_started()
         if self.inner is not None:
             self.inner.data_received(data)
         else:
@@ -185,21 +210,14 @@ class _Gate(asyncio.Protocol):
     def pause_writing(self) -> None:
         # a client that does not read its answer holds it in our buffers: it has as long
         # to read on as a request has to arrive
-        if self.stalled is None:
-            self.stalled = asyncio.get_running_loop().call_later(
-                self.listener.limits.request_timeout, self._too_slow)
+        self.deadlines.stall()
         if self.inner is not None:
             self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self._unstall()
+        self.deadlines.unstall()
         if self.inner is not None:
             self.inner.resume_writing()
-
-    def _unstall(self) -> None:
-        if self.stalled is not None:
-            self.stalled.cancel()
-            self.stalled = None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()
@@ -235,7 +253,7 @@ class Listener:
         if biggest is None or self.by_source[biggest] < mine + 2:
             return False
         theirs = list(self.members[biggest])
-        victim = next((g for g in theirs if g.deadline is None and g.handling is None),
+        victim = next((g for g in theirs if g.deadlines.request is None and g.handling is None),
                       theirs[0])
         EVICTED.labels(self.name).inc()
         transport = victim.transport
@@ -321,7 +339,7 @@ def _read_whole(listener: Listener) -> Any:
                                              if size is None else size):
                 await request.read()  # kept by the request: the handler's read is free
                 if gate is not None:
-                    gate.request_read()
+                    gate.deadlines.request_read()
                 response = await handler(request)
                 # written here, within the share: an answer is about as large as its
                 # request (a review, a converted job), and a client that does not read it
