@@ -22,7 +22,9 @@ from trainop.api import (
     validate_update,
 )
 from trainop.api.crd import all_crds
+from trainop.api.kinds import OTHER_VERSIONS
 from trainop.api.manifest import parse_documents
+from trainop.api.persona import PERSONAS
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -265,11 +267,13 @@ def _kinds(flag: str, names: tuple[str, ...]) -> list[str]:
 
 
 def queued_kinds_of(names: tuple[str, ...]) -> list[str]:
-    """The kinds --kueue-workloads names: `all` is every kind but MPIJob, whose Workloads
-    Kueue's own `kubeflow.org/mpijob` integration (on as Kueue ships) keeps at both
-    versions; naming mpijob takes it too, for a Kueue with that integration off."""
+    """The kinds --kueue-workloads names: `all` is every kind but those served at a
+    version whose operator Kueue integrates itself (MPIJob: `kubeflow.org/mpijob` keeps
+    its Workloads at both versions); naming mpijob takes it too, for a Kueue with that
+    integration off."""
     if [n.lower() for n in names] == ["all"]:
-        return [k for k in KINDS if k != "MPIJob"]
+        return [k for k in KINDS if not any(
+            v in PERSONAS and PERSONAS[v].kueue_integration for v in OTHER_VERSIONS.get(k, {}))]
     return _kinds("--kueue-workloads", names)
 
 

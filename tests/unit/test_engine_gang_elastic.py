@@ -282,3 +282,20 @@ def test_hpa_deleted_on_suspend() -> None:
     c.job.spec.run_policy.suspend = True
     plan = c.step()
     assert ("HorizontalPodAutoscaler", "job") in [(r.kind, r.name) for r in plan.delete]
+
+
+@pytest.mark.parametrize("odd", [["cpu"], "4", 7, None])
+def test_amounts_of_no_shape_count_for_nothing(odd: object) -> None:
+    # a template's resources are its author's: read past the schema, limits that are no
+    # map count for nothing (not a failed reconcile), and the rest is summed as ever
+    from trainop.engine import gang
+
+    j = job("PyTorchJob", {"Master": 1, "Worker": 1})
+    for rtype, limits in (("Master", odd), ("Worker", {"cpu": "2"})):
+        spec = j.spec.replica_specs[rtype]
+        spec.template = {"spec": {"containers": [{"name": "pytorch", "image": "i",
+                                                  "resources": {"limits": limits}}]}}
+    assert gang.min_resources(j) == {"cpu": "2"}
+    j.spec.replica_specs["Master"].template = {"spec": {"containers": [
+        {"name": "pytorch", "image": "i", "resources": odd}]}}
+    assert gang.min_resources(j) == {"cpu": "2"}

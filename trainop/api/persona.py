@@ -37,6 +37,9 @@ class Persona:
     its name."""
     launcher_job: bool = False
     """A launcher is made by a batch/v1 Job under the job's limits."""
+    kueue_integration: bool = False
+    """Kueue ships an integration of its own for the operator (`kubeflow.org/mpijob`, on
+    as Kueue ships), which keeps the Workloads of its kind at every version it is served."""
 
 
 TRAINING_OPERATOR = Persona("training-operator", VERSION,
@@ -45,7 +48,7 @@ MPI_OPERATOR = Persona(
     "mpi-operator", "v2beta1", manager="kubeflow.org/mpi-operator", operator_label="mpi-operator",
     event_source="mpi-job-controller",  # controllerAgentName, mpi_job_controller.go
     restart_policies={"Launcher": "OnFailure"},  # v2beta1/default.go
-    role_labels=True, launcher_job=True)
+    role_labels=True, launcher_job=True, kueue_integration=True)
 
 PERSONAS: dict[str, Persona] = {p.version: p for p in (TRAINING_OPERATOR, MPI_OPERATOR)}
 """API version -> the persona of the jobs written in it."""

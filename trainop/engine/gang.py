@@ -57,8 +57,9 @@ def min_resources(job: Defaulted) -> dict[str, str]:
 
 def _upstream_amounts(resources: dict[str, Any]) -> dict[str, Any]:
     """A container's requests, or its limits where it has no requests at all."""
-    requests = resources.get("requests")
-    return requests if isinstance(requests, dict) else (resources.get("limits") or {})
+    requests, limits = resources.get("requests"), resources.get("limits")
+    return requests if isinstance(requests, dict) else \
+        limits if isinstance(limits, dict) else {}
 
 
 def _mpi_operator_amounts(resources: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +77,9 @@ def _summed(job: Defaulted, pods: Mapping[str, int],
     total: dict[str, Fraction] = {}
     for rtype, n in pods.items():
         for c in containers(job.spec.replica_specs[rtype].template):
-            for name, value in amounts_of(c.get("resources") or {}).items():
+            resources = c.get("resources")
+            for name, value in amounts_of(resources if isinstance(resources, dict)
+                                          else {}).items():
                 try:
                     total[name] = total.get(name, Fraction(0)) + quantity.parse(value) * n
                 except ValueError:
