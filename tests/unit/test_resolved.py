@@ -70,3 +70,28 @@ def test_a_job_that_skipped_defaulting_is_named_not_guessed_over() -> None:
     with pytest.raises(NotDefaulted, match=r"^JAXJob default/.*jaxReplicaSpecs\[Worker\]"
                                            r"\.replicas is unset"):
         resolve(raw)
+
+
+@pytest.mark.parametrize(("scope", "asked", "template_restarts", "flag", "in_place"), [
+    ("Job", None, False, True, True),  # left to the manager's flag
+    ("Job", None, False, False, False),
+    ("Job", False, False, True, False),  # the job says, whatever the flag
+    ("Job", True, False, False, True),
+    ("Job", None, True, True, False),  # its template restarts its pods itself
+    (None, None, False, True, False),  # replica by replica: nothing to restart together
+])
+def test_whole_job_restarts_are_in_place_as_the_job_then_the_flag_says(
+        scope: str | None, asked: bool | None, template_restarts: bool, flag: bool,
+        in_place: bool) -> None:
+    policy: dict[str, object] = {}
+    if scope:
+        policy["restartScope"] = scope
+    if asked is not None:
+        policy["restartInPlace"] = asked
+    container = {"name": "pytorch", "image": "i"}
+    if template_restarts:
+        container["restartPolicyRules"] = [{"action": "RestartAllContainers", "exitCodes": {
+            "operator": "In", "values": [3]}}]  # type: ignore[assignment]
+    j = job("PyTorchJob", spec={"runPolicy": policy}, replica_extra={
+        "Worker": {"restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}})
+    assert resolve(j).restarts_in_place(flag) is in_place

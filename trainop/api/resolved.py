@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from trainop.api import templates
 from trainop.api.model import settled
 from trainop.api.types import Defaulted, RunPolicy
 
@@ -35,6 +36,23 @@ class Resolved:
     """No master-role type is present and the kind then makes worker 0 its master."""
     whole_job_restarts: bool
     """runPolicy.restartScope Job: trainop restarts the replicas, never the kubelet."""
+    in_place: bool | None
+    """runPolicy.restartInPlace as written (None: the manager's --restart-in-place
+    decides)."""
+    template_restarts_all: bool
+    """A template's container restarts every container of its pod itself
+    (restartPolicyRules RestartAllContainers)."""
+
+    def restarts_in_place(self, flag: bool) -> bool:
+        """Whether the job's whole-job restarts are to be in place, where the cluster can,
+        `flag` being the manager's --restart-in-place: as the job says where it says, else
+        as the flag says, but never for a job whose template restarts its pods itself
+        (validation refuses the field on such a job)."""
+        if not self.whole_job_restarts:
+            return False
+        if self.in_place is not None:
+            return self.in_place
+        return flag and not self.template_restarts_all
 
     def replicas_of(self, rtype: str) -> int:
         """Replicas of `rtype` (0 where the spec has no such type)."""
@@ -88,6 +106,9 @@ def resolve(job: Defaulted) -> Resolved:
         master_role=master,
         led_by_worker_0=lead is None and job.info.worker0_is_master,
         whole_job_restarts=job.spec.run_policy.restart_scope == "Job",
+        in_place=job.spec.run_policy.restart_in_place,
+        template_restarts_all=any(templates.restarting_all(r.template) is not None
+                                  for r in specs.values()),
     )
 
 

@@ -30,7 +30,6 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trainop.api import templates
 from trainop.api.resolved import resolve
 from trainop.api.types import Defaulted
 from trainop.engine import clock
@@ -133,13 +132,7 @@ def asked(job: Defaulted, config: EngineConfig) -> bool:
     """Whether the job's whole-job restarts are to be in place, where the cluster can (a
     job whose template restarts its pods itself is not, by the manager's flag: validation
     refuses it with the field)."""
-    rp = job.spec.run_policy
-    if not resolve(job).whole_job_restarts:
-        return False
-    if rp.restart_in_place is not None:
-        return rp.restart_in_place
-    return config.restart_in_place and not any(
-        templates.restarting_all(r.template) for r in job.spec.replica_specs.values())
+    return resolve(job).restarts_in_place(config.restart_in_place)
 
 
 @dataclass(frozen=True)
