@@ -198,3 +198,27 @@ def test_a_job_waits_for_the_cache_to_show_the_workload_it_made(answer: int,
     assert expectations.satisfied("default/job") is not waits
     expectations.observed_add("default/job", f"Workload/{name}")  # the informer's ADDED
     assert expectations.satisfied("default/job")
+
+
+def test_a_new_job_is_given_its_namespaces_default_queue_by_the_step() -> None:
+    # the label is a write of the step, carried out as the step's others are
+    from aiohttp import web
+
+    from tests.unit.test_informer_faults import client_of
+
+    patched: list[tuple[str, Any]] = []
+
+    async def patch(request: web.Request) -> web.Response:
+        patched.append((request.path, await request.json()))
+        return web.json_response({})
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_patch("/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs/{name}", patch)
+        async with client_of(app) as client:
+            writes = WorkloadWrites(client, cast(Any, Told()), Expectations())
+            await writes.carry_out(job("PyTorchJob"), {}, Step(queue_label="default"))
+
+    asyncio.run(scenario())
+    assert patched == [("/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/job",
+                        {"metadata": {"labels": {wl.QUEUE_LABEL: "default"}}})]

@@ -87,6 +87,9 @@ class Step:
     """Workloads whose finalizer is removed (finished, being deleted, or the job gone)."""
     suspend: bool | None = None
     """The job's runPolicy.suspend to write (None: leave it)."""
+    queue_label: str | None = None
+    """The job's queue-name label to write (a new job naming no queue, in a namespace
+    whose default LocalQueue it takes: wants_default_queue)."""
     events: list[Event] = field(default_factory=list)
 
 

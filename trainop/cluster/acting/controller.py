@@ -145,7 +145,8 @@ class JobController:
         kueue_reads = None
         reclaimed: tuple[tuple[str, int], ...] = ()
         takes = False if self.queueing is None else await self.queueing.takes(job)
-        if takes is None:
+        if isinstance(takes, Step):
+            await self.applier.apply_queue(job, obj, takes)
             return None  # labelled with its namespace's default queue: it comes back
         if self.queueing is not None and takes:
             # the Workload is built from the job as stored, as Kueue reads it

@@ -16,7 +16,7 @@ from typing import Any
 from trainop import wallclock
 from trainop.api import Job
 from trainop.api.resolved import resolve
-from trainop.api.resources import LOCAL_QUEUES, NAMESPACES, job_resource
+from trainop.api.resources import LOCAL_QUEUES, NAMESPACES
 from trainop.api.types import Defaulted
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.reading.client import APIError, Client
@@ -86,17 +86,13 @@ class Queueing:
         self._told: dict[tuple[str, str], tuple[str, str]] = {}
         """(kind, job key) -> (Workload UID, message) of the last Pending event told."""
 
-    async def takes(self, job: Job) -> bool | None:
-        """Whether Kueue's rules queue the job (engine.queueing.queued), or None where it
-        was just given the default LocalQueue: it comes back labelled."""
+    async def takes(self, job: Job) -> bool | Step:
+        """Whether Kueue's rules queue the job (engine.queueing.queued), or the Step that
+        gives it its namespace's default LocalQueue first (it comes back labelled)."""
         if not await self._managed(job.namespace):
             return False
         if queueing.wants_default_queue(job) and await self._has_default_queue(job.namespace):
-            await self.client.patch(job_resource(job.kind).path(job.namespace, job.name), {
-                "metadata": {"labels": {wl.QUEUE_LABEL: queueing.DEFAULT_QUEUE}}})
-            log.info("%s %s: queued in the namespace's LocalQueue %s, as it names none",
-                     job.kind, job.key, queueing.DEFAULT_QUEUE)
-            return None
+            return Step(queue_label=queueing.DEFAULT_QUEUE)
         return queueing.queued(job, managed_namespace=True,
                                without_queue_name=self.without_queue_name)
 

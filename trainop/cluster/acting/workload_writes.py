@@ -1,7 +1,7 @@
-"""Kueue's writes for a queued job: its Workload made, adopted, re-specified, deleted and
-given its status, Kueue's finalizer removed where the quota is no longer the job's, and the
-job suspended or resumed, as engine/queueing.py's step says. A Workload made is waited for
-in the cache (expectations) before the job is decided again."""
+"""Kueue's writes for a queued job: its queue-name label given, its Workload made, adopted,
+re-specified, deleted and given its status, Kueue's finalizer removed where the quota is no
+longer the job's, and the job suspended or resumed, as engine/queueing.py's step says. A
+Workload made is waited for in the cache (expectations) before the job is decided again."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ class WorkloadWrites:
 
     async def carry_out(self, written: Job, obj: dict[str, Any], step: Step) -> None:
         ns = written.namespace
+        if step.queue_label is not None:
+            await self.client.patch(job_resource(written.kind).path(ns, written.name), {
+                "metadata": {"labels": {wl.QUEUE_LABEL: step.queue_label}}})
+            log.info("%s %s: queued in the namespace's LocalQueue %s, as it names none",
+                     written.kind, written.key, step.queue_label)
         if step.adopt is not None:
             adopt = step.adopt
             await self.client.patch(WORKLOADS.path(ns, adopt.name), {"metadata": {
