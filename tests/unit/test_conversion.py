@@ -20,7 +20,7 @@ from trainop.api.conversion import (
     written_in,
 )
 from trainop.api.crd import all_crds
-from trainop.api.types import MPIJob as V1MPIJob
+from trainop.api.jobs.mpijob import MPIJob as V1MPIJob
 from trainop.api.v2beta1 import MPIJob as V2MPIJob
 from trainop.api.validation import InvalidJob
 from trainop.cluster.serving.webhook import convert_answer

@@ -1,6 +1,9 @@
 """The kubeflow.org/v1 job API: types, defaulting, validation and CRD generation."""
 
-from trainop.api import v2beta1  # noqa: F401  (declares MPIJob's v2beta1)
+from trainop.api import (
+    jobs,  # noqa: F401  (declares the seven kinds)
+    v2beta1,  # noqa: F401  (declares MPIJob's v2beta1)
+)
 from trainop.api.defaults import OUR_MANAGER, default_job
 from trainop.api.kinds import (
     API_VERSION,

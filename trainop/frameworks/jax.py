@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from trainop.api.jobs.jaxjob import JAXJob, JAXJobSpec
 from trainop.api.resolved import resolve
-from trainop.api.types import Defaulted, JAXJob, JAXJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded
 from trainop.frameworks.registry import declare

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from trainop.api.jobs.mpijob import MPIJob, MPIJobSpec
 from trainop.api.model import settled
 from trainop.api.persona import MPI_OPERATOR
 from trainop.api.resolved import resolve
@@ -20,7 +21,7 @@ from trainop.api.resources import (
     SECRETS,
     SERVICEACCOUNTS,
 )
-from trainop.api.types import Defaulted, MPIJob, MPIJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import (
     Addressing,
     BatchJob,

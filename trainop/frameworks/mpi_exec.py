@@ -18,11 +18,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from trainop.api.jobs.mpijob import MPIJobSpec
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, ROLEBINDINGS, ROLES, SERVICEACCOUNTS
 from trainop.api.templates import containers
-from trainop.api.types import Defaulted, MPIJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import app_labels, object_meta, replica_name

@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from trainop.api.jobs.mpijob import SSH_AUTH_MOUNT_PATH, MPIJobSpec
 from trainop.api.model import settled
 from trainop.api.resolved import resolve
 from trainop.api.resources import CONFIGMAPS, SECRETS, SERVICES
 from trainop.api.templates import containers
-from trainop.api.types import SSH_AUTH_MOUNT_PATH, Defaulted, MPIJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, EngineConfig, Observed, Phase
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import REPLICA_INDEX, app_labels, job_labels, object_meta

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from trainop.api.jobs.mxjob import MXJob, MXJobSpec
 from trainop.api.resolved import resolve
-from trainop.api.types import Defaulted, MXJob, MXJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, Counts, Framework
 from trainop.frameworks.common import all_succeeded, compact_json, per_job
 from trainop.frameworks.registry import declare

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from trainop.api.jobs.paddlejob import PaddleJob, PaddleJobSpec
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS
-from trainop.api.types import Defaulted, PaddleJob, PaddleJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import POD_IP, Addressing, Counts, Env, FieldRef, Framework
 from trainop.engine.wording import ShortTitleWithMaster
 from trainop.frameworks.common import all_succeeded

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainop.api.jobs.pytorchjob import PyTorchJob, PyTorchJobSpec
 from trainop.api.numbers import go_int
 from trainop.api.resolved import resolve
 from trainop.api.resources import HPAS
-from trainop.api.types import Defaulted, PyTorchJob, PyTorchJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, Counts, EngineConfig, Framework
 from trainop.engine.framework import spec_of
 from trainop.engine.labels import replica_name

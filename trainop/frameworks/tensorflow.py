@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from trainop.api.jobs.tfjob import TFJob, TFJobSpec
 from trainop.api.resolved import resolve
-from trainop.api.types import Defaulted, TFJob, TFJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, Counts, Framework, Wording
 from trainop.frameworks.common import all_succeeded, compact_json, per_job
 from trainop.frameworks.registry import declare

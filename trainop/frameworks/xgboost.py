@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from trainop.api.jobs.xgboostjob import XGBoostJob, XGBoostJobSpec
 from trainop.api.resolved import resolve
-from trainop.api.types import Defaulted, XGBoostJob, XGBoostJobSpec
+from trainop.api.types import Defaulted
 from trainop.engine import Addressing, Counts, Framework
 from trainop.engine.wording import ShortTitle
 from trainop.frameworks.common import all_succeeded, per_job
