@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
+# the rank supervisor's Go (supervisor/): formatted as gofmt writes it, and vetted
+GO_LINT = test -z "$$(gofmt -l supervisor)" && (cd supervisor && GOTOOLCHAIN=local go vet .)
 
 .PHONY: run test lint crds venv
 
@@ -34,11 +36,13 @@ test: venv
 	export PATH="$$KUBEBUILDER_ASSETS:$$PATH" && \
 	$(BIN)/ruff check . && \
 	$(BIN)/mypy && \
+	$(GO_LINT) && \
 	bash hack/run-tests.sh $(BIN)/python $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(GO_LINT)
 
 ## crds: remake the Kubernetes types' schemas (trainop/api/kubeschema.json, by controller-gen
 ## from k8s.io/api of the suites' release), then config/ from the API models (the CRDs,

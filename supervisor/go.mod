@@ -1,0 +1,3 @@
+module trainop/supervisor
+
+go 1.26
