@@ -18,9 +18,7 @@ from trainop.api.model import (
     SchemaHint,
     Time,
 )
-from trainop.api.problems import (
-    Problem,
-)
+from trainop.api.problems import Problem
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["All", "Running", "None"]

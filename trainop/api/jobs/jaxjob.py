@@ -8,11 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from trainop.api.kinds import KindInfo, declare_kind
-from trainop.api.types import (
-    Job,
-    JobSpec,
-    ReplicaSpec,
-)
+from trainop.api.types import Job, JobSpec, ReplicaSpec
 
 
 class JAXJobSpec(JobSpec):

@@ -8,10 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from trainop.api.kinds import KindInfo, declare_kind
-from trainop.api.problems import (
-    Problem,
-    exactly_one,
-)
+from trainop.api.problems import Problem, exactly_one
 from trainop.api.types import (
     CleanPodPolicy,
     Job,

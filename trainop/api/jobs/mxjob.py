@@ -14,11 +14,7 @@ from trainop.api.problems import (
     count,
     total,
 )
-from trainop.api.types import (
-    Job,
-    JobSpec,
-    ReplicaSpec,
-)
+from trainop.api.types import Job, JobSpec, ReplicaSpec
 
 
 class MXJobSpec(JobSpec):

@@ -8,11 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from trainop.api.kinds import KindInfo, declare_kind
-from trainop.api.problems import (
-    Problem,
-    elastic_problems,
-    no_replicas_of_a_leader,
-)
+from trainop.api.problems import Problem, elastic_problems, no_replicas_of_a_leader
 from trainop.api.types import (
     Job,
     JobSpec,

@@ -8,15 +8,8 @@ from typing import Literal
 from pydantic import Field
 
 from trainop.api.kinds import KindInfo, declare_kind
-from trainop.api.problems import (
-    Problem,
-    exactly_one,
-)
-from trainop.api.types import (
-    Job,
-    JobSpec,
-    ReplicaSpec,
-)
+from trainop.api.problems import Problem, exactly_one
+from trainop.api.types import Job, JobSpec, ReplicaSpec
 
 
 class XGBoostJobSpec(JobSpec):

@@ -24,9 +24,7 @@ from trainop.cluster.acting.workqueue import WorkQueue, init_controller_metrics,
 from trainop.cluster.reading.caches import Caches
 from trainop.cluster.reading.client import Client
 from trainop.cluster.reading.observing import Observer
-from trainop.cluster.reading.records import (
-    JobRecord,
-)
+from trainop.cluster.reading.records import JobRecord
 from trainop.engine import (
     ClusterAddressing,
     EngineConfig,
