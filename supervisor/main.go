@@ -11,6 +11,13 @@
 // (elsewhere the supervisor makes itself their subreaper); and the supervisor ends with
 // the child's exit code, 128+N where signal N ended it, as a shell says.
 //
+// An init container puts the supervisor where the main container finds it (an emptyDir
+// both mount), with no shell or cp in the image it comes from:
+//
+//	trainop-supervisor --install DIR
+//
+// copies the supervisor's own executable to DIR/trainop-supervisor.
+//
 // Standard library only, built with CGO_ENABLED=0: one static file that needs nothing of
 // the image it runs in (no shell, no libc).
 package main
@@ -18,9 +25,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"unsafe"
 )
@@ -35,8 +44,12 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) == 2 && args[0] == "--install" {
+		return install(args[1])
+	}
 	if len(args) < 2 || args[0] != "--" {
-		fmt.Fprintf(os.Stderr, "%s: usage: %s -- COMMAND [ARG...]\n", name, name)
+		fmt.Fprintf(os.Stderr, "%s: usage: %s -- COMMAND [ARG...] | %s --install DIR\n",
+			name, name, name)
 		return 2
 	}
 	argv := args[1:]
@@ -76,6 +89,41 @@ func run(args []string) int {
 		}
 	}
 	return 1 // not reached: the channel is never closed
+}
+
+// install copies the running executable to dir/name: written aside and renamed, so a
+// container that starts the supervisor never finds half of it.
+func install(dir string) int {
+	if err := copyExecutable(filepath.Join(dir, name)); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: cannot install into %s: %v\n", name, dir, err)
+		return 1
+	}
+	fmt.Printf("%s: installed in %s\n", name, dir)
+	return 0
+}
+
+func copyExecutable(dest string) error {
+	self, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return err
+	}
+	defer self.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+name+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone once renamed; left by nothing else
+	_, err = io.Copy(tmp, self)
+	if err == nil {
+		err = tmp.Chmod(0o755)
+	}
+	if closed := tmp.Close(); err == nil {
+		err = closed
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dest)
 }
 
 // reap collects every child that has ended; whether `child` was one of them, and its

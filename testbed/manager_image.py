@@ -5,7 +5,11 @@ does not reach, so its stand-in is made here from Debian's packages: bookworm (d
 minbase) with Debian's python3 in a virtualenv at /usr/local, so that `python` and `pip` come
 first on PATH as in the python image. It is cached by its package list (a minute to make).
 
-Then `buildah build --build-arg BASE=<that image>` builds the Dockerfile as a user would,
+The Dockerfile's Go stage (golang:1.26, for the rank supervisor) stands on that base with
+this machine's Go copied in at /usr/local/go, first on PATH as in the golang image.
+
+Then `buildah build --build-arg BASE=<that image> --build-arg GO=<the Go one>` builds the
+Dockerfile as a user would,
 its RUN steps in a chroot: pip reaches PyPI as this machine's pip does (this machine's CA
 bundle is mounted over the base's for the build's steps only: Debian's pip reads it, and it
 stays out of the image). The image is written
@@ -45,6 +49,8 @@ def available() -> str | None:
     for tool in ("buildah", "debootstrap"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (hack/node-deps.sh installs it)"
+    if shutil.which("go") is None:
+        return "go is not installed: it builds the rank supervisor"
     return None
 
 
@@ -88,9 +94,17 @@ def build(out: Path) -> Path:
         run("add", container, str(base_rootfs()), "/")
         run("config", "--env", f"PATH={BASE_PATH}", "--cmd", "python3", container)
         run("commit", "--quiet", "--rm", container, base)
+        go = "localhost/trainop-go:latest"
+        goroot = subprocess.run(["go", "env", "GOROOT"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        container = run("from", base)
+        run("add", container, goroot, "/usr/local/go")
+        run("config", "--env", f"PATH=/usr/local/go/bin:{BASE_PATH}", container)
+        run("commit", "--quiet", "--rm", container, go)
         mounts = ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"] if Path(CA_BUNDLE).exists() \
             else []
         run("build", "--isolation", "chroot", "--pull-never", "--build-arg", f"BASE={base}",
+            "--build-arg", f"GO={go}",
             *mounts, "--tag", IMAGE, "--file", str(REPO / "Dockerfile"), str(REPO))
         out.unlink(missing_ok=True)
         run("push", "--quiet", IMAGE, f"docker-archive:{out}:{IMAGE}")

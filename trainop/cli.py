@@ -25,6 +25,10 @@ from trainop.api.crd import all_crds
 from trainop.api.kinds import OTHER_VERSIONS
 from trainop.api.manifest import parse_documents
 from trainop.api.persona import PERSONAS
+from trainop.api.resolved import resolve
+from trainop.api.types import Defaulted
+from trainop.engine import EngineConfig, supervised
+from trainop.frameworks.registry import framework_of
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -80,8 +84,16 @@ def crds(output_dir: Path | None, config_dir: Path | None) -> None:
 @click.option("--old", "old_file", metavar="STORED",
               help="Judge FILE as an update of the job in STORED (e.g. `kubectl get -o "
                    "yaml`), as the admission webhook does: immutable fields included.")
-def validate_cmd(file: str, show_defaults: bool, old_file: str | None) -> None:
-    """Check the jobs in FILE ('-' for stdin) as the manager would; exit 1 when invalid."""
+@click.option("--restart-in-place", is_flag=True,
+              help="As the manager's flag: say how whole-job restarts go where it is on.")
+@click.option("--rank-supervisor-image", metavar="IMAGE",
+              help="As the manager's flag: say how whole-job restarts go where it is set.")
+def validate_cmd(file: str, show_defaults: bool, old_file: str | None,
+                 restart_in_place: bool, rank_supervisor_image: str | None) -> None:
+    """Check the jobs in FILE ('-' for stdin) as the manager would; exit 1 when invalid.
+    For a job that restarts as a whole (restartScope Job), say how each replica type's
+    pods restart, and why, under the manager's flags given here (of a job judged new: not
+    with --old)."""
     try:
         docs = read_documents(file)
         old = read_documents(old_file) if old_file else None
@@ -93,8 +105,11 @@ def validate_cmd(file: str, show_defaults: bool, old_file: str | None) -> None:
     for doc in docs:
         meta = doc.get("metadata")
         name = meta.get("name", "?") if isinstance(meta, dict) else "?"
+        # (a job judged as an update may be one stored before today's rules, not defaulted:
+        # how it restarts is said of a new one)
+        defaulted: Defaulted | None = None
         try:
-            job = validate_update(old[0], doc) if old else load_job(doc)
+            job = validate_update(old[0], doc) if old else (defaulted := load_job(doc))
         except InvalidJob as err:
             failed = True
             for problem in err.problems:
@@ -104,8 +119,20 @@ def validate_cmd(file: str, show_defaults: bool, old_file: str | None) -> None:
             click.echo("---\n" + _dump_yaml(job.to_dict()), nl=False)
         else:
             click.echo(f"{job.kind}/{job.name}: valid")
+            if defaulted is not None:
+                _restart_paths(defaulted, EngineConfig(
+                    restart_in_place=restart_in_place,
+                    rank_supervisor_image=rank_supervisor_image))
     if failed:
         sys.exit(1)
+
+
+def _restart_paths(job: Defaulted, config: EngineConfig) -> None:
+    """How the job's replica types restart when the whole job does (engine/supervised.py)."""
+    if not resolve(job).whole_job_restarts:
+        return
+    for rtype, path in supervised.paths(job, framework_of(job), config).items():
+        click.echo(f"  {rtype} restarts with the job: {path.how}; {path.why}")
 
 
 DEFAULT_JOB = "pytorch-ddp.yaml"

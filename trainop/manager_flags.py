@@ -137,6 +137,12 @@ FLAGS: tuple[Flag, ...] = (
          "Image of the two containers a pod that restarts in place gets (a first init container "
          "that holds the pod until its attempt is released, and one beside the main container "
          "that ends the attempt): it needs a POSIX sh, cat and sleep. Not in upstream."),
+    Flag(("--rank-supervisor-image",), "engine.rank_supervisor_image",
+         "Image holding the rank supervisor at /usr/local/bin/trainop-supervisor (trainop's "
+         "own): a pod that restarts in place, whose main container names its command, gets "
+         "an init container that copies the supervisor into the pod, and the command runs as "
+         "the supervisor's child (same output, exit code and signals). Not in upstream "
+         "[default: unset, no pod gets it]."),
     own("--fallback-to-logs-on-error", "engine.fallback_to_logs_on_error",
         "Give containers whose template leaves terminationMessagePolicy unset "
         "FallbackToLogsOnError: a container that fails without writing a termination message "

@@ -38,6 +38,7 @@ def test_the_deployed_image_is_built_from_the_dockerfile(manager_archive: Path) 
     assert f"{SITE}/trainop/cluster/manager.py" in paths
     assert f"{SITE}/trainop/api/kubeschema.json" in paths
     assert "usr/local/bin/trainop" in paths
+    assert "usr/local/bin/trainop-supervisor" in paths  # built in the Dockerfile's Go stage
     pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     for pin in pins:
         name, version = pin.split("==")

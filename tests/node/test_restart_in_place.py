@@ -4,12 +4,14 @@ every pod waits at its barrier."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from testbed import images
 from testbed.node import TestCluster
+from tests.node.conftest import manager_as_shipped, manager_with
 from tests.node.kube import Namespace, python_job, wait_for
 from trainop.engine import inplace
 
@@ -49,35 +51,69 @@ def in_place_job(script: str, state: str) -> dict[str, Any]:
 def test_a_job_restarted_in_place_succeeds_with_the_same_pods(
         cluster: TestCluster, manager: None) -> None:
     with Namespace(cluster, "inplace") as ns:
-        state = cluster.workdir / "state" / ns.name
-        state.mkdir(parents=True)
-        state.chmod(0o777)
-        ns.apply(in_place_job(SCRIPT, str(state)))
-        ns.wait_running(3)
-        uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
-        done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
-        pods = ns.items("pods")
-        # the same pods, each restarted once (every container: the barrier, the PyTorch
-        # init container, the main one and the agent), each rank in its next attempt
-        assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods} == uids
-        for p in pods:
+        for p in restarted_in_place(cluster, ns):
+            main = next(c for c in p["spec"]["containers"] if c["name"] == "pytorch")
+            assert main["command"][0] == "python3", main  # the manager gives no supervisor
+
+
+@pytest.fixture
+def supervising_manager(cluster: TestCluster, manager: None) -> Iterator[None]:
+    """The deployed manager giving pods that restart in place the rank supervisor, from its
+    own image."""
+    try:
+        manager_with(cluster, "--rank-supervisor-image=docker.io/library/trainop:0.1.0")
+        yield
+    finally:
+        manager_as_shipped(cluster)
+
+
+def test_a_job_whose_ranks_run_under_the_supervisor_restarts_in_place_as_before(
+        cluster: TestCluster, supervising_manager: None) -> None:
+    # the rank's output, its exit code (143, read by the failure rules) and its restart as
+    # without the supervisor, which an init container copied in from the manager's image
+    with Namespace(cluster, "supervised") as ns:
+        for p in restarted_in_place(cluster, ns):
             name = p["metadata"]["name"]
-            assert p["metadata"]["annotations"][inplace.ATTEMPT] == "1", name
-            main = next(c for c in p["status"]["containerStatuses"] if c["name"] == "pytorch")
-            assert main["restartCount"] == 1, (name, main)
-            assert "next attempt" in ns.logs(name, "pytorch"), name
-            assert "attempt 1" in ns.logs(name, inplace.BARRIER), name
-        # counted as one restart, the failure told as it was
-        assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
-        last = done["status"]["lastFailure"]
-        assert (last["pod"], last["exitCode"]) == ("inplace-worker-1", 143), last
-        events = [e for e in ns.items("events")
-                  if e["involvedObject"]["name"] == "inplace"]
-        reasons = [e["reason"] for e in events]
-        assert inplace.RESTARTING in reasons and inplace.RELEASED_REASON in reasons, reasons
-        assert "SuccessfulDeletePod" not in reasons, reasons
-        wait_for("the pods to end", lambda: all(
-            p["status"].get("phase") == "Succeeded" for p in ns.items("pods")) or None, 60)
+            main = next(c for c in p["spec"]["containers"] if c["name"] == "pytorch")
+            assert main["command"][:3] == ["/run/trainop/bin/trainop-supervisor", "--",
+                                           "python3"], main
+            installed = ns.logs(name, "trainop-supervisor-install")
+            assert "trainop-supervisor: installed in /run/trainop/bin" in installed, name
+
+
+def restarted_in_place(cluster: TestCluster, ns: Namespace) -> list[dict[str, Any]]:
+    """Run the job of SCRIPT in `ns`: rank 2 fails once, every pod restarts in place, and
+    the job succeeds; its pods as they ended."""
+    state = cluster.workdir / "state" / ns.name
+    state.mkdir(parents=True)
+    state.chmod(0o777)
+    ns.apply(in_place_job(SCRIPT, str(state)))
+    ns.wait_running(3)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
+    done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
+    pods = ns.items("pods")
+    # the same pods, each restarted once (every container: the barrier, the PyTorch
+    # init container, the main one and the agent), each rank in its next attempt
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods} == uids
+    for p in pods:
+        name = p["metadata"]["name"]
+        assert p["metadata"]["annotations"][inplace.ATTEMPT] == "1", name
+        main = next(c for c in p["status"]["containerStatuses"] if c["name"] == "pytorch")
+        assert main["restartCount"] == 1, (name, main)
+        assert "next attempt" in ns.logs(name, "pytorch"), name
+        assert "attempt 1" in ns.logs(name, inplace.BARRIER), name
+    # counted as one restart, the failure told as it was
+    assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    last = done["status"]["lastFailure"]
+    assert (last["pod"], last["exitCode"]) == ("inplace-worker-1", 143), last
+    events = [e for e in ns.items("events")
+              if e["involvedObject"]["name"] == "inplace"]
+    reasons = [e["reason"] for e in events]
+    assert inplace.RESTARTING in reasons and inplace.RELEASED_REASON in reasons, reasons
+    assert "SuccessfulDeletePod" not in reasons, reasons
+    wait_for("the pods to end", lambda: all(
+        p["status"].get("phase") == "Succeeded" for p in ns.items("pods")) or None, 60)
+    return pods
 
 
 def test_a_container_that_cannot_start_again_in_place_is_told_and_starts_when_it_can(

@@ -116,6 +116,32 @@ def test_validate_an_update_as_the_webhook_would(tmp_path: Path) -> None:
     assert out.returncode == 0 and out.stdout.strip() == "PyTorchJob/job: valid", out.stderr
 
 
+def test_validate_says_how_a_job_restarting_as_a_whole_restarts() -> None:
+    commanded = {"template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "t", "command": ["python", "train.py"]}]}}}
+    doc = manifest("PyTorchJob", {"Master": 1, "Worker": 2},
+                   spec={"runPolicy": {"restartScope": "Job"}},
+                   replica_extra={"Master": commanded})
+    text = yaml.safe_dump(doc)
+    assert trainop("validate", "-", stdin=text).stdout.splitlines()[1:] == [
+        "  Master restarts with the job: pods made again; the manager restarts no job in "
+        "place (its --restart-in-place is off)",
+        "  Worker restarts with the job: pods made again; the manager restarts no job in "
+        "place (its --restart-in-place is off)"]
+    out = trainop("validate", "--restart-in-place", "--rank-supervisor-image", "trainop:1",
+                  "-", stdin=text)
+    assert out.stdout.splitlines() == [
+        "PyTorchJob/job: valid",
+        "  Master restarts with the job: containers in place; container 'pytorch' names its "
+        "command, which runs as the rank supervisor's child",
+        "  Worker restarts with the job: containers in place; no rank supervisor: container "
+        "'pytorch' names no command, so its image's ENTRYPOINT runs, which the pod does not "
+        "show"]
+    # a job whose pods restart each on its own is not told of whole-job restarts
+    single = yaml.safe_dump(manifest("PyTorchJob", {"Worker": 1}))
+    assert trainop("validate", "-", stdin=single).stdout == "PyTorchJob/job: valid\n"
+
+
 def test_the_manager_takes_upstreams_flags() -> None:
     # the flags of upstream's binary (cmd/training-operator.v1/main.go:88-118 at release-1.9),
     # with upstream's defaults where trainop has the same setting

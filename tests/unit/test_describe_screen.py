@@ -7,7 +7,10 @@ from typing import Any
 
 from rich.console import Console
 
+from tests.jobs import job
+from tests.sim import Cluster
 from trainop.cluster.reading.describe import render
+from trainop.engine import EngineConfig
 
 JOB: dict[str, Any] = {"kind": "PyTorchJob", "metadata": {"namespace": "ns", "name": "pt"}}
 
@@ -119,3 +122,30 @@ def test_text_from_the_job_and_its_pods_is_shown_not_run_by_the_terminal() -> No
     assert "image \\x0d\\x1b[2K\\x1b[1Aok" in out
     assert "failed\\x1b]0;root@prod\\x07 [bold]not markup[/bold]" in out
     assert "pull \\x1b]52;c;" in out
+
+
+def in_place_pods(config: EngineConfig) -> list[dict[str, Any]]:
+    """The pods the engine makes for a PyTorchJob that restarts in place, the master's
+    template naming its command and the workers' not."""
+    commanded = {"template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "t", "command": ["python", "train.py"]}]}}}
+    c = Cluster(job("PyTorchJob", spec={"runPolicy": {"restartScope": "Job",
+                                                      "restartInPlace": True}},
+                    replica_extra={"Master": commanded}), config)
+    c.step()
+    return [o for key, o in c.created.items() if key.startswith("Pod/")]
+
+
+def test_how_pods_restart_in_place_is_said() -> None:
+    pods = in_place_pods(EngineConfig(rank_supervisor_image="trainop:1"))
+    for p in pods:
+        p["metadata"]["annotations"]["trainop.kubeflow.org/attempt"] = "10"
+    pods[-1]["metadata"]["annotations"]["trainop.kubeflow.org/attempt"] = "9"
+    assert screen(JOB, pods)[-1] == ("restarts containers in place, attempt 10 (3 pod(s)); "
+                                     "container pytorch runs as the rank supervisor's child "
+                                     "in 1")
+    assert screen(JOB, in_place_pods(EngineConfig()))[-1] == \
+        "restarts containers in place, attempt 0 (3 pod(s))"
+    # pods made again at a whole-job restart show nothing of it
+    assert not [line for line in screen(JOB, [pod("pt-worker-0", "worker", 0, "Running")])
+                if line.startswith("restarts")]

@@ -126,3 +126,23 @@ def test_the_binary_is_static(supervisor: Path) -> None:
     data = supervisor.read_bytes()
     assert data[:4] == b"\x7fELF" and b"/lib64/ld-linux" not in data
     assert supervisor.stat().st_size < 4 * 2**20
+
+
+def test_it_installs_itself_where_the_main_container_finds_it(supervisor: Path,
+                                                              tmp_path: Path) -> None:
+    # an init container's copy into the emptyDir both containers mount: no cp in its image
+    done = subprocess.run([str(supervisor), "--install", str(tmp_path)], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0
+    installed = tmp_path / "trainop-supervisor"
+    assert installed.read_bytes() == supervisor.read_bytes()
+    assert os.access(installed, os.X_OK)
+    assert [p.name for p in tmp_path.iterdir()] == ["trainop-supervisor"]  # nothing aside
+    assert supervised(installed, "sh", "-c", "exit 5").returncode == 5
+
+
+def test_an_install_that_cannot_write_says_so(supervisor: Path, tmp_path: Path) -> None:
+    done = subprocess.run([str(supervisor), "--install", str(tmp_path / "absent")],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "cannot install" in done.stderr

@@ -46,6 +46,10 @@ class EngineConfig:
     """--restart-agent-image: the image of the agent a pod that restarts in place runs (it
     needs a POSIX sh, cat, sleep and test)."""
 
+    rank_supervisor_image: str | None = None
+    """--rank-supervisor-image: the image a pod that restarts in place copies the rank
+    supervisor from (engine/supervised.py); None: no pod gets it."""
+
     lost_node_grace: float | None = None
     """--lost-node-grace (trainop's own; unset: as upstream, nodes are not watched): a pod on
     a node that stopped reporting is told at once, and deleted once the node has not been

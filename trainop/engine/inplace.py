@@ -177,17 +177,21 @@ def decorate(pod: dict[str, Any], config: EngineConfig, at: Attempts) -> None:
 
 
 def _container(name: str, script: str, config: EngineConfig) -> dict[str, Any]:
+    return {**trainop_container(name, ["sh", "-c", script], config.restart_agent_image),
+            "volumeMounts": [{"name": FILES, "mountPath": _FILES_DIR, "readOnly": True},
+                             {"name": STATE, "mountPath": _STATE_DIR}]}
+
+
+def trainop_container(name: str, command: list[str], image: str) -> dict[str, Any]:
+    """A small container of trainop's own in a job's pod."""
     return {
-        "name": name, "image": config.restart_agent_image, "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", script],
+        "name": name, "image": image, "imagePullPolicy": "IfNotPresent", "command": command,
         "resources": {"limits": {"cpu": "100m", "memory": "20Mi"},
                       "requests": {"cpu": "10m", "memory": "10Mi"}},
         # what a namespace of the restricted Pod Security level admits
         "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
                             "runAsUser": 65534, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumeMounts": [{"name": FILES, "mountPath": _FILES_DIR, "readOnly": True},
-                         {"name": STATE, "mountPath": _STATE_DIR}],
     }
 
 

@@ -15,7 +15,7 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import JOBS
 from trainop.api.templates import containers
 from trainop.api.types import Defaulted
-from trainop.engine import batchjob, elastic, gang, inplace
+from trainop.engine import batchjob, elastic, gang, inplace, supervised
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework, batch_type
 from trainop.engine.labels import replica_name
@@ -121,6 +121,7 @@ def missing(job: Defaulted, observed: Observed, fw: Framework[Any], addr: Addres
                 pod = desired_pod(job, rtype, i, fw, addr, config)
                 if attempt is not None:
                     inplace.decorate(pod, config, attempt)
+                    supervised.decorate(pod, job.main_container, config)
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))
                 if rtype not in template_bytes:

@@ -13,11 +13,12 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from trainop.api import KINDS
+from trainop.api import KINDS, templates
 from trainop.api.resources import PODS, job_resource
 from trainop.cluster.reading.client import Client
 from trainop.cluster.reading.config import ClusterConfig
 from trainop.cluster.reading.records import pod_record
+from trainop.engine import supervised
 from trainop.engine.labels import JOB_NAME
 
 REFRESH = 2.0
@@ -79,6 +80,8 @@ def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
     lines: list[RenderableType] = [table]
     if not pods:
         lines.append(Text("no pods", style="dim"))
+    if (restarts := restart_path(pods, main)) is not None:
+        lines.append(printable(f"restarts    {restarts}"))
     for c in status.get("conditions") or []:
         style = "bold red" if c.get("type") == "Failed" and c.get("status") == "True" else ""
         lines.append(printable(f"{c.get('type', ''):<11} {c.get('status', ''):<5} "
@@ -96,6 +99,23 @@ def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
         if last.get("message"):
             lines.append(printable(str(last["message"]).rstrip(), "dim"))
     return Group(*lines)
+
+
+def restart_path(pods: list[dict[str, Any]], main: str) -> str | None:
+    """How the job's pods restart as a whole, as they show it (engine/inplace.py,
+    engine/supervised.py), where they restart in place."""
+    records = [(p, r) for p in pods
+               if (r := pod_record(p)) is not None and r.in_place is not None]
+    if not records:
+        return None
+    attempt = max(r.in_place.attempt for _, r in records if r.in_place is not None)
+    said = f"containers in place, attempt {attempt} ({len(records)} pod(s))"
+    ranks = sum(1 for p, _ in records
+                if ((templates.container(p, main) or {}).get("command") or [None])[0]
+                == supervised.BINARY)
+    if ranks:
+        said += f"; container {main} runs as the rank supervisor's child in {ranks}"
+    return said
 
 
 async def describe(config: ClusterConfig, kind: str, namespace: str, name: str,

@@ -13,7 +13,7 @@ from trainop.api.conversion import WRITTEN_IN
 from trainop.api.kinds import GROUP, OTHER_VERSIONS, VERSION
 from trainop.api.numbers import whole_number
 from trainop.api.resources import JOBS
-from trainop.engine import clock, inplace, lostnode
+from trainop.engine import clock, inplace, lostnode, supervised
 from trainop.engine.batchjob import COMPLETE, FAILED
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
@@ -248,14 +248,19 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
         told_again=whole_number(notes.get(inplace.TOLD_AGAIN), inplace.MOST_ATTEMPTS) or 0)
 
 
+TRAINOPS = frozenset({inplace.BARRIER, inplace.AGENT, supervised.INSTALL})
+"""The containers trainop adds to a pod that restarts in place (engine/inplace.py,
+engine/supervised.py)."""
+
+
 def _failure(obj: dict[str, Any], codes: dict[str, int]) -> FailureFacts:
     status = obj.get("status") or {}
     ended = []
     init = []
     for key in ("containerStatuses", "initContainerStatuses"):
         for cs in status.get(key) or []:
-            if cs.get("name") in (inplace.BARRIER, inplace.AGENT):
-                continue  # trainop's own (engine/inplace.py): their ends are not the job's
+            if cs.get("name") in TRAINOPS:
+                continue  # trainop's own: their ends are not the job's
             term = (cs.get("state") or {}).get("terminated")
             if not term or term.get("exitCode") is None:
                 continue

@@ -1,0 +1,151 @@
+"""The rank supervisor in pods that restart in place (engine/supervised.py): the pod as
+made (its init container, volume and the main container's command), and which path each
+replica type's whole-job restart takes, and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.jobs import job, manifest
+from tests.sim import Cluster
+from trainop.api.validation import load_job
+from trainop.engine import EngineConfig, inplace, supervised
+from trainop.frameworks.registry import framework_of
+from trainop.local.runner import LOCAL_ENGINE
+
+IMAGE = "registry.example/trainop:1"
+IN_PLACE = {"runPolicy": {"restartScope": "Job", "restartInPlace": True}}
+SUPERVISED = EngineConfig(rank_supervisor_image=IMAGE)
+
+
+def commanded(command: list[str] | None, args: list[str] | None = None
+              ) -> dict[str, dict[str, Any]]:
+    main: dict[str, Any] = {"name": "pytorch", "image": "trainer",
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    if command is not None:
+        main["command"] = command
+    if args is not None:
+        main["args"] = args
+    template = {"spec": {"containers": [main, {"name": "logs", "image": "shipper",
+                                                "command": ["ship"]}],
+                         "volumes": [{"name": "data", "emptyDir": {}}]}}
+    return {rt: {"restartPolicy": "ExitCode", "template": template}
+            for rt in ("Master", "Worker")}
+
+
+def made(extra: dict[str, dict[str, Any]], config: EngineConfig = SUPERVISED,
+         spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    c = Cluster(job("PyTorchJob", spec=spec or IN_PLACE, replica_extra=extra), config)
+    c.step()
+    return c.pod("job-worker-0")
+
+
+def by_name(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {i["name"]: i for i in items}
+
+
+def test_a_main_container_with_a_command_runs_as_the_supervisors_child() -> None:
+    pod = made(commanded(["python", "train.py"], ["--epochs", "$(EPOCHS)"]))
+    spec = pod["spec"]
+    main, logs = spec["containers"][0], spec["containers"][1]
+    # the template's command and args follow the supervisor's `--` exactly, as written
+    assert main["command"] == ["/run/trainop/bin/trainop-supervisor", "--", "python",
+                               "train.py"]
+    assert main["args"] == ["--epochs", "$(EPOCHS)"]
+    assert main["volumeMounts"] == [
+        {"name": "data", "mountPath": "/data"},
+        {"name": "trainop-supervisor", "mountPath": "/run/trainop/bin", "readOnly": True}]
+    assert logs["command"] == ["ship"] and "volumeMounts" not in logs  # not the main one
+    # copied in by the first init container, from the manager's image, before the barrier
+    assert [i["name"] for i in spec["initContainers"]] == [
+        "trainop-supervisor-install", inplace.BARRIER, "init-pytorch"]
+    install = spec["initContainers"][0]
+    assert install["image"] == IMAGE
+    assert install["command"] == ["/usr/local/bin/trainop-supervisor", "--install",
+                                  "/run/trainop/bin"]
+    assert install["volumeMounts"] == [{"name": "trainop-supervisor",
+                                        "mountPath": "/run/trainop/bin", "readOnly": False}]
+    assert install["securityContext"]["runAsNonRoot"] is True
+    assert by_name(spec["volumes"])["trainop-supervisor"] == {
+        "name": "trainop-supervisor", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}}
+
+
+def test_a_main_container_with_no_command_keeps_its_image_entrypoint() -> None:
+    # what would run is the image's ENTRYPOINT, which the pod does not show
+    pod = made(commanded(None, ["--epochs", "3"]))
+    main = pod["spec"]["containers"][0]
+    assert "command" not in main and main["args"] == ["--epochs", "3"]
+    assert "trainop-supervisor-install" not in by_name(pod["spec"]["initContainers"])
+    assert "trainop-supervisor" not in by_name(pod["spec"]["volumes"])
+    # the container-level path is still the pod's
+    assert inplace.AGENT in by_name(pod["spec"]["containers"])
+
+
+@pytest.mark.parametrize(("config", "spec"), [
+    (EngineConfig(), IN_PLACE),  # no image: the manager has no supervisor to give
+    (SUPERVISED, {"runPolicy": {"restartScope": "Job"}}),  # not in place
+    (EngineConfig(restart_in_place=True, rank_supervisor_image=IMAGE,
+                  in_place_unavailable=inplace.REFUSED), IN_PLACE),  # the cluster cannot
+], ids=["no-image", "not-in-place", "cluster-cannot"])
+def test_no_supervisor_where_the_pod_does_not_restart_in_place_with_one(
+        config: EngineConfig, spec: dict[str, Any]) -> None:
+    pod = made(commanded(["python", "train.py"]), config, spec)
+    assert pod["spec"]["containers"][0]["command"] == ["python", "train.py"]
+    assert "trainop-supervisor-install" not in by_name(pod["spec"].get("initContainers")
+                                                       or [])
+
+
+def paths(doc: dict[str, Any], config: EngineConfig) -> dict[str, tuple[str, str]]:
+    j = load_job(doc)
+    return {rt: (p.how, p.why)
+            for rt, p in supervised.paths(j, framework_of(j), config).items()}
+
+
+def test_each_replica_types_path_is_said_with_its_reason() -> None:
+    extra = commanded(["python", "train.py"])
+    extra["Worker"] = {"restartPolicy": "ExitCode", "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "trainer"}]}}}
+    doc = manifest("PyTorchJob", {"Master": 1, "Worker": 2}, spec=IN_PLACE,
+                   replica_extra=extra)
+    assert paths(doc, SUPERVISED) == {
+        "Master": ("containers in place", "container 'pytorch' names its command, which runs "
+                                          "as the rank supervisor's child"),
+        "Worker": ("containers in place", "no rank supervisor: container 'pytorch' names no "
+                                          "command, so its image's ENTRYPOINT runs, which the "
+                                          "pod does not show")}
+    assert paths(doc, EngineConfig())["Master"] == (
+        "containers in place", "no rank supervisor: the manager has no --rank-supervisor-image")
+
+
+@pytest.mark.parametrize(("run_policy", "config", "why"), [
+    ({}, SUPERVISED, "runPolicy.restartScope is not Job: each pod restarts on its own"),
+    ({"restartScope": "Job", "restartInPlace": False}, SUPERVISED,
+     "runPolicy.restartInPlace is false"),
+    ({"restartScope": "Job"}, SUPERVISED,
+     "the manager restarts no job in place (its --restart-in-place is off)"),
+    ({"restartScope": "Job"}, EngineConfig(restart_in_place=True,
+                                           in_place_unavailable=inplace.DROPPED),
+     inplace.DROPPED),
+    ({"restartScope": "Job", "restartInPlace": True}, LOCAL_ENGINE, inplace.LOCAL),
+], ids=["pod-scope", "job-says-no", "flag-off", "cluster-cannot", "local"])
+def test_a_job_whose_pods_are_made_again_is_told_why(run_policy: dict[str, Any],
+                                                     config: EngineConfig, why: str) -> None:
+    doc = manifest("PyTorchJob", {"Master": 1, "Worker": 1},
+                   spec={"runPolicy": run_policy}, replica_extra=commanded(["python"]))
+    assert paths(doc, config) == {"Master": ("pods made again", why),
+                                  "Worker": ("pods made again", why)}
+
+
+def test_a_template_that_restarts_its_pod_itself_is_told_why() -> None:
+    own = {"Worker": {"template": {"spec": {"containers": [{
+        "name": "pytorch", "image": "x", "restartPolicy": "Never", "restartPolicyRules": [
+            {"action": "RestartAllContainers",
+             "exitCodes": {"operator": "In", "values": [42]}}]}]}}}}
+    doc = manifest("PyTorchJob", {"Master": 1, "Worker": 1},
+                   spec={"runPolicy": {"restartScope": "Job"}}, replica_extra=own)
+    config = EngineConfig(restart_in_place=True, rank_supervisor_image=IMAGE)
+    assert paths(doc, config)["Worker"] == (
+        "pods made again", "a template's container restarts its pod itself "
+                           "(restartPolicyRules)")
