@@ -1,7 +1,7 @@
 // trainop-supervisor runs a rank's command as its child and stands in for it as the
 // container's main process: a container whose command is
 //
-//	trainop-supervisor -- COMMAND [ARG...]
+//	trainop-supervisor [--listen ADDR --pod NAME ...] -- COMMAND [ARG...]
 //
 // behaves as COMMAND alone would. The child is exec'd directly (no shell) with the
 // supervisor's standard streams and environment, in a process group of its own (where
@@ -10,6 +10,11 @@
 // only; every process the child leaves behind is reaped, as a container's PID 1 must
 // (elsewhere the supervisor makes itself their subreaper); and the supervisor ends with
 // the child's exit code, 128+N where signal N ended it, as a shell says.
+//
+// With --listen and a key in TRAINOP_SUPERVISOR_KEY it also serves the manager's channel
+// (channel.go): the manager tells it the job's attempts, and it stops its rank's processes
+// for a newer attempt and starts them again when that attempt is released, in the same
+// container; it says how its rank ended and where it is.
 //
 // An init container puts the supervisor where the main container finds it (an emptyDir
 // both mount), with no shell or cp in the image it comes from:
@@ -24,20 +29,20 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"syscall"
-	"unsafe"
+	"time"
 )
 
 const name = "trainop-supervisor"
 
-// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER (linux/prctl.h).
-const prSetChildSubreaper = 36
+// keyEnv holds the channel's key; the child never sees it.
+const keyEnv = "TRAINOP_SUPERVISOR_KEY"
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -47,12 +52,18 @@ func run(args []string) int {
 	if len(args) == 2 && args[0] == "--install" {
 		return install(args[1])
 	}
-	if len(args) < 2 || args[0] != "--" {
-		fmt.Fprintf(os.Stderr, "%s: usage: %s -- COMMAND [ARG...] | %s --install DIR\n",
-			name, name, name)
+	key, args, err := takeKey(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	argv := args[1:]
+	opts, argv, err := parse(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n%s: usage: %s [--listen ADDR --pod NAME --attempt N "+
+			"--files DIR --state FILE --grace S --lease S] -- COMMAND [ARG...] | %s --install DIR\n",
+			name, err, name, name, name)
+		return 2
+	}
 	path, err := exec.LookPath(argv[0])
 	if errors.Is(err, exec.ErrDot) {
 		err = nil // found through a relative PATH entry: a container runtime runs it too
@@ -63,90 +74,59 @@ func run(args []string) int {
 	// caught before the child exists: none is lost between its start and the first read
 	signals := make(chan os.Signal, 64)
 	signal.Notify(signals)
-	if os.Getpid() != 1 {
-		// its orphans become ours to reap, as they would be PID 1's in a container
-		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	becomeSubreaper()
+	s := &supervisor{opts: opts, argv: argv, path: path, env: os.Environ(), attempt: opts.attempt}
+	if opts.listen != "" {
+		ch, err := listen(opts, key, s)
+		if err != nil {
+			// the manager hears nothing: the pod restarts by the kubelet's path
+			fmt.Fprintf(os.Stderr, "%s: no channel: %v\n", name, err)
+		} else {
+			s.channel = ch
+		}
 	}
-	attr := &syscall.ProcAttr{
-		Env:   os.Environ(),
-		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: !isTerminal(0)},
-	}
-	child, err := syscall.ForkExec(path, argv, attr)
-	if err != nil {
+	if err := s.start(); err != nil {
 		return cannotStart(argv[0], err)
 	}
-	for sig := range signals {
-		switch sig {
-		case syscall.SIGCHLD:
-			if code, ended := reap(child); ended {
-				return code
-			}
-		case syscall.SIGURG:
-			// the Go runtime's own (goroutine preemption), never sent to the supervisor
-		default:
-			_ = syscall.Kill(child, sig.(syscall.Signal))
-		}
-	}
-	return 1 // not reached: the channel is never closed
+	return s.loop(signals)
 }
 
-// install copies the running executable to dir/name: written aside and renamed, so a
-// container that starts the supervisor never finds half of it.
-func install(dir string) int {
-	if err := copyExecutable(filepath.Join(dir, name)); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: cannot install into %s: %v\n", name, dir, err)
-		return 1
-	}
-	fmt.Printf("%s: installed in %s\n", name, dir)
-	return 0
+type options struct {
+	listen  string
+	pod     string
+	attempt int
+	files   string
+	state   string
+	grace   time.Duration
+	lease   time.Duration
 }
 
-func copyExecutable(dest string) error {
-	self, err := os.Open("/proc/self/exe")
-	if err != nil {
-		return err
+func parse(args []string) (options, []string, error) {
+	var o options
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.listen, "listen", "", "")
+	fs.StringVar(&o.pod, "pod", "", "")
+	fs.IntVar(&o.attempt, "attempt", 0, "")
+	fs.StringVar(&o.files, "files", "", "")
+	fs.StringVar(&o.state, "state", "", "")
+	fs.DurationVar(&o.grace, "grace", 30*time.Second, "")
+	fs.DurationVar(&o.lease, "lease", 15*time.Second, "")
+	if err := fs.Parse(args); err != nil {
+		return o, nil, err
 	}
-	defer self.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dest), "."+name+"-*")
-	if err != nil {
-		return err
+	rest := fs.Args()
+	// the flag package stops at "--" and drops it; what follows must be a command
+	if i := len(args) - len(rest) - 1; i < 0 || args[i] != "--" || len(rest) == 0 {
+		return o, nil, errors.New("no -- COMMAND")
 	}
-	defer os.Remove(tmp.Name()) // gone once renamed; left by nothing else
-	_, err = io.Copy(tmp, self)
-	if err == nil {
-		err = tmp.Chmod(0o755)
+	if o.attempt < 0 || o.attempt > mostAttempts || o.grace < 0 || o.lease <= 0 {
+		return o, nil, errors.New("--attempt, --grace or --lease out of range")
 	}
-	if closed := tmp.Close(); err == nil {
-		err = closed
+	if o.listen != "" && o.pod == "" {
+		return o, nil, errors.New("--listen needs --pod")
 	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dest)
-}
-
-// reap collects every child that has ended; whether `child` was one of them, and its
-// exit code as a shell gives it.
-func reap(child int) (int, bool) {
-	code, ended := 0, false
-	for {
-		var status syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
-		if errors.Is(err, syscall.EINTR) {
-			continue
-		}
-		if err != nil || pid <= 0 {
-			return code, ended
-		}
-		if pid == child {
-			ended = true
-			code = status.ExitStatus()
-			if status.Signaled() {
-				code = 128 + int(status.Signal())
-			}
-		}
-	}
+	return o, rest, nil
 }
 
 // cannotStart says why COMMAND could not be run, in one line, and gives a shell's code for
@@ -163,11 +143,4 @@ func cannotStart(command string, err error) int {
 func isThere(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-func isTerminal(fd int) bool {
-	var termios syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS,
-		uintptr(unsafe.Pointer(&termios)))
-	return errno == 0
 }

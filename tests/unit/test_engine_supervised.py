@@ -69,7 +69,7 @@ def test_a_main_container_with_a_command_runs_as_the_supervisors_child() -> None
                                         "mountPath": "/run/trainop/bin", "readOnly": False}]
     assert install["securityContext"]["runAsNonRoot"] is True
     assert by_name(spec["volumes"])["trainop-supervisor"] == {
-        "name": "trainop-supervisor", "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}}
+        "name": "trainop-supervisor", "emptyDir": {"sizeLimit": "16Mi"}}
 
 
 def test_a_main_container_with_no_command_keeps_its_image_entrypoint() -> None:

@@ -69,7 +69,7 @@ def decorate(pod: dict[str, Any], main: str, config: EngineConfig) -> None:
     c["command"] = [BINARY, "--", *c["command"]]
     c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount]
     spec["volumes"] = [*(spec.get("volumes") or []),
-                       {"name": VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "8Mi"}}]
+                       {"name": VOLUME, "emptyDir": {"sizeLimit": "16Mi"}}]
     install = {**inplace.trainop_container(INSTALL, [IN_IMAGE, "--install", DIR], image),
                "volumeMounts": [{**mount, "readOnly": False}]}
     spec["initContainers"] = [install, *(spec.get("initContainers") or [])]

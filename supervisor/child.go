@@ -1,0 +1,381 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// mostAttempts is the largest attempt (an int32, as a restart count is).
+const mostAttempts = 1<<31 - 1
+
+// The rank's phases, as the channel says them.
+const (
+	running  = "running"  // the child of `attempt` runs
+	stopping = "stopping" // it is being stopped, with what it left, for a newer attempt
+	exited   = "exited"   // it ended on its own
+	held     = "held"     // nothing runs: waiting until `attempt` is released
+)
+
+const (
+	prSetDumpable       = 4  // PR_SET_DUMPABLE (linux/prctl.h)
+	prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER
+	tick                = 200 * time.Millisecond
+)
+
+// told is what the manager tells a pod of the job's attempts (as the pod's annotations
+// say it, engine/inplace.py).
+type told struct {
+	Attempt  int  `json:"attempt"`
+	Released int  `json:"released"`
+	Finish   bool `json:"finish"`
+}
+
+// newer: told after u (attempts only grow, and finish comes last): an older word, told
+// again or late, changes nothing.
+func (t told) newer(u told) bool {
+	if t.Attempt != u.Attempt {
+		return t.Attempt > u.Attempt
+	}
+	if t.Released != u.Released {
+		return t.Released > u.Released
+	}
+	return t.Finish && !u.Finish
+}
+
+// ended is how the child ended.
+type ended struct {
+	Code   int    `json:"code"`
+	Signal int    `json:"signal,omitempty"`
+	At     string `json:"at"`
+}
+
+type supervisor struct {
+	opts    options
+	argv    []string
+	path    string
+	env     []string
+	channel *channel // nil: nothing is told, the supervisor ends with its child
+
+	mu          sync.Mutex
+	child       int // 0: none
+	attempt     int
+	phase       string
+	last        *ended
+	told        told
+	stopAt      time.Time
+	terminating bool // the container is being stopped: the child's end is the supervisor's
+	heard       time.Time
+	seq         uint64
+	changed     chan struct{}
+	code        int // what the supervisor ends with, once `over`
+	over        bool
+}
+
+func becomeSubreaper() {
+	if os.Getpid() != 1 {
+		// its orphans become ours to reap, as they would be PID 1's in a container
+		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	}
+}
+
+// start runs the command as the child for the supervisor's attempt.
+func (s *supervisor) start() error {
+	env := s.env
+	if s.opts.listen != "" {
+		env = withAttempt(env, s.attempt)
+	}
+	attr := &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: !isTerminal(0)},
+	}
+	child, err := syscall.ForkExec(s.path, s.argv, attr)
+	if err != nil {
+		return err
+	}
+	s.child, s.phase, s.last = child, running, nil
+	s.noteState()
+	s.bump()
+	return nil
+}
+
+// withAttempt is env with TRAINOP_ATTEMPT set to the attempt the child runs.
+func withAttempt(env []string, attempt int) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "TRAINOP_ATTEMPT=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "TRAINOP_ATTEMPT="+strconv.Itoa(attempt))
+}
+
+// loop runs until the supervisor ends, and says with which code.
+func (s *supervisor) loop(signals chan os.Signal) int {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case sig := <-signals:
+			s.mu.Lock()
+			switch sig {
+			case syscall.SIGCHLD:
+				s.reap()
+			case syscall.SIGURG:
+				// the Go runtime's own (goroutine preemption), never sent to the supervisor
+			default:
+				s.forward(sig.(syscall.Signal))
+			}
+			s.mu.Unlock()
+		case <-ticker.C:
+			s.mu.Lock()
+			s.tick()
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		code, over := s.code, s.over
+		s.mu.Unlock()
+		if over {
+			return code
+		}
+	}
+}
+
+// forward passes a signal on to the child, as a container runtime signals its main process
+// only. One that stops the container, with no child left, ends the supervisor.
+func (s *supervisor) forward(sig syscall.Signal) {
+	if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+		s.terminating = true
+	}
+	if s.child != 0 {
+		_ = syscall.Kill(s.child, sig)
+	} else if s.terminating {
+		s.end(s.lastCode(128 + int(sig)))
+	}
+}
+
+// reap collects every child that has ended, and acts on the end of the rank's.
+func (s *supervisor) reap() {
+	for {
+		var status syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			break
+		}
+		if pid != s.child {
+			continue
+		}
+		e := &ended{Code: status.ExitStatus(), At: time.Now().UTC().Format(time.RFC3339Nano)}
+		if status.Signaled() {
+			e.Signal = int(status.Signal())
+			e.Code = 128 + e.Signal
+		}
+		s.child, s.last = 0, e
+		switch {
+		case s.phase == stopping:
+			signalLeft(0, syscall.SIGTERM) // what it left, orphaned to us now, goes too
+		case s.channel == nil || s.terminating:
+			s.end(e.Code) // the container ends as the command did
+		default:
+			s.phase = exited
+		}
+		s.bump()
+	}
+	s.act()
+}
+
+// tick reads the attempt files, ends the supervisor where its manager went quiet after
+// its rank ended, and carries on a stop.
+func (s *supervisor) tick() {
+	if s.opts.files != "" {
+		if t, ok := readTold(s.opts.files); ok && t.newer(s.told) {
+			s.told = t
+			s.bump()
+		}
+	}
+	if s.phase == exited && !s.connected() {
+		// no manager heard within the lease (or ever) to tell what comes next: the
+		// kubelet's path takes over, the container ends as its rank did
+		s.end(s.last.Code)
+		return
+	}
+	s.act()
+}
+
+// act moves the rank on to what it was last told.
+func (s *supervisor) act() {
+	if s.over {
+		return
+	}
+	switch s.phase {
+	case running, exited:
+		if s.told.Attempt > s.attempt {
+			s.phase, s.stopAt = stopping, time.Now().Add(s.opts.grace)
+			signalLeft(s.child, syscall.SIGTERM)
+			s.bump()
+			s.act()
+		} else if s.phase == exited && s.told.Finish {
+			s.end(s.last.Code)
+		}
+	case stopping:
+		if !time.Now().Before(s.stopAt) {
+			signalLeft(s.child, syscall.SIGKILL)
+		}
+		if s.child == 0 && !hasChildren() {
+			s.phase, s.attempt = held, s.told.Attempt
+			s.noteState()
+			s.bump()
+			s.act()
+		}
+	case held:
+		if s.told.Attempt > s.attempt {
+			s.attempt = s.told.Attempt
+			s.noteState()
+			s.bump()
+		}
+		if s.told.Finish {
+			s.end(s.lastCode(0))
+		} else if s.told.Released >= s.attempt {
+			if err := s.start(); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: cannot start attempt %d: %v\n", name, s.attempt, err)
+				s.end(127)
+			}
+		}
+	}
+}
+
+func (s *supervisor) end(code int) {
+	s.code, s.over = code, true
+}
+
+func (s *supervisor) lastCode(otherwise int) int {
+	if s.last != nil {
+		return s.last.Code
+	}
+	return otherwise
+}
+
+// connected: the manager was heard within the lease.
+func (s *supervisor) connected() bool {
+	return s.channel != nil && !s.heard.IsZero() && time.Since(s.heard) < s.opts.lease
+}
+
+// bump tells the channel's waiting readers that the state changed.
+func (s *supervisor) bump() {
+	s.seq++
+	if s.changed != nil {
+		close(s.changed)
+	}
+	s.changed = make(chan struct{})
+}
+
+// noteState writes the attempt the pod is in to --state, where the pod's agent reads it:
+// a pod whose supervisor stopped for the attempt it was told is not restarted by its
+// kubelet (engine/inplace.py).
+func (s *supervisor) noteState() {
+	if s.opts.state == "" {
+		return
+	}
+	tmp := s.opts.state + ".tmp"
+	err := os.WriteFile(tmp, []byte(strconv.Itoa(s.attempt)+"\n"), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, s.opts.state)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: cannot note attempt %d: %v\n", name, s.attempt, err)
+	}
+}
+
+// readTold reads the attempt files the pod's downward API volume keeps (attempt, released,
+// finish); a file that does not hold what it should is not read at all.
+func readTold(dir string) (told, bool) {
+	var t told
+	var ok bool
+	if t.Attempt, ok = readNumber(dir + "/attempt"); !ok {
+		return t, false
+	}
+	if t.Released, ok = readNumber(dir + "/released"); !ok || t.Released > t.Attempt {
+		return t, false
+	}
+	finish, err := os.ReadFile(dir + "/finish")
+	t.Finish = err == nil && strings.TrimSpace(string(finish)) == "true"
+	return t, true
+}
+
+// readNumber reads a file holding an attempt: ASCII digits only, at most mostAttempts.
+func readNumber(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) > 16 {
+		return 0, false
+	}
+	text := strings.TrimSpace(string(b))
+	if text == "" || strings.Trim(text, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(text)
+	return n, err == nil && n <= mostAttempts
+}
+
+// signalLeft signals the child's process group and every process left to the supervisor
+// (a rank's daemon in a session of its own, orphaned to it as subreaper or PID 1).
+func signalLeft(child int, sig syscall.Signal) {
+	if child != 0 {
+		_ = syscall.Kill(-child, sig)
+	}
+	self := strconv.Itoa(os.Getpid())
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if parentOf(pid) == self {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+}
+
+// parentOf reads a process's parent from /proc/PID/stat (after the command's name, which
+// may hold anything up to its last ')').
+func parentOf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 2 {
+		return ""
+	}
+	return fields[1]
+}
+
+// hasChildren: a process the supervisor must still reap lives (or is unreaped).
+func hasChildren() bool {
+	var status syscall.WaitStatus
+	pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
+	if pid > 0 {
+		return true // reaped one now; another may follow
+	}
+	return !errors.Is(err, syscall.ECHILD)
+}
+
+func isTerminal(fd int) bool {
+	var termios syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS,
+		uintptr(unsafe.Pointer(&termios)))
+	return errno == 0
+}

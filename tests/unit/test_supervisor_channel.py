@@ -1,0 +1,420 @@
+"""The rank supervisor's channel (supervisor/channel.go, trainop/cluster/acting/ranks.py):
+the real binary, told the job's attempts by the manager's end of the protocol. It stops its
+rank's processes for a newer attempt and starts them again once that attempt is released,
+in the same supervisor; it says how its rank ended; and nobody but the manager can tell it
+anything, nor anybody but it answer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from testbed.supervisor import NoGo, built
+from tests.require import cannot_run
+from trainop.cluster.acting.ranks import (
+    ChannelError,
+    NotAuthentic,
+    RankState,
+    Supervisor,
+    Told,
+    encode_key,
+    mac,
+)
+
+POD = "job-worker-0"
+
+# The rank: says its attempt and pid, writes them down, and runs until stopped (or as the
+# test's files say: `fail` ends it with 3, `ignore` makes it ignore SIGTERM, `daemon`
+# leaves a process of its own session behind).
+RANK = """\
+import os, signal, subprocess, sys, time
+from pathlib import Path
+here = Path(sys.argv[1])
+attempt = os.environ.get("TRAINOP_ATTEMPT")
+(here / f"attempt-{attempt}").write_text(str(os.getpid()))
+print(f"attempt {attempt} pid {os.getpid()}", flush=True)
+if (here / "ignore").exists():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if (here / "daemon").exists():
+    d = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    (here / "daemon-pid").write_text(str(d.pid))
+while not (here / "fail").exists():
+    time.sleep(0.05)
+sys.exit(3)
+"""
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    try:
+        return built()
+    except NoGo as err:
+        cannot_run(str(err))
+
+
+class Running:
+    """A supervisor started with its channel on a port of its choosing."""
+
+    def __init__(self, proc: subprocess.Popen[str], port: int, key: bytes, here: Path) -> None:
+        self.proc, self.port, self.key, self.here = proc, port, key, here
+
+    def client(self, session: aiohttp.ClientSession, key: bytes | None = None,
+               pod: str = POD) -> Supervisor:
+        return Supervisor(session, f"127.0.0.1:{self.port}", pod, key or self.key)
+
+    def pid_of(self, attempt: int) -> int:
+        wait_until(lambda: (self.here / f"attempt-{attempt}").exists(), f"attempt {attempt}")
+        return int((self.here / f"attempt-{attempt}").read_text())
+
+
+@contextmanager
+def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = None,
+                script: str = RANK, under: tuple[str, ...] = ()) -> Iterator[Running]:
+    key = key or secrets.token_bytes(32)
+    here = tmp_path / "rank"
+    here.mkdir(exist_ok=True)
+    proc = subprocess.Popen(
+        [*under, str(binary), "--listen", "127.0.0.1:0", "--pod", POD, "--grace", "2s",
+         "--lease", "3s", *flags, "--", sys.executable, "-c", script, str(here)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(key)})
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("trainop-supervisor: channel on 127.0.0.1:"), line
+        yield Running(proc, int(line.rsplit(":", 1)[1]), key, here)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def wait_until(check: Callable[[], object], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"no {what} within {timeout}s"
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def talk(fn: Callable[[aiohttp.ClientSession], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=40)) as session:
+            return await fn(session)
+    return asyncio.run(main())
+
+
+async def settled(sup: Supervisor, phase: str, attempt: int, timeout: float = 10
+                  ) -> RankState:
+    """The rank's state once it is `phase` of `attempt`, read as the manager reads it."""
+    state = await sup.state()
+    deadline = time.monotonic() + timeout
+    while (state.phase, state.attempt) != (phase, attempt):
+        assert time.monotonic() < deadline, state
+        state = await sup.state(after=state.seq, wait=2)
+    return state
+
+
+# -- the restart ----------------------------------------------------------------------------
+
+def test_a_newer_attempt_stops_the_rank_and_its_release_starts_it_again(
+        binary: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with supervising(binary, tmp_path, "--state", str(state)) as run:
+        first = run.pid_of(0)
+
+        async def restart(session: aiohttp.ClientSession) -> tuple[RankState, RankState]:
+            sup = run.client(session)
+            assert (await sup.state()).phase == "running"
+            await sup.tell(Told(1, 0))
+            held = await settled(sup, "held", 1)
+            assert not alive(first)  # no process of attempt 0 meets one of attempt 1
+            assert state.read_text() == "1\n"  # the pod's agent reads it: no kubelet restart
+            assert not (run.here / "attempt-1").exists()  # held until released
+            await sup.tell(Told(1, 1))
+            return held, await settled(sup, "running", 1)
+        held, running = talk(restart)
+        assert held.last is not None and held.last.code == 128 + signal.SIGTERM
+        second = run.pid_of(1)
+        assert second != first and alive(second)
+        assert running.told == Told(1, 1)
+        assert run.proc.poll() is None  # the same supervisor, the same container
+
+
+# root as a container's is: without CAP_SYS_PTRACE (no container runtime grants it unasked)
+CONTAINER_ROOT = ("setpriv", "--bounding-set", "-sys_ptrace", "--")
+
+
+def test_the_rank_gets_the_attempt_it_runs_and_never_the_key(binary: Path,
+                                                             tmp_path: Path) -> None:
+    # the rank looks for the key (which the test hands it to know it when it sees it)
+    # everywhere a process of the same user could: its environment, the supervisor's
+    # environment, memory and command line
+    key = secrets.token_bytes(32)
+    (tmp_path / "key").write_text(encode_key(key))
+    peek = ("import os, sys\n"
+            "key = open(sys.argv[1] + '/../key').read().encode()\n"
+            "print('key' if 'TRAINOP_SUPERVISOR_KEY' in os.environ else 'no key')\n"
+            "print('attempt', os.environ['TRAINOP_ATTEMPT'])\n"
+            "for f in ('environ', 'mem', 'cmdline'):\n"
+            "    try:\n"
+            "        data = open(f'/proc/{os.getppid()}/{f}', 'rb').read(1 << 16)\n"
+            "        print(f, 'read', data.count(key))\n"
+            "    except OSError as err:\n"
+            "        print(f, type(err).__name__)\n"
+            "sys.stdout.flush()\n")
+    with supervising(binary, tmp_path, "--attempt", "4", key=key, script=peek,
+                     under=CONTAINER_ROOT) as run:
+        out, _ = run.proc.communicate(timeout=20)
+    lines = out.splitlines()
+    assert lines[:2] == ["no key", "attempt 4"]
+    # the supervisor's memory is not readable by its own child, though it runs as the same
+    # user (PR_SET_DUMPABLE 0), and its environment and command line do not hold the key
+    # (it ran itself again with the key on a pipe)
+    assert lines[2:] == ["environ read 0", "mem PermissionError", "cmdline read 0"]
+
+
+def test_a_rank_that_ends_is_said_and_the_supervisor_waits_for_the_managers_word(
+        binary: Path, tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        run.pid_of(0)
+
+        async def fail(session: aiohttp.ClientSession) -> RankState:
+            sup = run.client(session)
+            await sup.state()  # the manager is heard: the rank's end is its to judge
+            (run.here / "fail").touch()
+            ended = await settled(sup, "exited", 0)
+            assert run.proc.poll() is None  # the container lives on
+            await sup.tell(Told(0, 0, finish=True))
+            return ended
+        ended = talk(fail)
+        assert ended.last is not None and (ended.last.code, ended.last.signal) == (3, None)
+        assert run.proc.wait(timeout=10) == 3  # the pod ends as its rank did
+
+
+def test_a_rank_that_ended_starts_again_in_the_next_attempt(binary: Path,
+                                                           tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        run.pid_of(0)
+
+        async def again(session: aiohttp.ClientSession) -> None:
+            sup = run.client(session)
+            await sup.state()
+            (run.here / "fail").touch()
+            await settled(sup, "exited", 0)
+            (run.here / "fail").unlink()
+            await sup.tell(Told(1, 1))  # told and released at once: it starts
+            await settled(sup, "running", 1)
+        talk(again)
+        assert alive(run.pid_of(1))
+
+
+def test_a_rank_that_ignores_sigterm_is_killed_after_the_grace(binary: Path,
+                                                             tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        (run.here / "ignore").touch()
+        first = run.pid_of(0)
+
+        async def stop(session: aiohttp.ClientSession) -> tuple[float, RankState]:
+            sup = run.client(session)
+            start = time.monotonic()
+            await sup.tell(Told(1, 0))
+            held = await settled(sup, "held", 1)
+            return time.monotonic() - start, held
+        took, held = talk(stop)
+        assert not alive(first)
+        assert held.last is not None and held.last.code == 128 + signal.SIGKILL
+        assert took >= 2  # --grace 2s: SIGTERM first, SIGKILL only then
+
+
+def test_a_daemon_the_rank_left_goes_with_its_attempt(binary: Path, tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        (run.here / "daemon").touch()
+        run.pid_of(0)
+        wait_until(lambda: (run.here / "daemon-pid").exists(), "the daemon")
+        daemon = int((run.here / "daemon-pid").read_text())
+
+        async def stop(session: aiohttp.ClientSession) -> None:
+            await run.client(session).tell(Told(1, 0))
+            await settled(run.client(session), "held", 1)
+        talk(stop)
+        assert not alive(daemon)  # in a session of its own, still not left running
+
+
+def test_an_attempt_told_twice_or_out_of_order_changes_nothing(binary: Path,
+                                                               tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        run.pid_of(0)
+
+        async def told(session: aiohttp.ClientSession) -> list[RankState]:
+            sup = run.client(session)
+            await sup.tell(Told(2, 2))
+            await settled(sup, "running", 2)
+            return [await sup.tell(Told(2, 2)), await sup.tell(Told(1, 1)),
+                    await sup.tell(Told(2, 1))]
+        for state in talk(told):
+            assert (state.phase, state.attempt, state.told) == ("running", 2, Told(2, 2))
+        assert not (run.here / "attempt-1").exists()
+
+
+def test_the_attempt_files_tell_it_where_the_channel_does_not(binary: Path,
+                                                              tmp_path: Path) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, value in (("attempt", "0"), ("released", "0"), ("finish", "false")):
+        (files / name).write_text(value)
+    with supervising(binary, tmp_path, "--files", str(files)) as run:
+        first = run.pid_of(0)
+        (files / "attempt").write_text("²")  # not ASCII digits: not read at all
+        time.sleep(0.6)
+        assert alive(first)
+        (files / "attempt").write_text("1")
+        wait_until(lambda: not alive(first), "attempt 0 stopped")
+        (files / "released").write_text("1")
+        assert alive(run.pid_of(1))
+
+
+# -- who may speak --------------------------------------------------------------------------
+
+def test_a_tell_under_another_key_or_for_another_pod_is_refused(binary: Path,
+                                                                tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        first = run.pid_of(0)
+
+        async def forge(session: aiohttp.ClientSession) -> list[str]:
+            refused = []
+            for sup in (run.client(session, key=secrets.token_bytes(32)),  # another job's
+                        run.client(session, pod="job-worker-1")):  # another pod's request
+                with pytest.raises(ChannelError) as err:
+                    await sup.tell(Told(5, 5))
+                refused.append(str(err.value))
+            return refused
+        for message in talk(forge):
+            assert "401" in message
+        time.sleep(0.5)
+        assert alive(first) and not (run.here / "attempt-5").exists()
+
+
+@pytest.mark.parametrize("mac_of", [
+    lambda key, nonce, body: b"",  # none
+    lambda key, nonce, body: mac(secrets.token_bytes(32), "answer", POD, nonce, body),
+    lambda key, nonce, body: mac(key, "answer", POD, "0" * 32, body),  # a replayed answer
+    lambda key, nonce, body: mac(key, "request", POD, nonce, body),  # a request's, reflected
+], ids=["no-mac", "other-key", "replayed", "reflected"])
+def test_an_answer_that_is_not_the_supervisors_is_refused(
+        mac_of: Callable[[bytes, str, bytes], bytes]) -> None:
+    # a process that took the supervisor's port (its supervisor gone) answers for it
+    key = secrets.token_bytes(32)
+    body = (b'{"pod":"job-worker-0","seq":9,"phase":"held","attempt":1,'
+            b'"told":{"attempt":1,"released":1,"finish":false},"last":null}')
+
+    async def impostor(request: web.Request) -> web.Response:
+        nonce = request.headers["X-Trainop-Nonce"]
+        return web.Response(body=body, headers={"X-Trainop-Mac": mac_of(key, nonce,
+                                                                        body).hex()})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", impostor)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            async with aiohttp.ClientSession() as session:
+                with pytest.raises(NotAuthentic):
+                    await Supervisor(session, f"127.0.0.1:{port}", POD, key).state()
+        finally:
+            await runner.cleanup()
+    asyncio.run(main())
+
+
+def test_a_bad_request_is_refused_and_changes_nothing(binary: Path, tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        first = run.pid_of(0)
+
+        async def bad(session: aiohttp.ClientSession) -> list[int]:
+            codes = []
+            for body in (b'{"attempt": 1, "released": 2}', b'{"attempt": -1, "released": 0}',
+                         b'{"attempt": 1, "released": 0, "extra": 1}', b"[]",
+                         b'{"attempt": 2147483648, "released": 0}'):
+                nonce = secrets.token_hex(16)
+                headers = {"X-Trainop-Nonce": nonce, "X-Trainop-Mac": mac(
+                    run.key, "request", "POST", "/tell", "", POD, nonce, body).hex()}
+                async with session.post(f"http://127.0.0.1:{run.port}/tell", data=body,
+                                        headers=headers) as resp:
+                    codes.append(resp.status)
+            return codes
+        assert talk(bad) == [400] * 5
+        assert alive(first)
+
+
+# -- without the manager --------------------------------------------------------------------
+
+def test_unheard_by_any_manager_it_ends_as_its_rank_did(binary: Path, tmp_path: Path) -> None:
+    # the kubelet's path takes over: the container ends with the rank's code
+    with supervising(binary, tmp_path) as run:
+        run.pid_of(0)
+        (run.here / "fail").touch()
+        assert run.proc.wait(timeout=10) == 3
+
+
+def test_once_its_manager_goes_quiet_it_ends_as_its_rank_did(binary: Path,
+                                                             tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        run.pid_of(0)
+
+        async def heard(session: aiohttp.ClientSession) -> None:
+            sup = run.client(session)
+            await sup.state()
+            (run.here / "fail").touch()
+            await settled(sup, "exited", 0)
+        talk(heard)
+        start = time.monotonic()
+        assert run.proc.wait(timeout=10) == 3
+        assert time.monotonic() - start < 5  # --lease 3s after it was last heard
+
+
+def test_a_port_that_is_taken_leaves_it_the_command_alone(binary: Path,
+                                                          tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [str(binary), "--listen", f"127.0.0.1:{port}", "--pod", POD, "--",
+             "sh", "-c", "echo out; exit 7"], capture_output=True, text=True, timeout=30,
+            env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(secrets.token_bytes(32))})
+    assert (done.returncode, done.stdout) == (7, "out\n")
+    assert done.stderr.startswith("trainop-supervisor: no channel: listen tcp")
+
+
+def test_a_key_too_short_is_said_and_the_command_runs_alone(binary: Path) -> None:
+    done = subprocess.run(
+        [str(binary), "--listen", "127.0.0.1:0", "--pod", POD, "--", "sh", "-c", "exit 4"],
+        capture_output=True, text=True, timeout=30,
+        env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(b"short")})
+    assert done.returncode == 4
+    assert done.stderr == ("trainop-supervisor: no channel: TRAINOP_SUPERVISOR_KEY holds no "
+                           "key of 32 bytes (base64url, unpadded)\n")
