@@ -327,40 +327,24 @@ func readNumber(path string) (int, bool) {
 }
 
 // signalLeft signals the child's process group and every process left to the supervisor
-// (a rank's daemon in a session of its own, orphaned to it as subreaper or PID 1).
+// (a rank's daemon in a session of its own, orphaned to it as subreaper or PID 1): its
+// children, as the kernel lists them for each of its threads.
 func signalLeft(child int, sig syscall.Signal) {
 	if child != 0 {
 		_ = syscall.Kill(-child, sig)
 	}
-	self := strconv.Itoa(os.Getpid())
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
 		if err != nil {
 			continue
 		}
-		if parentOf(pid) == self {
-			_ = syscall.Kill(pid, sig)
+		for _, field := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(field); err == nil {
+				_ = syscall.Kill(pid, sig)
+			}
 		}
 	}
-}
-
-// parentOf reads a process's parent from /proc/PID/stat (after the command's name, which
-// may hold anything up to its last ')').
-func parentOf(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return ""
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 2 {
-		return ""
-	}
-	return fields[1]
 }
 
 // hasChildren: a process the supervisor must still reap lives (or is unreaped).
