@@ -197,7 +197,10 @@ func (s *supervisor) reap() {
 // tick reads the attempt files, ends the supervisor where its manager went quiet after
 // its rank ended, and carries on a stop.
 func (s *supervisor) tick() {
-	if s.opts.files != "" {
+	// the files say what the annotations say, late: a second source while the manager is
+	// heard (a tell it lost), never the only one (unheard, the pod's agent and barrier
+	// restart it, and the manager would not see this rank held)
+	if s.opts.files != "" && s.connected() {
 		if t, ok := readTold(s.opts.files); ok && t.newer(s.told) {
 			s.told = t
 			s.bump()

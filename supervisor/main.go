@@ -76,6 +76,11 @@ func run(args []string) int {
 	signal.Notify(signals)
 	becomeSubreaper()
 	s := &supervisor{opts: opts, argv: argv, path: path, env: os.Environ(), attempt: opts.attempt}
+	if t, ok := readTold(opts.files); opts.files != "" && ok {
+		// the attempt the pod's barrier let it into (the command's --attempt is the one
+		// it was made for, before any restart of its containers)
+		s.told, s.attempt = t, t.Attempt
+	}
 	if opts.listen != "" {
 		ch, err := listen(opts, key, s)
 		if err != nil {

@@ -102,7 +102,7 @@ def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = N
         proc.wait()
 
 
-def wait_until(check: Callable[[], object], what: str, timeout: float = 10) -> None:
+def wait_until(check: Callable[[], object], what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"no {what} within {timeout}s"
@@ -277,21 +277,51 @@ def test_an_attempt_told_twice_or_out_of_order_changes_nothing(binary: Path,
         assert not (run.here / "attempt-1").exists()
 
 
-def test_the_attempt_files_tell_it_where_the_channel_does_not(binary: Path,
-                                                              tmp_path: Path) -> None:
+def attempt_files(tmp_path: Path, attempt: str, released: str) -> Path:
     files = tmp_path / "files"
-    files.mkdir()
-    for name, value in (("attempt", "0"), ("released", "0"), ("finish", "false")):
+    files.mkdir(exist_ok=True)
+    for name, value in (("attempt", attempt), ("released", released), ("finish", "false")):
         (files / name).write_text(value)
+    return files
+
+
+def test_the_attempt_files_tell_it_what_a_lost_tell_did_not(binary: Path,
+                                                            tmp_path: Path) -> None:
+    files = attempt_files(tmp_path, "0", "0")
     with supervising(binary, tmp_path, "--files", str(files)) as run:
         first = run.pid_of(0)
-        (files / "attempt").write_text("²")  # not ASCII digits: not read at all
-        time.sleep(0.6)
-        assert alive(first)
+
+        async def heard(session: aiohttp.ClientSession) -> None:
+            await run.client(session).state()
+            (files / "attempt").write_text("²")  # not ASCII digits: not read at all
+            await asyncio.sleep(0.6)
+            assert alive(first)
+            (files / "attempt").write_text("1")
+            await settled(run.client(session), "held", 1)
+            (files / "released").write_text("1")
+            await settled(run.client(session), "running", 1)
+        talk(heard)
+        assert not alive(first) and alive(run.pid_of(1))
+
+
+def test_unheard_the_attempt_files_are_left_to_the_pods_agent(binary: Path,
+                                                              tmp_path: Path) -> None:
+    # no manager reads this rank's state: were it to stop for the files, nobody would
+    # release it (the pod's agent and barrier restart the pod instead)
+    files = attempt_files(tmp_path, "0", "0")
+    with supervising(binary, tmp_path, "--files", str(files)) as run:
+        first = run.pid_of(0)
         (files / "attempt").write_text("1")
-        wait_until(lambda: not alive(first), "attempt 0 stopped")
-        (files / "released").write_text("1")
-        assert alive(run.pid_of(1))
+        time.sleep(1)
+        assert alive(first)
+
+
+def test_it_starts_in_the_attempt_its_files_say(binary: Path, tmp_path: Path) -> None:
+    # its containers restarted by the kubelet's path: the barrier let it into attempt 3,
+    # while its command still says the attempt the pod was made for
+    files = attempt_files(tmp_path, "3", "3")
+    with supervising(binary, tmp_path, "--files", str(files), "--attempt", "0") as run:
+        assert alive(run.pid_of(3))
 
 
 # -- who may speak --------------------------------------------------------------------------
