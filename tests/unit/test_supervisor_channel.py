@@ -135,6 +135,14 @@ async def settled(sup: Supervisor, phase: str, attempt: int, timeout: float = 10
     return state
 
 
+async def failed(run: Running, session: aiohttp.ClientSession) -> tuple[Supervisor, RankState]:
+    """The manager heard, then the rank fails (exit 3): the supervisor, and its word of it."""
+    sup = run.client(session)
+    await sup.state()  # the manager is heard: the rank's end is its to judge
+    (run.here / "fail").touch()
+    return sup, await settled(sup, "exited", 0)
+
+
 # -- the restart ----------------------------------------------------------------------------
 
 def test_a_newer_attempt_stops_the_rank_and_its_release_starts_it_again(
@@ -200,10 +208,7 @@ def test_a_rank_that_ends_is_said_and_the_supervisor_waits_for_the_managers_word
         run.pid_of(0)
 
         async def fail(session: aiohttp.ClientSession) -> RankState:
-            sup = run.client(session)
-            await sup.state()  # the manager is heard: the rank's end is its to judge
-            (run.here / "fail").touch()
-            ended = await settled(sup, "exited", 0)
+            sup, ended = await failed(run, session)
             assert run.proc.poll() is None  # the container lives on
             await sup.tell(Told(0, 0, finish=True))
             return ended
@@ -218,10 +223,7 @@ def test_a_rank_that_ended_starts_again_in_the_next_attempt(binary: Path,
         run.pid_of(0)
 
         async def again(session: aiohttp.ClientSession) -> None:
-            sup = run.client(session)
-            await sup.state()
-            (run.here / "fail").touch()
-            await settled(sup, "exited", 0)
+            sup, _ = await failed(run, session)
             (run.here / "fail").unlink()
             await sup.tell(Told(1, 1))  # told and released at once: it starts
             await settled(sup, "running", 1)
@@ -415,12 +417,7 @@ def test_once_its_manager_goes_quiet_it_ends_as_its_rank_did(binary: Path,
     with supervising(binary, tmp_path) as run:
         run.pid_of(0)
 
-        async def heard(session: aiohttp.ClientSession) -> None:
-            sup = run.client(session)
-            await sup.state()
-            (run.here / "fail").touch()
-            await settled(sup, "exited", 0)
-        talk(heard)
+        talk(lambda session: failed(run, session))
         start = time.monotonic()
         assert run.proc.wait(timeout=10) == 3
         assert time.monotonic() - start < 5  # --lease 3s after it was last heard
