@@ -64,6 +64,9 @@ func listen(opts options, key string, s *supervisor) (*channel, error) {
 	srv := &http.Server{Handler: c.bounded(mux), ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 10 * time.Second, WriteTimeout: longestWait + 10*time.Second,
 		IdleTimeout: 2 * longestWait, MaxHeaderBytes: 8 << 10}
+	// connections are not capped: a cap is what a flood would fill first, ahead of the
+	// manager; each is dropped 5 s after it opens without a request (its goroutine and
+	// descriptor with it), and the process's descriptors are the kernel's bound
 	go func() { _ = srv.Serve(ln) }()
 	return c, nil
 }
@@ -99,6 +102,7 @@ func (c *channel) verify(w http.ResponseWriter, r *http.Request) ([]byte, string
 	if err != nil || macErr != nil || len(nonce) < 16 || len(nonce) > 64 ||
 		!hmac.Equal(got, c.mac("request", r.Method, r.URL.Path, r.URL.RawQuery, c.pod, nonce,
 			string(body))) {
+		w.Header().Set("Connection", "close") // nothing more from whoever that is
 		http.Error(w, "not authenticated", http.StatusUnauthorized)
 		return nil, "", false
 	}

@@ -402,6 +402,25 @@ def test_a_bad_request_is_refused_and_changes_nothing(binary: Path, tmp_path: Pa
         assert alive(first)
 
 
+def test_a_flood_of_silent_connections_does_not_keep_the_manager_out(
+        binary: Path, tmp_path: Path) -> None:
+    # whoever reaches the pod opens connections and says nothing: the manager is answered
+    # while they are all still open (none is dropped before 5 s without a request)
+    with supervising(binary, tmp_path) as run:
+        run.pid_of(0)
+        flood = [socket.create_connection(("127.0.0.1", run.port)) for _ in range(300)]
+        try:
+            state = talk(lambda session: run.client(session).state())
+            assert state.phase == "running"
+            for sock in flood:
+                sock.setblocking(False)
+                with pytest.raises(BlockingIOError):  # open: nothing to read, not closed
+                    sock.recv(1, socket.MSG_PEEK)
+        finally:
+            for sock in flood:
+                sock.close()
+
+
 # -- without the manager --------------------------------------------------------------------
 
 def test_unheard_by_any_manager_it_ends_as_its_rank_did(binary: Path, tmp_path: Path) -> None:
