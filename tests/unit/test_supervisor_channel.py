@@ -83,15 +83,19 @@ class Running:
 
 @contextmanager
 def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = None,
-                script: str = RANK, under: tuple[str, ...] = ()) -> Iterator[Running]:
+                script: str = RANK, under: tuple[str, ...] = (), shell: str | None = None
+                ) -> Iterator[Running]:
+    """The supervisor running `script` (with python), or a `shell` line (with sh, $RANK
+    holding RANK as $RANK_SCRIPT), `under` a command of the test's (unshare, setpriv)."""
     key = key or secrets.token_bytes(32)
     here = tmp_path / "rank"
     here.mkdir(exist_ok=True)
+    command = ["sh", "-c", shell] if shell else [sys.executable, "-c", script, str(here)]
     proc = subprocess.Popen(
         [*under, str(binary), "--listen", "127.0.0.1:0", "--pod", POD, "--grace", "2s",
-         "--lease", "3s", *flags, "--", sys.executable, "-c", script, str(here)],
+         "--lease", "3s", *flags, "--", *command],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(key)})
+        env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(key), "RANK_SCRIPT": RANK})
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
@@ -324,6 +328,40 @@ def test_it_starts_in_the_attempt_its_files_say(binary: Path, tmp_path: Path) ->
     files = attempt_files(tmp_path, "3", "3")
     with supervising(binary, tmp_path, "--files", str(files), "--attempt", "0") as run:
         assert alive(run.pid_of(3))
+
+
+def test_a_shell_line_stops_with_everything_it_started(binary: Path, tmp_path: Path) -> None:
+    # `sh -c "python ...; ..."`: the shell stays the rank's parent; both are the group's
+    line = f"{sys.executable} -c \"$RANK_SCRIPT\" {tmp_path / 'rank'}; echo after"
+    with supervising(binary, tmp_path, script="", under=(), shell=line) as run:
+        rank = run.pid_of(0)
+        shell = int(Path(f"/proc/{rank}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        assert shell != run.proc.pid  # the rank runs under the shell, not the supervisor
+
+        async def stop(session: aiohttp.ClientSession) -> None:
+            await run.client(session).tell(Told(1, 0))
+            await settled(run.client(session), "held", 1)
+        talk(stop)
+        assert not alive(rank) and not alive(shell)
+
+
+def test_as_pid_1_it_outlives_its_rank_killing_it(binary: Path, tmp_path: Path) -> None:
+    # a container's PID 1 gets no signal from its own processes that it does not handle:
+    # SIGKILL from the rank does nothing, and SIGTERM stops the rank first
+    kill = ("import os, signal, sys, time\n"
+            "from pathlib import Path\n"
+            "here = Path(sys.argv[1])\n"
+            "(here / 'attempt-0').write_text(str(os.getpid()))\n"
+            "os.kill(1, signal.SIGKILL)\n"
+            "time.sleep(0.5)\n"
+            "print('still here', flush=True)\n"
+            "os.kill(1, signal.SIGTERM)\n"
+            "time.sleep(30)\n")
+    with supervising(binary, tmp_path, script=kill,
+                     under=("unshare", "--pid", "--fork", "--mount-proc")) as run:
+        out, _ = run.proc.communicate(timeout=30)
+    assert out == "still here\n"
+    assert run.proc.returncode == 128 + signal.SIGTERM  # the rank's end, passed SIGTERM
 
 
 # -- who may speak --------------------------------------------------------------------------
