@@ -85,8 +85,8 @@ class Running:
 def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = None,
                 script: str = RANK, under: tuple[str, ...] = (), shell: str | None = None
                 ) -> Iterator[Running]:
-    """The supervisor running `script` (with python), or a `shell` line (with sh, $RANK
-    holding RANK as $RANK_SCRIPT), `under` a command of the test's (unshare, setpriv)."""
+    """The supervisor running `script` with python, or a `shell` line with sh (RANK is
+    in its environment as RANK_SCRIPT), `under` a command of the test's (unshare, setpriv)."""
     key = key or secrets.token_bytes(32)
     here = tmp_path / "rank"
     here.mkdir(exist_ok=True)
