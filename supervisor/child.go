@@ -182,10 +182,10 @@ func (s *supervisor) reap() {
 		}
 		s.child, s.last = 0, e
 		switch {
-		case s.phase == stopping:
-			signalLeft(0, syscall.SIGTERM) // what it left, orphaned to us now, goes too
 		case s.channel == nil || s.terminating:
 			s.end(e.Code) // the container ends as the command did
+		case s.phase == stopping:
+			signalLeft(0, syscall.SIGTERM) // what it left, orphaned to us now, goes too
 		default:
 			s.phase = exited
 		}
@@ -350,14 +350,20 @@ func signalLeft(child int, sig syscall.Signal) {
 	}
 }
 
-// hasChildren: a process the supervisor must still reap lives (or is unreaped).
+// hasChildren reaps what has ended, and says whether a child of the supervisor lives on.
 func hasChildren() bool {
-	var status syscall.WaitStatus
-	pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
-	if pid > 0 {
-		return true // reaped one now; another may follow
+	for {
+		var status syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR) || pid > 0:
+			continue
+		case errors.Is(err, syscall.ECHILD):
+			return false
+		default:
+			return true // one lives (pid 0), or the kernel would not say: wait on
+		}
 	}
-	return !errors.Is(err, syscall.ECHILD)
 }
 
 func isTerminal(fd int) bool {

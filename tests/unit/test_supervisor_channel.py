@@ -253,6 +253,17 @@ def test_a_rank_that_ignores_sigterm_is_killed_after_the_grace(binary: Path,
         assert took >= 2  # --grace 2s: SIGTERM first, SIGKILL only then
 
 
+def test_a_pod_deleted_while_its_rank_stops_ends_and_holds_for_nothing(
+        binary: Path, tmp_path: Path) -> None:
+    with supervising(binary, tmp_path) as run:
+        (run.here / "ignore").touch()  # the stop lasts its grace
+        run.pid_of(0)
+        talk(lambda session: run.client(session).tell(Told(1, 0)))
+        run.proc.send_signal(signal.SIGTERM)  # the kubelet's, the pod being deleted
+        assert run.proc.wait(timeout=20) == 128 + signal.SIGKILL  # the rank's end, after
+        assert not (run.here / "attempt-1").exists()              # the grace; no next
+
+
 def test_a_daemon_the_rank_left_goes_with_its_attempt(binary: Path, tmp_path: Path) -> None:
     with supervising(binary, tmp_path) as run:
         (run.here / "daemon").touch()
