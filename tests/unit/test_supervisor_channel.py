@@ -7,6 +7,7 @@ anything, nor anybody but it answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -15,7 +16,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +37,25 @@ from trainop.cluster.acting.ranks import (
 
 POD = "job-worker-0"
 
-# The rank: says its attempt and pid, writes them down, and runs until stopped (or as the
+# The rank: says its attempt and pid, notes them, and runs until stopped (or as the
 # test's files say: `fail` ends it with 3, `ignore` makes it ignore SIGTERM, `daemon`
-# leaves a process of its own session behind).
+# leaves a process of its own session behind). A note is written aside and renamed: the
+# test never reads half of one.
 RANK = """\
 import os, signal, subprocess, sys, time
 from pathlib import Path
 here = Path(sys.argv[1])
+def note(name, text):
+    (here / f".{name}").write_text(text)
+    os.replace(here / f".{name}", here / name)
 attempt = os.environ.get("TRAINOP_ATTEMPT")
-(here / f"attempt-{attempt}").write_text(str(os.getpid()))
+note(f"attempt-{attempt}", str(os.getpid()))
 print(f"attempt {attempt} pid {os.getpid()}", flush=True)
 if (here / "ignore").exists():
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if (here / "daemon").exists():
     d = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    (here / "daemon-pid").write_text(str(d.pid))
+    note("daemon-pid", str(d.pid))
 while not (here / "fail").exists():
     time.sleep(0.05)
 sys.exit(3)
@@ -77,11 +81,12 @@ class Running:
         return Supervisor(session, f"127.0.0.1:{self.port}", pod, key or self.key)
 
     def pid_of(self, attempt: int) -> int:
+        """The rank of `attempt`, once it noted its pid."""
         wait_until(lambda: (self.here / f"attempt-{attempt}").exists(), f"attempt {attempt}")
         return int((self.here / f"attempt-{attempt}").read_text())
 
 
-@contextmanager
+@contextlib.contextmanager
 def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = None,
                 script: str = RANK, under: tuple[str, ...] = (), shell: str | None = None
                 ) -> Iterator[Running]:
@@ -102,8 +107,31 @@ def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = N
         assert line.startswith("trainop-supervisor: channel on 127.0.0.1:"), line
         yield Running(proc, int(line.rsplit(":", 1)[1]), key, here)
     finally:
-        proc.kill()
-        proc.wait()
+        stop_all(proc)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from the kernel's lists of children."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            found += [child, *descendants(child)]
+    return found
+
+
+def stop_all(proc: subprocess.Popen[str]) -> None:
+    """End the supervisor and every process below it (a rank it holds, a daemon a rank
+    left): killed, the supervisor could not end them itself."""
+    below = descendants(proc.pid)
+    for pid in [proc.pid, *below]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    wait_until(lambda: not any(alive(pid) for pid in below), "every process to end")
 
 
 def wait_until(check: Callable[[], object], what: str, timeout: float = 30) -> None:
@@ -116,9 +144,9 @@ def wait_until(check: Callable[[], object], what: str, timeout: float = 30) -> N
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def talk(fn: Callable[[aiohttp.ClientSession], Awaitable[Any]]) -> Any:
@@ -359,17 +387,14 @@ def test_a_shell_line_stops_with_everything_it_started(binary: Path, tmp_path: P
 def test_as_pid_1_it_outlives_its_rank_killing_it(binary: Path, tmp_path: Path) -> None:
     # a container's PID 1 gets no signal from its own processes that it does not handle:
     # SIGKILL from the rank does nothing, and SIGTERM stops the rank first
-    kill = ("import os, signal, sys, time\n"
-            "from pathlib import Path\n"
-            "here = Path(sys.argv[1])\n"
-            "(here / 'attempt-0').write_text(str(os.getpid()))\n"
+    kill = ("import os, signal, time\n"
             "os.kill(1, signal.SIGKILL)\n"
             "time.sleep(0.5)\n"
             "print('still here', flush=True)\n"
             "os.kill(1, signal.SIGTERM)\n"
             "time.sleep(30)\n")
     with supervising(binary, tmp_path, script=kill,
-                     under=("unshare", "--pid", "--fork", "--mount-proc")) as run:
+                     under=("unshare", "--pid", "--fork", "--kill-child", "--mount-proc")) as run:
         out, _ = run.proc.communicate(timeout=30)
     assert out == "still here\n"
     assert run.proc.returncode == 128 + signal.SIGTERM  # the rank's end, passed SIGTERM
