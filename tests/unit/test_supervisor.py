@@ -13,17 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from testbed.supervisor import NoGo, built
-from tests.require import cannot_run
-
-
-@pytest.fixture(scope="module")
-def supervisor() -> Path:
-    try:
-        return built()
-    except NoGo as err:
-        cannot_run(str(err))
-
 
 def supervised(supervisor: Path, *argv: str, **kw: object
                ) -> subprocess.CompletedProcess[str]:

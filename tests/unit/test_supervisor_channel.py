@@ -1,5 +1,5 @@
 """The rank supervisor's channel (supervisor/channel.go, trainop/cluster/acting/ranks.py):
-the real binary, told the job's attempts by the manager's end of the protocol. It stops its
+the real supervisor, told the job's attempts by the manager's end of the protocol. It stops its
 rank's processes for a newer attempt and starts them again once that attempt is released,
 in the same supervisor; it says how its rank ended; and nobody but the manager can tell it
 anything, nor anybody but it answer."""
@@ -23,8 +23,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from testbed.supervisor import NoGo, built
-from tests.require import cannot_run
 from trainop.cluster.acting.ranks import (
     ChannelError,
     NotAuthentic,
@@ -62,14 +60,6 @@ sys.exit(3)
 """
 
 
-@pytest.fixture(scope="module")
-def binary() -> Path:
-    try:
-        return built()
-    except NoGo as err:
-        cannot_run(str(err))
-
-
 class Running:
     """A supervisor started with its channel on a port of its choosing."""
 
@@ -87,7 +77,7 @@ class Running:
 
 
 @contextlib.contextmanager
-def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = None,
+def supervising(supervisor: Path, tmp_path: Path, *flags: str, key: bytes | None = None,
                 script: str = RANK, under: tuple[str, ...] = (), shell: str | None = None
                 ) -> Iterator[Running]:
     """The supervisor running `script` with python, or a `shell` line with sh (RANK is
@@ -97,7 +87,7 @@ def supervising(binary: Path, tmp_path: Path, *flags: str, key: bytes | None = N
     here.mkdir(exist_ok=True)
     command = ["sh", "-c", shell] if shell else [sys.executable, "-c", script, str(here)]
     proc = subprocess.Popen(
-        [*under, str(binary), "--listen", "127.0.0.1:0", "--pod", POD, "--grace", "2s",
+        [*under, str(supervisor), "--listen", "127.0.0.1:0", "--pod", POD, "--grace", "2s",
          "--lease", "3s", *flags, "--", *command],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(key), "RANK_SCRIPT": RANK})
@@ -178,9 +168,9 @@ async def failed(run: Running, session: aiohttp.ClientSession) -> tuple[Supervis
 # -- the restart ----------------------------------------------------------------------------
 
 def test_a_newer_attempt_stops_the_rank_and_its_release_starts_it_again(
-        binary: Path, tmp_path: Path) -> None:
+        supervisor: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    with supervising(binary, tmp_path, "--state", str(state)) as run:
+    with supervising(supervisor, tmp_path, "--state", str(state)) as run:
         first = run.pid_of(0)
 
         async def restart(session: aiohttp.ClientSession) -> tuple[RankState, RankState]:
@@ -205,7 +195,7 @@ def test_a_newer_attempt_stops_the_rank_and_its_release_starts_it_again(
 CONTAINER_ROOT = ("setpriv", "--bounding-set", "-sys_ptrace", "--")
 
 
-def test_the_rank_gets_the_attempt_it_runs_and_never_the_key(binary: Path,
+def test_the_rank_gets_the_attempt_it_runs_and_never_the_key(supervisor: Path,
                                                              tmp_path: Path) -> None:
     # the rank looks for the key (which the test hands it to know it when it sees it)
     # everywhere a process of the same user could: its environment, the supervisor's
@@ -223,7 +213,7 @@ def test_the_rank_gets_the_attempt_it_runs_and_never_the_key(binary: Path,
             "    except OSError as err:\n"
             "        print(f, type(err).__name__)\n"
             "sys.stdout.flush()\n")
-    with supervising(binary, tmp_path, "--attempt", "4", key=key, script=peek,
+    with supervising(supervisor, tmp_path, "--attempt", "4", key=key, script=peek,
                      under=CONTAINER_ROOT) as run:
         out, _ = run.proc.communicate(timeout=20)
     lines = out.splitlines()
@@ -235,8 +225,8 @@ def test_the_rank_gets_the_attempt_it_runs_and_never_the_key(binary: Path,
 
 
 def test_a_rank_that_ends_is_said_and_the_supervisor_waits_for_the_managers_word(
-        binary: Path, tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+        supervisor: Path, tmp_path: Path) -> None:
+    with supervising(supervisor, tmp_path) as run:
         run.pid_of(0)
 
         async def fail(session: aiohttp.ClientSession) -> RankState:
@@ -249,9 +239,9 @@ def test_a_rank_that_ends_is_said_and_the_supervisor_waits_for_the_managers_word
         assert run.proc.wait(timeout=10) == 3  # the pod ends as its rank did
 
 
-def test_a_rank_that_ended_starts_again_in_the_next_attempt(binary: Path,
+def test_a_rank_that_ended_starts_again_in_the_next_attempt(supervisor: Path,
                                                            tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+    with supervising(supervisor, tmp_path) as run:
         run.pid_of(0)
 
         async def again(session: aiohttp.ClientSession) -> None:
@@ -263,9 +253,9 @@ def test_a_rank_that_ended_starts_again_in_the_next_attempt(binary: Path,
         assert alive(run.pid_of(1))
 
 
-def test_a_rank_that_ignores_sigterm_is_killed_after_the_grace(binary: Path,
+def test_a_rank_that_ignores_sigterm_is_killed_after_the_grace(supervisor: Path,
                                                              tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+    with supervising(supervisor, tmp_path) as run:
         (run.here / "ignore").touch()
         first = run.pid_of(0)
 
@@ -282,8 +272,8 @@ def test_a_rank_that_ignores_sigterm_is_killed_after_the_grace(binary: Path,
 
 
 def test_a_pod_deleted_while_its_rank_stops_ends_and_holds_for_nothing(
-        binary: Path, tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+        supervisor: Path, tmp_path: Path) -> None:
+    with supervising(supervisor, tmp_path) as run:
         (run.here / "ignore").touch()  # the stop lasts its grace
         run.pid_of(0)
         talk(lambda session: run.client(session).tell(Told(1, 0)))
@@ -292,8 +282,8 @@ def test_a_pod_deleted_while_its_rank_stops_ends_and_holds_for_nothing(
         assert not (run.here / "attempt-1").exists()              # the grace; no next
 
 
-def test_a_daemon_the_rank_left_goes_with_its_attempt(binary: Path, tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+def test_a_daemon_the_rank_left_goes_with_its_attempt(supervisor: Path, tmp_path: Path) -> None:
+    with supervising(supervisor, tmp_path) as run:
         (run.here / "daemon").touch()
         run.pid_of(0)
         wait_until(lambda: (run.here / "daemon-pid").exists(), "the daemon")
@@ -306,9 +296,9 @@ def test_a_daemon_the_rank_left_goes_with_its_attempt(binary: Path, tmp_path: Pa
         assert not alive(daemon)  # in a session of its own, still not left running
 
 
-def test_an_attempt_told_twice_or_out_of_order_changes_nothing(binary: Path,
+def test_an_attempt_told_twice_or_out_of_order_changes_nothing(supervisor: Path,
                                                                tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+    with supervising(supervisor, tmp_path) as run:
         run.pid_of(0)
 
         async def told(session: aiohttp.ClientSession) -> list[RankState]:
@@ -330,10 +320,10 @@ def attempt_files(tmp_path: Path, attempt: str, released: str) -> Path:
     return files
 
 
-def test_the_attempt_files_tell_it_what_a_lost_tell_did_not(binary: Path,
+def test_the_attempt_files_tell_it_what_a_lost_tell_did_not(supervisor: Path,
                                                             tmp_path: Path) -> None:
     files = attempt_files(tmp_path, "0", "0")
-    with supervising(binary, tmp_path, "--files", str(files)) as run:
+    with supervising(supervisor, tmp_path, "--files", str(files)) as run:
         first = run.pid_of(0)
 
         async def heard(session: aiohttp.ClientSession) -> None:
@@ -349,30 +339,30 @@ def test_the_attempt_files_tell_it_what_a_lost_tell_did_not(binary: Path,
         assert not alive(first) and alive(run.pid_of(1))
 
 
-def test_unheard_the_attempt_files_are_left_to_the_pods_agent(binary: Path,
+def test_unheard_the_attempt_files_are_left_to_the_pods_agent(supervisor: Path,
                                                               tmp_path: Path) -> None:
     # no manager reads this rank's state: were it to stop for the files, nobody would
     # release it (the pod's agent and barrier restart the pod instead)
     files = attempt_files(tmp_path, "0", "0")
-    with supervising(binary, tmp_path, "--files", str(files)) as run:
+    with supervising(supervisor, tmp_path, "--files", str(files)) as run:
         first = run.pid_of(0)
         (files / "attempt").write_text("1")
         time.sleep(1)
         assert alive(first)
 
 
-def test_it_starts_in_the_attempt_its_files_say(binary: Path, tmp_path: Path) -> None:
+def test_it_starts_in_the_attempt_its_files_say(supervisor: Path, tmp_path: Path) -> None:
     # its containers restarted by the kubelet's path: the barrier let it into attempt 3,
     # while its command still says the attempt the pod was made for
     files = attempt_files(tmp_path, "3", "3")
-    with supervising(binary, tmp_path, "--files", str(files), "--attempt", "0") as run:
+    with supervising(supervisor, tmp_path, "--files", str(files), "--attempt", "0") as run:
         assert alive(run.pid_of(3))
 
 
-def test_a_shell_line_stops_with_everything_it_started(binary: Path, tmp_path: Path) -> None:
+def test_a_shell_line_stops_with_everything_it_started(supervisor: Path, tmp_path: Path) -> None:
     # `sh -c "python ...; ..."`: the shell stays the rank's parent; both are the group's
     line = f"{sys.executable} -c \"$RANK_SCRIPT\" {tmp_path / 'rank'}; echo after"
-    with supervising(binary, tmp_path, script="", under=(), shell=line) as run:
+    with supervising(supervisor, tmp_path, script="", under=(), shell=line) as run:
         rank = run.pid_of(0)
         shell = int(Path(f"/proc/{rank}/stat").read_text().rsplit(")", 1)[1].split()[1])
         assert shell != run.proc.pid  # the rank runs under the shell, not the supervisor
@@ -384,7 +374,7 @@ def test_a_shell_line_stops_with_everything_it_started(binary: Path, tmp_path: P
         assert not alive(rank) and not alive(shell)
 
 
-def test_as_pid_1_it_outlives_its_rank_killing_it(binary: Path, tmp_path: Path) -> None:
+def test_as_pid_1_it_outlives_its_rank_killing_it(supervisor: Path, tmp_path: Path) -> None:
     # a container's PID 1 gets no signal from its own processes that it does not handle:
     # SIGKILL from the rank does nothing, and SIGTERM stops the rank first
     kill = ("import os, signal, time\n"
@@ -393,7 +383,7 @@ def test_as_pid_1_it_outlives_its_rank_killing_it(binary: Path, tmp_path: Path) 
             "print('still here', flush=True)\n"
             "os.kill(1, signal.SIGTERM)\n"
             "time.sleep(30)\n")
-    with supervising(binary, tmp_path, script=kill,
+    with supervising(supervisor, tmp_path, script=kill,
                      under=("unshare", "--pid", "--fork", "--kill-child", "--mount-proc")) as run:
         out, _ = run.proc.communicate(timeout=30)
     assert out == "still here\n"
@@ -402,9 +392,9 @@ def test_as_pid_1_it_outlives_its_rank_killing_it(binary: Path, tmp_path: Path) 
 
 # -- who may speak --------------------------------------------------------------------------
 
-def test_a_tell_under_another_key_or_for_another_pod_is_refused(binary: Path,
+def test_a_tell_under_another_key_or_for_another_pod_is_refused(supervisor: Path,
                                                                 tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+    with supervising(supervisor, tmp_path) as run:
         first = run.pid_of(0)
 
         async def forge(session: aiohttp.ClientSession) -> list[str]:
@@ -456,8 +446,8 @@ def test_an_answer_that_is_not_the_supervisors_is_refused(
     asyncio.run(main())
 
 
-def test_a_bad_request_is_refused_and_changes_nothing(binary: Path, tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+def test_a_bad_request_is_refused_and_changes_nothing(supervisor: Path, tmp_path: Path) -> None:
+    with supervising(supervisor, tmp_path) as run:
         first = run.pid_of(0)
 
         async def bad(session: aiohttp.ClientSession) -> list[int]:
@@ -477,10 +467,10 @@ def test_a_bad_request_is_refused_and_changes_nothing(binary: Path, tmp_path: Pa
 
 
 def test_a_flood_of_silent_connections_does_not_keep_the_manager_out(
-        binary: Path, tmp_path: Path) -> None:
+        supervisor: Path, tmp_path: Path) -> None:
     # whoever reaches the pod opens connections and says nothing: the manager is answered
     # while they are all still open (none is dropped before 5 s without a request)
-    with supervising(binary, tmp_path) as run:
+    with supervising(supervisor, tmp_path) as run:
         run.pid_of(0)
         flood = [socket.create_connection(("127.0.0.1", run.port)) for _ in range(300)]
         try:
@@ -497,17 +487,17 @@ def test_a_flood_of_silent_connections_does_not_keep_the_manager_out(
 
 # -- without the manager --------------------------------------------------------------------
 
-def test_unheard_by_any_manager_it_ends_as_its_rank_did(binary: Path, tmp_path: Path) -> None:
+def test_unheard_by_any_manager_it_ends_as_its_rank_did(supervisor: Path, tmp_path: Path) -> None:
     # the kubelet's path takes over: the container ends with the rank's code
-    with supervising(binary, tmp_path) as run:
+    with supervising(supervisor, tmp_path) as run:
         run.pid_of(0)
         (run.here / "fail").touch()
         assert run.proc.wait(timeout=10) == 3
 
 
-def test_once_its_manager_goes_quiet_it_ends_as_its_rank_did(binary: Path,
+def test_once_its_manager_goes_quiet_it_ends_as_its_rank_did(supervisor: Path,
                                                              tmp_path: Path) -> None:
-    with supervising(binary, tmp_path) as run:
+    with supervising(supervisor, tmp_path) as run:
         run.pid_of(0)
 
         talk(lambda session: failed(run, session))
@@ -516,23 +506,23 @@ def test_once_its_manager_goes_quiet_it_ends_as_its_rank_did(binary: Path,
         assert time.monotonic() - start < 5  # --lease 3s after it was last heard
 
 
-def test_a_port_that_is_taken_leaves_it_the_command_alone(binary: Path,
+def test_a_port_that_is_taken_leaves_it_the_command_alone(supervisor: Path,
                                                           tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [str(binary), "--listen", f"127.0.0.1:{port}", "--pod", POD, "--",
+            [str(supervisor), "--listen", f"127.0.0.1:{port}", "--pod", POD, "--",
              "sh", "-c", "echo out; exit 7"], capture_output=True, text=True, timeout=30,
             env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(secrets.token_bytes(32))})
     assert (done.returncode, done.stdout) == (7, "out\n")
     assert done.stderr.startswith("trainop-supervisor: no channel: listen tcp")
 
 
-def test_a_key_too_short_is_said_and_the_command_runs_alone(binary: Path) -> None:
+def test_a_key_too_short_is_said_and_the_command_runs_alone(supervisor: Path) -> None:
     done = subprocess.run(
-        [str(binary), "--listen", "127.0.0.1:0", "--pod", POD, "--", "sh", "-c", "exit 4"],
+        [str(supervisor), "--listen", "127.0.0.1:0", "--pod", POD, "--", "sh", "-c", "exit 4"],
         capture_output=True, text=True, timeout=30,
         env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(b"short")})
     assert done.returncode == 4
