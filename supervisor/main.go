@@ -76,10 +76,12 @@ func run(args []string) int {
 	signal.Notify(signals)
 	becomeSubreaper()
 	s := &supervisor{opts: opts, argv: argv, path: path, env: os.Environ(), attempt: opts.attempt}
-	if t, ok := readTold(opts.files); opts.files != "" && ok {
-		// the attempt the pod's barrier let it into (the command's --attempt is the one
-		// it was made for, before any restart of its containers)
-		s.told, s.attempt = t, t.Attempt
+	if opts.files != "" {
+		if t, ok := readTold(opts.files); ok {
+			// the attempt the pod's barrier let it into (the command's --attempt is the
+			// one it was made for, before any restart of its containers)
+			s.told, s.attempt = t, t.Attempt
+		}
 	}
 	if opts.listen != "" {
 		ch, err := listen(opts, key, s)
@@ -90,7 +92,10 @@ func run(args []string) int {
 			s.channel = ch
 		}
 	}
-	if err := s.start(); err != nil {
+	s.mu.Lock() // the channel may be told something already
+	err = s.start()
+	s.mu.Unlock()
+	if err != nil {
 		return cannotStart(argv[0], err)
 	}
 	return s.loop(signals)
