@@ -108,6 +108,7 @@ func (c *channel) verify(w http.ResponseWriter, r *http.Request) ([]byte, string
 	}
 	c.s.mu.Lock()
 	c.s.heard = time.Now()
+	c.s.noteHeard(true) // before the request acts: the agent defers from now on
 	c.s.mu.Unlock()
 	return body, nonce, true
 }

@@ -72,6 +72,7 @@ type supervisor struct {
 	stopAt      time.Time
 	terminating bool // the container is being stopped: the child's end is the supervisor's
 	heard       time.Time
+	heardNoted  bool // --heard exists
 	seq         uint64
 	changed     chan struct{}
 	code        int // what the supervisor ends with, once `over`
@@ -143,6 +144,9 @@ func (s *supervisor) loop(signals chan os.Signal) int {
 		code, over := s.code, s.over
 		s.mu.Unlock()
 		if over {
+			s.mu.Lock()
+			s.noteHeard(false) // nothing of this supervisor's is left to defer to
+			s.mu.Unlock()
 			return code
 		}
 	}
@@ -205,6 +209,9 @@ func (s *supervisor) tick() {
 			s.told = t
 			s.bump()
 		}
+	}
+	if s.heardNoted && !s.connected() {
+		s.noteHeard(false)
 	}
 	if s.phase == exited && !s.connected() {
 		// no manager heard within the lease (or ever) to tell what comes next: the
@@ -297,6 +304,26 @@ func (s *supervisor) noteState() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: cannot note attempt %d: %v\n", name, s.attempt, err)
 	}
+}
+
+// noteHeard makes --heard exist while the manager is heard, where the pod's agent looks
+// before it restarts the pod's containers for a newer attempt: while it exists, this
+// supervisor stops the rank itself (engine/inplace.py).
+func (s *supervisor) noteHeard(on bool) {
+	if s.opts.heard == "" || on == s.heardNoted {
+		return
+	}
+	var err error
+	if on {
+		err = os.WriteFile(s.opts.heard, nil, 0o644)
+	} else if err = os.Remove(s.opts.heard); errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: cannot note whether the manager is heard: %v\n", name, err)
+		return
+	}
+	s.heardNoted = on
 }
 
 // readTold reads the attempt files the pod's downward API volume keeps (attempt, released,

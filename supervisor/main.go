@@ -14,7 +14,9 @@
 // With --listen and a key in TRAINOP_SUPERVISOR_KEY it also serves the manager's channel
 // (channel.go): the manager tells it the job's attempts, and it stops its rank's processes
 // for a newer attempt and starts them again when that attempt is released, in the same
-// container; it says how its rank ended and where it is.
+// container; it says how its rank ended and where it is. For the pod's agent, which
+// restarts the pod's containers where no supervisor does it, it notes the attempt it is in
+// (--state) and keeps a file while the manager is heard (--heard).
 //
 // An init container puts the supervisor where the main container finds it (an emptyDir
 // both mount), with no shell or cp in the image it comes from:
@@ -60,7 +62,7 @@ func run(args []string) int {
 	opts, argv, err := parse(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n%s: usage: %s [--listen ADDR --pod NAME --attempt N "+
-			"--files DIR --state FILE --grace S --lease S] -- COMMAND [ARG...] | %s --install DIR\n",
+			"--files DIR --state FILE --heard FILE --grace S --lease S] -- COMMAND [ARG...] | %s --install DIR\n",
 			name, err, name, name, name)
 		return 2
 	}
@@ -107,6 +109,7 @@ type options struct {
 	attempt int
 	files   string
 	state   string
+	heard   string
 	grace   time.Duration
 	lease   time.Duration
 }
@@ -120,6 +123,7 @@ func parse(args []string) (options, []string, error) {
 	fs.IntVar(&o.attempt, "attempt", 0, "")
 	fs.StringVar(&o.files, "files", "", "")
 	fs.StringVar(&o.state, "state", "", "")
+	fs.StringVar(&o.heard, "heard", "", "")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "")
 	fs.DurationVar(&o.lease, "lease", 15*time.Second, "")
 	if err := fs.Parse(args); err != nil {

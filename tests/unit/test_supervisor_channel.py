@@ -485,6 +485,41 @@ def test_a_flood_of_silent_connections_does_not_keep_the_manager_out(
                 sock.close()
 
 
+def test_while_the_manager_is_heard_a_file_says_so_for_the_pods_agent(
+        supervisor: Path, tmp_path: Path) -> None:
+    heard = tmp_path / "heard"
+    with supervising(supervisor, tmp_path, "--heard", str(heard)) as run:
+        run.pid_of(0)
+        assert not heard.exists()  # never heard: the agent restarts the pod's containers
+
+        async def stranger(session: aiohttp.ClientSession) -> None:
+            with pytest.raises(ChannelError):
+                await run.client(session, key=secrets.token_bytes(32)).state()
+        talk(stranger)
+        assert not heard.exists()  # a request under another key is nobody heard
+
+        talk(lambda session: run.client(session).state())
+        assert heard.exists()
+        start = time.monotonic()
+        wait_until(lambda: not heard.exists(), "the lease to lapse")
+        assert time.monotonic() - start > 1  # --lease 3s after it was last heard
+
+
+def test_a_supervisor_that_ends_leaves_no_word_that_it_is_heard(supervisor: Path,
+                                                               tmp_path: Path) -> None:
+    heard = tmp_path / "heard"
+    with supervising(supervisor, tmp_path, "--heard", str(heard)) as run:
+        run.pid_of(0)
+
+        async def finish(session: aiohttp.ClientSession) -> None:
+            sup, _ = await failed(run, session)
+            assert heard.exists()
+            await sup.tell(Told(0, 0, finish=True))
+        talk(finish)
+        assert run.proc.wait(timeout=10) == 3
+        assert not heard.exists()
+
+
 # -- without the manager --------------------------------------------------------------------
 
 def test_unheard_by_any_manager_it_ends_as_its_rank_did(supervisor: Path, tmp_path: Path) -> None:
