@@ -28,6 +28,8 @@ from trainop.frameworks import framework_of
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 KEY = SSHKeyPair("PRIVATE", "PUBLIC")
+SUPERVISOR_KEY = "c3VwZXJ2aXNvci1rZXktb2YtdGhlLXNpbXVsYXRlZC1jbHVzdGVy"
+"""The key the simulated runtime offers a job whose ranks run under the supervisor."""
 
 
 class Cluster:
@@ -56,8 +58,8 @@ class Cluster:
     @property
     def observed(self) -> Observed:
         return Observed(pods=tuple(self.pods.values()), objects=tuple(self.objects.values()),
-                        ssh_key=KEY, held=self.held, lost_nodes=self.lost_nodes,
-                        reclaimed=self.reclaimed)
+                        ssh_key=KEY, supervisor_key=SUPERVISOR_KEY, held=self.held,
+                        lost_nodes=self.lost_nodes, reclaimed=self.reclaimed)
 
     def plan(self) -> Plan:
         return reconcile(self.job, self.observed, self.now, framework_of(self.job),

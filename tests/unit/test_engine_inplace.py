@@ -536,8 +536,8 @@ class Script:
         self.files, self.state = tmp / "attempt", tmp / "state"
         self.files.mkdir(exist_ok=True)
         self.state.mkdir(exist_ok=True)
-        self.script = (script.replace(inplace._FILES_DIR, str(self.files))
-                       .replace(inplace._STATE_DIR, str(self.state)))
+        self.script = (script.replace(inplace.FILES_DIR, str(self.files))
+                       .replace(inplace.STATE_DIR, str(self.state)))
         self.proc: subprocess.Popen[bytes] | None = None
 
     def tell(self, attempt: int, released: int, finish: bool = False) -> None:
@@ -598,6 +598,23 @@ def test_the_agent_stops_the_pod_when_told_a_newer_attempt(
     agent.start()
     assert agent.exited(within=1.0) is None
     agent.tell(3, 2)
+    assert agent.exited() == inplace.STOP_EXIT
+
+
+def test_while_the_rank_supervisor_is_heard_the_agent_leaves_it_the_newer_attempt(
+        scripts: Callable[[str], Script]) -> None:
+    agent = scripts(inplace.AGENT_SCRIPT)
+    (agent.state / "attempt").write_text("2\n")
+    (agent.state / "heard").touch()
+    agent.tell(2, 2)
+    agent.start()
+    agent.tell(3, 2)
+    assert agent.exited(within=1.0) is None  # the supervisor stops the rank itself
+    (agent.state / "attempt").write_text("3\n")  # ... and notes where it waits
+    agent.tell(3, 3)
+    assert agent.exited(within=1.0) is None
+    agent.tell(4, 3)
+    (agent.state / "heard").unlink()  # its manager went quiet: the kubelet's path
     assert agent.exited() == inplace.STOP_EXIT
 
 

@@ -4,12 +4,13 @@ replica type's whole-job restart takes, and why."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
 from tests.jobs import job, manifest
-from tests.sim import Cluster
+from tests.sim import SUPERVISOR_KEY, Cluster
 from trainop.api.validation import load_job
 from trainop.engine import EngineConfig, inplace, supervised
 from trainop.frameworks.registry import framework_of
@@ -50,13 +51,24 @@ def test_a_main_container_with_a_command_runs_as_the_supervisors_child() -> None
     pod = made(commanded(["python", "train.py"], ["--epochs", "$(EPOCHS)"]))
     spec = pod["spec"]
     main, logs = spec["containers"][0], spec["containers"][1]
-    # the template's command and args follow the supervisor's `--` exactly, as written
-    assert main["command"] == ["/run/trainop/bin/trainop-supervisor", "--", "python",
-                               "train.py"]
+    # the supervisor serves its channel on the pod's port, for this pod, from the attempt
+    # it was made for, reading and noting the attempts where the barrier and agent do;
+    # the template's command and args follow its `--` exactly, as written
+    assert main["command"] == [
+        "/run/trainop/bin/trainop-supervisor", "--listen", ":29611", "--pod", "job-worker-0",
+        "--attempt", "0", "--files", "/run/trainop/attempt",
+        "--state", "/run/trainop/state/attempt", "--heard", "/run/trainop/state/heard",
+        "--grace", "30s", "--", "python", "train.py"]
     assert main["args"] == ["--epochs", "$(EPOCHS)"]
+    # its key from the job's Secret, last in the environment (a same-named variable of
+    # the template's does not take its place)
+    assert main["env"][-1] == {"name": "TRAINOP_SUPERVISOR_KEY", "valueFrom": {
+        "secretKeyRef": {"name": "job-trainop-ranks", "key": "key"}}}
     assert main["volumeMounts"] == [
         {"name": "data", "mountPath": "/data"},
-        {"name": "trainop-supervisor", "mountPath": "/run/trainop/bin", "readOnly": True}]
+        {"name": "trainop-supervisor", "mountPath": "/run/trainop/bin", "readOnly": True},
+        {"name": inplace.FILES, "mountPath": "/run/trainop/attempt", "readOnly": True},
+        {"name": inplace.STATE, "mountPath": "/run/trainop/state"}]
     assert logs["command"] == ["ship"] and "volumeMounts" not in logs  # not the main one
     # copied in by the first init container, from the manager's image, before the barrier
     assert [i["name"] for i in spec["initContainers"]] == [
@@ -70,6 +82,44 @@ def test_a_main_container_with_a_command_runs_as_the_supervisors_child() -> None
     assert install["securityContext"]["runAsNonRoot"] is True
     assert by_name(spec["volumes"])["trainop-supervisor"] == {
         "name": "trainop-supervisor", "emptyDir": {"sizeLimit": "16Mi"}}
+
+
+def test_the_rank_has_the_pods_grace_to_stop_for_a_newer_attempt() -> None:
+    extra = commanded(["python", "train.py"])
+    for spec in extra.values():
+        spec["template"]["spec"]["terminationGracePeriodSeconds"] = 90
+    command = made(extra)["spec"]["containers"][0]["command"]
+    assert command[command.index("--grace") + 1] == "90s"
+
+
+def test_the_job_gets_one_key_secret_made_once() -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE,
+                    replica_extra=commanded(["python", "train.py"])), SUPERVISED)
+    assert supervised.wants_key(c.job, c.observed, framework_of(c.job), SUPERVISED)
+    plan = c.step()
+    secrets = [o for o in plan.to_create if o["kind"] == "Secret"]
+    owner = c.pod("job-worker-0")["metadata"]["ownerReferences"]  # the job's, as its pods
+    assert secrets == [{
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "job-trainop-ranks", "namespace": "default",
+                     "labels": {"training.kubeflow.org/job-name": "job",
+                                "training.kubeflow.org/operator-name": "pytorchjob-controller"},
+                     "ownerReferences": owner},
+        "data": {"key": base64.b64encode(SUPERVISOR_KEY.encode()).decode()}}]
+    c.step()  # made: a key that changed would leave the supervisors deaf to the manager
+    assert not [o for o in c.plans[-1].to_create + c.plans[-1].update
+                if o["kind"] == "Secret"]
+    assert not supervised.wants_key(c.job, c.observed, framework_of(c.job), SUPERVISED)
+
+
+@pytest.mark.parametrize(("config", "command"), [
+    (EngineConfig(restart_in_place=True), ["python", "train.py"]),  # no image
+    (SUPERVISED, None),  # no command: no supervisor
+], ids=["no-image", "no-command"])
+def test_no_key_secret_where_no_rank_runs_under_the_supervisor(
+        config: EngineConfig, command: list[str] | None) -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(command)), config)
+    assert not [o for o in c.step().to_create if o["kind"] == "Secret"]
 
 
 def test_a_main_container_with_no_command_keeps_its_image_entrypoint() -> None:

@@ -20,6 +20,7 @@ from trainop.api.resources import (
     NODES,
     PLUGINS_PODGROUPS,
     PODS,
+    SECRETS,
     VOLCANO_PODGROUPS,
     WORKLOADS,
     Resource,
@@ -87,6 +88,8 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
                                f"CRD {group.plural}.{group.group} ({group.api_version}), "
                                "which is not installed") from None
         extra["PodGroup"] = group
+    if opts.engine.rank_supervisor_image is not None:
+        extra[SECRETS.kind] = SECRETS  # the keys of jobs whose ranks run under it
     if opts.engine.lost_node_grace is not None:
         try:
             await client.get(NODES.path(), {"limit": "1"})

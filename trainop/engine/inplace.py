@@ -12,7 +12,9 @@ writes again a moment after the pod changes). Each pod gets two containers of tr
 - the agent, a container beside the main one, which ends the pod's attempt: when told a
   newer attempt it exits STOP_EXIT, and its rule restarts every container of the pod
   (barrier first); when told to `finish` it exits 0, and the pod ends as its main container
-  did.
+  did. Where the pod's rank supervisor (engine/supervised.py) says its manager is heard
+  (the file HEARD), the agent leaves a newer attempt to it: it stops the rank's processes
+  and notes the attempt it then waits in, the container kept.
 
 A main container that fails stays ended (its exit code and message in its status, as the
 failure rules read them), and the agent keeps the pod from ending. The engine then tells
@@ -89,19 +91,23 @@ REFUSED = ("The API server refuses the RestartAllContainers action (its feature 
 LOCAL = "The local runtime starts a pod's process again itself"
 FALLBACK = "the job restarts by making its pods again"
 
-_FILES_DIR = "/run/trainop/attempt"
-_STATE_DIR = "/run/trainop/state"
+FILES_DIR = "/run/trainop/attempt"
+STATE_DIR = "/run/trainop/state"
+"""Where the STATE volume is mounted: `attempt` (the barrier's, then the supervisor's) and
+HEARD."""
+HEARD = f"{STATE_DIR}/heard"
+"""Exists while the pod's rank supervisor hears its manager (its --heard)."""
 # POSIX sh (busybox or dash); the files are written whole (the kubelet swaps a link).
 BARRIER_SCRIPT = f"""\
-f={_FILES_DIR}
+f={FILES_DIR}
 until a=$(cat $f/attempt) && [ "$(cat $f/released)" = "$a" ]; do sleep 0.2; done
-echo "$a" >{_STATE_DIR}/attempt
+echo "$a" >{STATE_DIR}/attempt
 echo "attempt $a"
 """
 AGENT_SCRIPT = f"""\
-f={_FILES_DIR}; a=$(cat {_STATE_DIR}/attempt)
-while [ "$(cat $f/attempt)" = "$a" ]; do
-  [ "$(cat $f/finish)" = true ] && exit 0
+f={FILES_DIR}
+while a=$(cat {STATE_DIR}/attempt); [ "$(cat $f/attempt)" = "$a" ] || [ -e {HEARD} ]; do
+  [ "$(cat $f/attempt)" = "$a" ] && [ "$(cat $f/finish)" = true ] && exit 0
   sleep 0.2
 done
 echo "attempt $(cat $f/attempt): stopping attempt $a"
@@ -178,8 +184,13 @@ def decorate(pod: dict[str, Any], config: EngineConfig, at: Attempts) -> None:
 
 def _container(name: str, script: str, config: EngineConfig) -> dict[str, Any]:
     return {**trainop_container(name, ["sh", "-c", script], config.restart_agent_image),
-            "volumeMounts": [{"name": FILES, "mountPath": _FILES_DIR, "readOnly": True},
-                             {"name": STATE, "mountPath": _STATE_DIR}]}
+            "volumeMounts": mounts()}
+
+
+def mounts() -> list[dict[str, Any]]:
+    """The attempt files (read only) and the state, as the barrier and agent mount them."""
+    return [{"name": FILES, "mountPath": FILES_DIR, "readOnly": True},
+            {"name": STATE, "mountPath": STATE_DIR}]
 
 
 def trainop_container(name: str, command: list[str], image: str) -> dict[str, Any]:

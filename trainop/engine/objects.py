@@ -66,6 +66,7 @@ def _job_objects(job: Defaulted, observed: Observed, fw: Framework[Any], addr: A
     hpa = elastic.desired_hpa(job)
     if hpa is not None:
         desired.append(hpa)
+    desired.extend(supervised.objects(job, observed, fw, config))
     if config.gang_scheduler:
         desired.append(gang.gang_of(job).pod_group(job, config))
         out.held = gang.gang_of(job).held(observed, job, config)
@@ -121,7 +122,7 @@ def missing(job: Defaulted, observed: Observed, fw: Framework[Any], addr: Addres
                 pod = desired_pod(job, rtype, i, fw, addr, config)
                 if attempt is not None:
                     inplace.decorate(pod, config, attempt)
-                    supervised.decorate(pod, job.main_container, config)
+                    supervised.decorate(pod, job, attempt, config)
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))
                 if rtype not in template_bytes:

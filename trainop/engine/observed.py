@@ -200,6 +200,9 @@ class Observed:
     objects: tuple[OwnedObject, ...] = ()
     ssh_key: SSHKeyPair | None = None
     """Offered by the runtime when an MPI job's Secret does not exist yet."""
+    supervisor_key: str | None = None
+    """Offered by the runtime when the key Secret of a job whose ranks run under the
+    supervisor does not exist yet (engine/supervised.py)."""
     exited: tuple[tuple[str, int], ...] = ()
     """(pod, exit code) of the kind's default container, for pods seen to end since the
     job's last reconcile (the runtime keeps them until a plan was applied)."""

@@ -11,20 +11,31 @@ references as the kubelet expands them). A main container with no command runs i
 ENTRYPOINT, which the pod's spec does not show: it keeps the container-level path
 (engine/inplace.py), as every pod does where no image is given.
 
+The supervisor serves the manager's channel on the pod's PORT (supervisor/channel.go):
+every request and answer is signed with the job's key, which the manager makes (a Secret
+of the job's, KEY_SECRET) and the pod's main container gets in its environment, where
+the supervisor takes it before the command runs. It notes for the pod's agent the attempt
+it is in and whether its manager is heard (engine/inplace.py's state volume, mounted in
+the main container too): unheard, a pod restarts as one without a supervisor.
+
 Which path a job's replicas take, and why, is `paths` (`trainop validate` says it).
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any
 
 from trainop.api.resolved import resolve
+from trainop.api.resources import SECRETS
 from trainop.api.templates import container
 from trainop.api.types import Defaulted
 from trainop.engine import inplace
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
+from trainop.engine.labels import job_labels, object_meta
+from trainop.engine.observed import Observed, PodState
 
 INSTALL = "trainop-supervisor-install"
 """The init container that copies the supervisor into the pod (the first one: the barrier
@@ -34,6 +45,17 @@ DIR = "/run/trainop/bin"
 BINARY = f"{DIR}/trainop-supervisor"
 IN_IMAGE = "/usr/local/bin/trainop-supervisor"
 """Where the supervisor is in --rank-supervisor-image (trainop's own image: Dockerfile)."""
+PORT = 29611
+"""The pod's port the supervisor serves its channel on: none of the frameworks' own (2222,
+23456, 29500, 9999, 6666, 37777), below the kernel's ephemeral range. A pod whose own
+process holds it first keeps the container-level path."""
+KEY_ENV = "TRAINOP_SUPERVISOR_KEY"
+KEY = "key"
+"""The key in the job's KEY_SECRET: 32 random bytes, base64url unpadded (as KEY_ENV holds
+it)."""
+GRACE = 30
+"""Seconds the rank has to stop for a newer attempt, where its pod's
+terminationGracePeriodSeconds does not say (the kubelet's default)."""
 
 # the paths a job's whole-job restart takes, as `paths` says them (the supervisor's
 # channel to the manager, which restarts the processes alone, is not there yet: a pod
@@ -57,17 +79,64 @@ def wraps(template: dict[str, Any] | None, main: str) -> bool:
     return c is not None and bool(c.get("command"))
 
 
-def decorate(pod: dict[str, Any], main: str, config: EngineConfig) -> None:
+def key_secret(job: Defaulted) -> str:
+    """The name of the Secret holding the job's channel key."""
+    return f"{job.name}-trainop-ranks"
+
+
+def supervises(job: Defaulted, fw: Framework[Any], config: EngineConfig,
+               pods: list[PodState]) -> bool:
+    """Whether some of the job's pods run under the supervisor: they restart in place, the
+    manager has its image, and a replica type's main container names its command."""
+    return (config.rank_supervisor_image is not None
+            and inplace.applies(job, pods, fw, config)
+            and any(wraps(spec.template, job.main_container)
+                    for spec in job.spec.replica_specs.values()))
+
+
+def wants_key(job: Defaulted, observed: Observed, fw: Framework[Any],
+              config: EngineConfig) -> bool:
+    """Whether the job needs its key Secret made: the runtime then offers a fresh key in
+    `Observed.supervisor_key`."""
+    live = [p for p in observed.pods if not p.terminating]
+    return (observed.object(SECRETS.kind, key_secret(job)) is None
+            and supervises(job, fw, config, live))
+
+
+def objects(job: Defaulted, observed: Observed, fw: Framework[Any], config: EngineConfig
+            ) -> list[dict[str, Any]]:
+    """The job's key Secret, where its ranks run under the supervisor and a key is
+    offered (made once, never updated: a key that changed would leave the running
+    supervisors deaf to their manager)."""
+    key = observed.supervisor_key
+    live = [p for p in observed.pods if not p.terminating]
+    if key is None or not supervises(job, fw, config, live):
+        return []
+    return [SECRETS.new(object_meta(job, key_secret(job), job_labels(job)), type="Opaque",
+                        data={KEY: base64.b64encode(key.encode()).decode()})]
+
+
+def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
+             config: EngineConfig) -> None:
     """Run `pod`'s main container as the supervisor's child, where it can be (`wraps`) and
-    the manager has the supervisor's image."""
+    the manager has the supervisor's image: serving the channel, with the job's key."""
     image = config.rank_supervisor_image
+    main = job.main_container
     c = container(pod, main)
     if image is None or c is None or not wraps(pod, main):
         return
     spec = pod["spec"]
     mount = {"name": VOLUME, "mountPath": DIR, "readOnly": True}
-    c["command"] = [BINARY, "--", *c["command"]]
-    c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount]
+    grace = spec.get("terminationGracePeriodSeconds")
+    if not isinstance(grace, int) or isinstance(grace, bool) or grace < 0:
+        grace = GRACE
+    c["command"] = [BINARY, "--listen", f":{PORT}", "--pod", pod["metadata"]["name"],
+                    "--attempt", str(at.current), "--files", inplace.FILES_DIR,
+                    "--state", f"{inplace.STATE_DIR}/attempt", "--heard", inplace.HEARD,
+                    "--grace", f"{grace}s", "--", *c["command"]]
+    c["env"] = [*(c.get("env") or []), {"name": KEY_ENV, "valueFrom": {"secretKeyRef": {
+        "name": key_secret(job), "key": KEY}}}]
+    c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount, *inplace.mounts()]
     spec["volumes"] = [*(spec.get("volumes") or []),
                        {"name": VOLUME, "emptyDir": {"sizeLimit": "16Mi"}}]
     install = {**inplace.trainop_container(INSTALL, [IN_IMAGE, "--install", DIR], image),

@@ -18,6 +18,7 @@ from trainop.cluster.acting import metrics
 from trainop.cluster.acting.applier import PlanApplier, stored_status
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.acting.kueue import Queueing, job_state
+from trainop.cluster.acting.ranks import new_key
 from trainop.cluster.acting.sshkeys import new_key_pair
 from trainop.cluster.acting.watches import JobWatches
 from trainop.cluster.acting.workqueue import WorkQueue, init_controller_metrics, run_worker
@@ -30,6 +31,7 @@ from trainop.engine import (
     EngineConfig,
     reconcile,
     rejected,
+    supervised,
 )
 from trainop.engine import conditions as cond
 from trainop.engine.labels import controller_name
@@ -163,6 +165,8 @@ class JobController:
         fw = framework_of(job)
         if fw.launcher is not None and fw.launcher.wants_ssh_key(job, observed):
             observed = dataclasses.replace(observed, ssh_key=new_key_pair())
+        if supervised.wants_key(job, observed, fw, self.config.engine):
+            observed = dataclasses.replace(observed, supervisor_key=new_key())
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        fw, self.addr, self.config.engine)
         requeue = await self.applier.apply(key, obj, plan, persona_of(job))

@@ -20,6 +20,8 @@ import aiohttp
 import orjson
 
 MOST_ATTEMPTS = 2**31 - 1
+KEY_BYTES = 32
+"""The key's length, as the supervisor holds it to."""
 PHASES = frozenset({"running", "stopping", "exited", "held"})
 
 
@@ -65,6 +67,11 @@ class RankState:
 def encode_key(key: bytes) -> str:
     """A key as the supervisor reads it from TRAINOP_SUPERVISOR_KEY."""
     return base64.urlsafe_b64encode(key).rstrip(b"=").decode()
+
+
+def new_key() -> str:
+    """A fresh key for a job's supervisors (the engine takes it as input: Observed)."""
+    return encode_key(secrets.token_bytes(KEY_BYTES))
 
 
 def mac(key: bytes, *parts: str | bytes) -> bytes:
