@@ -28,7 +28,8 @@ import psutil
 
 from bench.lib import RESULTS, machine
 from testbed.supervisor import built
-from trainop.cluster.acting.ranks import RankState, Supervisor, Told, encode_key
+from trainop.cluster.acting.ranks import Supervisor, encode_key
+from trainop.engine.observed import RankState, Told
 
 
 @dataclass

@@ -13,6 +13,7 @@ from tests.jobs import job, manifest
 from tests.sim import SUPERVISOR_KEY, Cluster
 from trainop.api.validation import load_job
 from trainop.engine import EngineConfig, inplace, supervised
+from trainop.engine.observed import Ended, InPlace, Phase, PodState, RankEnd, RankState, Told
 from trainop.frameworks.registry import framework_of
 from trainop.local.runner import LOCAL_ENGINE
 
@@ -199,3 +200,95 @@ def test_a_template_that_restarts_its_pod_itself_is_told_why() -> None:
     assert paths(doc, config)["Worker"] == (
         "pods made again", "a template's container restarts its pod itself "
                            "(restartPolicyRules)")
+
+
+# -- what a heard supervisor says of its pod -------------------------------------------------
+
+RUNNING_POD = PodState("job-worker-0", "Worker", 0, phase=Phase.RUNNING,
+                       in_place=InPlace(attempt=1, released=1, agent_runs=True))
+
+
+def rank(phase: str, attempt: int = 1, told: tuple[int, int] = (1, 1), code: int | None = None
+         ) -> RankState:
+    last = None if code is None else RankEnd(code, None, "2026-01-01T00:00:05Z")
+    return RankState("job-worker-0", 7, phase, attempt, Told(*told), last)
+
+
+def test_a_rank_that_failed_is_the_replicas_failure_though_its_container_lives() -> None:
+    pod = supervised.overlay(RUNNING_POD, rank("exited", code=137), "pytorch")
+    assert (pod.phase, pod.exit_code, pod.reason) == (Phase.FAILED, 137, "Error")
+    # what podFailurePolicy's onExitCodes and status.lastFailure read
+    assert pod.exit_codes == (("pytorch", 137),)
+    assert pod.ended == Ended("pytorch", "2026-01-01T00:00:05Z")
+    assert pod.in_place is not None and pod.in_place.alive  # still restarts in place
+
+
+def test_a_rank_that_succeeded_is_the_replicas_success() -> None:
+    pod = supervised.overlay(RUNNING_POD, rank("exited", code=0), "pytorch")
+    assert (pod.phase, pod.exit_code, pod.reason, pod.ended) == (Phase.SUCCEEDED, 0, None, None)
+
+
+def test_a_held_rank_waits_as_at_its_barrier_for_the_attempt_it_was_told() -> None:
+    # told attempt 2 on the channel before its annotations show it
+    pod = supervised.overlay(RUNNING_POD, rank("held", attempt=2, told=(2, 1)), "pytorch")
+    assert pod.in_place is not None
+    assert (pod.in_place.held, pod.in_place.attempt, pod.in_place.released) == (True, 2, 1)
+    assert pod.phase == Phase.RUNNING  # its container runs: only the rank waits
+    assert not inplace.unheard(pod)  # it acts on what it is told: never told again
+
+
+@pytest.mark.parametrize("phase", ["running", "stopping"])
+def test_a_rank_that_runs_or_stops_leaves_the_pod_as_the_kubelet_says(phase: str) -> None:
+    pod = supervised.overlay(RUNNING_POD, rank(phase, told=(2, 1)), "pytorch")
+    assert pod.in_place is not None
+    assert (pod.phase, pod.exit_code, pod.in_place.held) == (Phase.RUNNING, None, False)
+    assert (pod.in_place.attempt, pod.in_place.released) == (2, 1)
+    assert not inplace.unheard(pod)  # its agent runs on, but the supervisor acts
+
+
+def test_what_the_supervisor_was_told_counts_as_told_to_the_pod() -> None:
+    # released on the channel before the pod's annotations show it
+    pod = supervised.overlay(RUNNING_POD, rank("running", 2, (2, 2)), "pytorch")
+    assert pod.in_place is not None
+    assert (pod.in_place.attempt, pod.in_place.released) == (2, 2)
+
+
+@pytest.mark.parametrize("pod", [
+    PodState("job-worker-0", "Worker", 0, phase=Phase.RUNNING),  # not in place
+    PodState("job-worker-0", "Worker", 0, phase=Phase.FAILED,  # its agent ended too
+             in_place=InPlace(attempt=1, released=1, alive=False)),
+    PodState("job-worker-0", "Worker", 0, phase=Phase.RUNNING, terminating=True,
+             in_place=InPlace(attempt=1, released=1)),
+], ids=["not-in-place", "pod-ended", "terminating"])
+def test_a_pod_that_cannot_restart_in_place_is_as_it_was(pod: PodState) -> None:
+    assert supervised.overlay(pod, rank("exited", code=1), "pytorch") == pod
+
+
+def test_a_failed_rank_restarts_every_rank_through_the_supervisors_no_pod_made_again() -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
+                SUPERVISED)
+    c.step()
+    c.in_place.settle()
+    c.step()
+    c.in_place.lagging = True  # the kubelet restarts nothing: the supervisors do
+    pods = ["job-master-0", "job-worker-0", "job-worker-1"]
+
+    def say(**ranks: RankState) -> None:
+        for name, state in ranks.items():
+            c.pods[name] = supervised.overlay(c.pods[name], state, "pytorch")
+
+    say(**{"job-master-0": rank("running", 0, (0, 0)),
+           "job-worker-0": rank("exited", 0, (0, 0), code=137),  # retryable (ExitCode)
+           "job-worker-1": rank("running", 0, (0, 0))})
+    plan = c.step()
+    assert {o["metadata"]["name"]: o["metadata"]["annotations"][inplace.ATTEMPT]
+            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(pods, "1")
+    assert not plan.delete
+    assert [(e.reason, e.message) for e in plan.events][:1] == [
+        ("RestartingInPlace", "Restarting the 3 pod(s) of the job in place, attempt 1")]
+    # every supervisor stopped its rank and holds for attempt 1: released together
+    say(**dict.fromkeys(pods, rank("held", 1, (1, 0))))
+    plan = c.step()
+    assert {o["metadata"]["name"]: o["metadata"]["annotations"][inplace.RELEASED]
+            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(pods, "1")
+    assert inplace.RELEASED_REASON in [e.reason for e in plan.events]

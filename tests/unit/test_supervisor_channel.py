@@ -23,15 +23,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from trainop.cluster.acting.ranks import (
-    ChannelError,
-    NotAuthentic,
-    RankState,
-    Supervisor,
-    Told,
-    encode_key,
-    mac,
-)
+from trainop.cluster.acting.ranks import ChannelError, NotAuthentic, Supervisor, encode_key, mac
+from trainop.engine.observed import RankState, Told
 
 POD = "job-worker-0"
 

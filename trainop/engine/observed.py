@@ -97,6 +97,40 @@ class InPlace:
 
 
 @dataclass(frozen=True)
+class Told:
+    """The job's attempts as a pod is told them (engine/inplace.py's annotations; the
+    rank supervisor's channel, engine/supervised.py)."""
+
+    attempt: int
+    released: int
+    finish: bool = False
+
+
+@dataclass(frozen=True)
+class RankEnd:
+    """How a rank's process ended, as its supervisor says: its exit code (128+N for
+    signal N), when."""
+
+    code: int
+    signal: int | None
+    at: str
+
+
+@dataclass(frozen=True)
+class RankState:
+    """Where a pod's rank is, as its supervisor says (supervisor/channel.go): `phase`
+    (running, stopping, exited, held) of `attempt`, what it was told, and how its last
+    process ended; `seq` grows with every change."""
+
+    pod: str
+    seq: int
+    phase: str
+    attempt: int
+    told: Told
+    last: RankEnd | None
+
+
+@dataclass(frozen=True)
 class Ended:
     """How a container ended: for status.lastFailure."""
 

@@ -24,7 +24,7 @@ Which path a job's replicas take, and why, is `paths` (`trainop validate` says i
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from trainop.api.resolved import resolve
@@ -35,7 +35,7 @@ from trainop.engine import inplace
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
 from trainop.engine.labels import job_labels, object_meta
-from trainop.engine.observed import Observed, PodState
+from trainop.engine.observed import Ended, Observed, Phase, PodState, RankState
 
 INSTALL = "trainop-supervisor-install"
 """The init container that copies the supervisor into the pod (the first one: the barrier
@@ -142,6 +142,28 @@ def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
     install = {**inplace.trainop_container(INSTALL, [IN_IMAGE, "--install", DIR], image),
                "volumeMounts": [{**mount, "readOnly": False}]}
     spec["initContainers"] = [install, *(spec.get("initContainers") or [])]
+
+
+def overlay(pod: PodState, rank: RankState, main: str) -> PodState:
+    """`pod` as its rank supervisor, heard by the manager, says it is. Its rank's process
+    ended: the replica's phase and exit code are that end's, as a main container's end
+    would be (the container itself lives on). Held: the pod waits for the attempt it was
+    told, as at its barrier. What it was told counts as told to the pod (it acts on that
+    itself: no pod is told again for the sake of its files). A pod that does not restart in
+    place, or no longer can, is as it was."""
+    ip = pod.in_place
+    if ip is None or not ip.alive or pod.terminating:
+        return pod
+    told = rank.told
+    in_place = replace(ip, attempt=max(ip.attempt, told.attempt),
+                       released=max(ip.released, told.released), finish=ip.finish or told.finish,
+                       held=rank.phase == "held", agent_runs=False)
+    if rank.phase != "exited" or rank.last is None:
+        return replace(pod, in_place=in_place)
+    code, at = rank.last.code, rank.last.at
+    return replace(pod, phase=Phase.SUCCEEDED if code == 0 else Phase.FAILED, exit_code=code,
+                   reason=None if code == 0 else "Error", exit_codes=((main, code),),
+                   ended=None if code == 0 else Ended(main, at), in_place=in_place)
 
 
 def paths(job: Defaulted, fw: Framework[Any], config: EngineConfig) -> dict[str, RestartPath]:

@@ -13,11 +13,12 @@ import base64
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
+
+from trainop.engine.observed import RankEnd, RankState, Told
 
 MOST_ATTEMPTS = 2**31 - 1
 KEY_BYTES = 32
@@ -31,37 +32,6 @@ class ChannelError(Exception):
 
 class NotAuthentic(ChannelError):
     """An answer whose MAC is not the supervisor's."""
-
-
-@dataclass(frozen=True)
-class Told:
-    """The job's attempts as a pod is told them (engine/inplace.py's annotations)."""
-
-    attempt: int
-    released: int
-    finish: bool = False
-
-
-@dataclass(frozen=True)
-class Ended:
-    """How a rank's process ended: its exit code (128+N for signal N), when."""
-
-    code: int
-    signal: int | None
-    at: str
-
-
-@dataclass(frozen=True)
-class RankState:
-    """Where a pod's rank is, as its supervisor says: `phase` of `attempt`, what it was
-    told, and how its last process ended; `seq` grows with every change."""
-
-    pod: str
-    seq: int
-    phase: str
-    attempt: int
-    told: Told
-    last: Ended | None
 
 
 def encode_key(key: bytes) -> str:
@@ -130,7 +100,7 @@ def read_state(doc: Any, pod: str) -> RankState:
             pod=_text(doc["pod"]), seq=_whole(doc["seq"], 2**64 - 1), phase=_text(doc["phase"]),
             attempt=_whole(doc["attempt"]), told=Told(
                 _whole(told["attempt"]), _whole(told["released"]), _flag(told["finish"])),
-            last=None if last is None else Ended(
+            last=None if last is None else RankEnd(
                 _whole(last["code"], 255), _whole(last["signal"], 64) if "signal" in last
                 else None, _text(last["at"])))
     except (KeyError, TypeError, ValueError) as err:
