@@ -12,6 +12,7 @@ import pytest
 from tests.jobs import job, manifest
 from tests.sim import SUPERVISOR_KEY, Cluster
 from trainop.api.validation import load_job
+from trainop.cluster.reading.records import pod_record
 from trainop.engine import EngineConfig, inplace, supervised
 from trainop.engine.observed import Ended, InPlace, Phase, PodState, RankEnd, RankState, Told
 from trainop.frameworks.registry import framework_of
@@ -292,3 +293,29 @@ def test_a_failed_rank_restarts_every_rank_through_the_supervisors_no_pod_made_a
     assert {o["metadata"]["name"]: o["metadata"]["annotations"][inplace.RELEASED]
             for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(pods, "1")
     assert inplace.RELEASED_REASON in [e.reason for e in plan.events]
+
+
+# -- where the manager dials ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("ip", "channel"), [
+    ("10.1.2.3", "10.1.2.3:29611"),
+    ("fd00::5", "[fd00::5]:29611"),
+    (None, None),  # no IP yet
+    ("10.1.2.3:80", None),  # what the manager dials is the pod's IP, nothing else
+    ("169.254.169.254/x", None),
+    ("\uff11\uff10.1.2.3", None),  # digits of another script (fullwidth 1 and 0)
+    (["10.1.2.3"], None),
+], ids=["ipv4", "ipv6", "none", "port", "path", "fullwidth", "list"])
+def test_the_manager_dials_a_supervised_pods_ip_on_the_channels_port(
+        ip: object, channel: str | None) -> None:
+    pod = made(commanded(["python", "train.py"]))
+    pod["status"] = {"phase": "Running", "podIP": ip}
+    rec = pod_record(pod)
+    assert rec is not None and rec.channel == channel
+
+
+def test_a_pod_with_no_supervisor_has_no_channel() -> None:
+    pod = made(commanded(["python", "train.py"]), EngineConfig(restart_in_place=True))
+    pod["status"] = {"phase": "Running", "podIP": "10.1.2.3"}
+    rec = pod_record(pod)
+    assert rec is not None and rec.in_place is not None and rec.channel is None

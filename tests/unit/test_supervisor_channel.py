@@ -71,16 +71,16 @@ class Running:
 
 @contextlib.contextmanager
 def supervising(supervisor: Path, tmp_path: Path, *flags: str, key: bytes | None = None,
-                script: str = RANK, under: tuple[str, ...] = (), shell: str | None = None
-                ) -> Iterator[Running]:
+                script: str = RANK, under: tuple[str, ...] = (), shell: str | None = None,
+                pod: str = POD) -> Iterator[Running]:
     """The supervisor running `script` with python, or a `shell` line with sh (RANK is
     in its environment as RANK_SCRIPT), `under` a command of the test's (unshare, setpriv)."""
     key = key or secrets.token_bytes(32)
-    here = tmp_path / "rank"
+    here = tmp_path / pod
     here.mkdir(exist_ok=True)
     command = ["sh", "-c", shell] if shell else [sys.executable, "-c", script, str(here)]
     proc = subprocess.Popen(
-        [*under, str(supervisor), "--listen", "127.0.0.1:0", "--pod", POD, "--grace", "2s",
+        [*under, str(supervisor), "--listen", "127.0.0.1:0", "--pod", pod, "--grace", "2s",
          "--lease", "3s", *flags, "--", *command],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "TRAINOP_SUPERVISOR_KEY": encode_key(key), "RANK_SCRIPT": RANK})

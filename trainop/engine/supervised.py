@@ -79,9 +79,9 @@ def wraps(template: dict[str, Any] | None, main: str) -> bool:
     return c is not None and bool(c.get("command"))
 
 
-def key_secret(job: Defaulted) -> str:
+def key_secret(job_name: str) -> str:
     """The name of the Secret holding the job's channel key."""
-    return f"{job.name}-trainop-ranks"
+    return f"{job_name}-trainop-ranks"
 
 
 def supervises(job: Defaulted, fw: Framework[Any], config: EngineConfig,
@@ -99,7 +99,7 @@ def wants_key(job: Defaulted, observed: Observed, fw: Framework[Any],
     """Whether the job needs its key Secret made: the runtime then offers a fresh key in
     `Observed.supervisor_key`."""
     live = [p for p in observed.pods if not p.terminating]
-    return (observed.object(SECRETS.kind, key_secret(job)) is None
+    return (observed.object(SECRETS.kind, key_secret(job.name)) is None
             and supervises(job, fw, config, live))
 
 
@@ -112,7 +112,7 @@ def objects(job: Defaulted, observed: Observed, fw: Framework[Any], config: Engi
     live = [p for p in observed.pods if not p.terminating]
     if key is None or not supervises(job, fw, config, live):
         return []
-    return [SECRETS.new(object_meta(job, key_secret(job), job_labels(job)), type="Opaque",
+    return [SECRETS.new(object_meta(job, key_secret(job.name), job_labels(job)), type="Opaque",
                         data={KEY: base64.b64encode(key.encode()).decode()})]
 
 
@@ -135,7 +135,7 @@ def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
                     "--state", f"{inplace.STATE_DIR}/attempt", "--heard", inplace.HEARD,
                     "--grace", f"{grace}s", "--", *c["command"]]
     c["env"] = [*(c.get("env") or []), {"name": KEY_ENV, "valueFrom": {"secretKeyRef": {
-        "name": key_secret(job), "key": KEY}}}]
+        "name": key_secret(job.name), "key": KEY}}}]
     c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount, *inplace.mounts()]
     spec["volumes"] = [*(spec.get("volumes") or []),
                        {"name": VOLUME, "emptyDir": {"sizeLimit": "16Mi"}}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,9 @@ class PodRecord:
     node: str | None = None
     in_place: InPlace | None = None
     """A pod made to restart in place: its attempts and its agent (in_place_of)."""
+    channel: str | None = None
+    """Where its rank supervisor serves the manager's channel (host:port), for a pod that
+    restarts in place under one and has its IP (channel_of)."""
 
     def exit_code(self, main: str) -> int | None:
         if not self.exit_codes:
@@ -214,7 +218,27 @@ def pod_record(obj: dict[str, Any]) -> PodRecord | None:
         failure=_failure(obj, codes) if failed else None,
         node=sys.intern(node) if (node := (obj.get("spec") or {}).get("nodeName")) else None,
         in_place=in_place,
+        channel=channel_of(obj) if in_place is not None else None,
     )
+
+
+def channel_of(obj: dict[str, Any]) -> str | None:
+    """Where the pod's rank supervisor serves its channel: the pod's IP, read strictly
+    (the manager dials it), and the supervisor's port; None for a pod with no supervisor
+    or no IP yet."""
+    containers = (obj.get("spec") or {}).get("containers") or []
+    if not any(isinstance(c, dict) and (c.get("command") or [None])[0] == supervised.BINARY
+               for c in containers):
+        return None
+    ip = (obj.get("status") or {}).get("podIP")
+    try:
+        address = ipaddress.ip_address(ip) if type(ip) is str else None
+    except ValueError:
+        return None
+    if address is None:
+        return None
+    host = f"[{address}]" if address.version == 6 else str(address)
+    return f"{host}:{supervised.PORT}"
 
 
 def in_place_of(obj: dict[str, Any]) -> InPlace | None:

@@ -1,0 +1,219 @@
+"""The manager's side of its jobs' rank supervisors (engine/supervised.py): one long poll
+per supervised pod, what each supervisor last said (for the engine to read: the
+Observer's overlay), and the job's attempts told to each as soon as the engine decides
+them, again until it has them.
+
+A supervisor that cannot be reached is said nothing of: the engine reads its pod as the
+kubelet shows it, and the supervisor, unheard past its lease, leaves the restart to the
+kubelet's path. Its poll is tried again, ever more slowly (at most every RETRY_MOST s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+
+from trainop.api.resources import SECRETS
+from trainop.cluster.acting.ranks import KEY_BYTES, ChannelError, Supervisor
+from trainop.cluster.reading.client import Client
+from trainop.engine import supervised
+from trainop.engine.observed import RankState, Told
+
+log = logging.getLogger(__name__)
+
+WAIT = 5.0
+"""Seconds a supervisor holds a poll open: each poll renews the manager's lease there
+(15 s), and a poll that ends brings the next at once."""
+RETRY_FIRST, RETRY_MOST = 0.5, 5.0
+CONNECTIONS = 4096
+"""Connections open at once, to every supervisor followed (one poll, one tell each):
+beyond it, a poll waits for a free one."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A pod to follow: its UID, name, where its supervisor serves, and what the job's
+    attempts are as the pod is to be told them."""
+
+    uid: str
+    name: str
+    address: str
+    told: Told
+
+
+@dataclass
+class _Pod:
+    target: Target
+    key: bytes
+    state: RankState | None = None
+    sent: Told | None = None
+    """What its supervisor said it was told last (its answer to a tell or a poll)."""
+    polling: asyncio.Task[None] | None = None
+    telling: asyncio.Task[None] | None = None
+
+
+def _newer(told: Told, than: Told | None) -> bool:
+    """Whether `told` is newer than `than`, as the supervisor orders tells."""
+    return than is None or (told.attempt, told.released, told.finish) > (
+        than.attempt, than.released, than.finish)
+
+
+class RankChannels:
+    """Every job's followed supervisors, by job key then pod UID."""
+
+    def __init__(self, connections: int = CONNECTIONS) -> None:
+        self.connections = connections
+        self._session: aiohttp.ClientSession | None = None
+        self._jobs: dict[str, dict[str, _Pod]] = {}
+        self._keys: dict[str, tuple[str, bytes]] = {}
+        """Each job's key, with the job's UID it was read for."""
+
+    def states(self, job: str) -> dict[str, RankState]:
+        """What each followed pod's supervisor said last, by pod UID."""
+        return {uid: pod.state for uid, pod in self._jobs.get(job, {}).items()
+                if pod.state is not None}
+
+    def known_key(self, job: str, uid: str, key: str) -> None:
+        """The key a job's Secret was just made with (no need to read it back)."""
+        raw = _decoded(key)
+        if raw is not None:
+            self._keys[job] = (uid, raw)
+
+    async def key(self, client: Client, job: str, namespace: str, name: str, uid: str
+                  ) -> bytes | None:
+        """The job's key, from its Secret (read once per job): None where there is none
+        yet, or the Secret there is not the job's own or holds no key."""
+        known = self._keys.get(job)
+        if known is not None and known[0] == uid:
+            return known[1]
+        secret = supervised.key_secret(name)
+        # a list by name: the manager's role lists Secrets, and gets none it was not given
+        found = await client.get(SECRETS.path(namespace),
+                                      {"fieldSelector": f"metadata.name={secret}"})
+        there = (found.get("items") or [None])[0]
+        if there is None:
+            return None
+        owners = (there.get("metadata") or {}).get("ownerReferences") or []
+        text = (there.get("data") or {}).get(supervised.KEY)
+        raw = None
+        if any(isinstance(o, dict) and o.get("uid") == uid and o.get("controller") is True
+               for o in owners) and type(text) is str:
+            try:
+                raw = _decoded(base64.b64decode(text, validate=True).decode("ascii"))
+            except (binascii.Error, UnicodeDecodeError):
+                raw = None
+        if raw is None:
+            log.warning("Secret %s/%s is not the job's own or holds no key: the ranks of job "
+                        "%s restart by the kubelet's path", namespace, secret, job)
+            return None
+        self._keys[job] = (uid, raw)
+        return raw
+
+    def follow(self, job: str, key: bytes, targets: list[Target],
+               wake: Callable[[], None]) -> None:
+        """Follow exactly `targets` of the job: poll those new, stop those gone, and tell
+        each what it is to be told where its supervisor has not said it has that."""
+        pods = self._jobs.setdefault(job, {})
+        wanted = {t.uid: t for t in targets}
+        for uid in [u for u in pods if u not in wanted]:
+            self._stop(pods.pop(uid))
+        for uid, target in wanted.items():
+            pod = pods.get(uid)
+            if pod is None or pod.key != key or pod.target.address != target.address:
+                if pod is not None:
+                    self._stop(pod)
+                pod = pods[uid] = _Pod(target, key)
+                pod.polling = asyncio.create_task(self._poll(pod, wake))
+            else:
+                pod.target = target
+            if _newer(target.told, pod.sent) and (pod.telling is None or pod.telling.done()):
+                pod.telling = asyncio.create_task(self._tell(pod, wake))
+        if not pods:
+            self._jobs.pop(job, None)
+
+    def forget(self, job: str) -> None:
+        """A job gone or over: its supervisors followed no more."""
+        for pod in self._jobs.pop(job, {}).values():
+            self._stop(pod)
+        self._keys.pop(job, None)
+
+    async def close(self) -> None:
+        tasks = [t for pods in self._jobs.values() for pod in pods.values()
+                 for t in (pod.polling, pod.telling) if t is not None]
+        for job in list(self._jobs):
+            self.forget(job)
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+        if self._session is not None:
+            await self._session.close()
+
+    # -- one pod --------------------------------------------------------------------------
+    def _supervisor(self, pod: _Pod) -> Supervisor:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.connections),
+                timeout=aiohttp.ClientTimeout(total=WAIT + 10, sock_connect=3))
+        return Supervisor(self._session, pod.target.address, pod.target.name, pod.key)
+
+    async def _poll(self, pod: _Pod, wake: Callable[[], None]) -> None:
+        sup = self._supervisor(pod)
+        failures = 0
+        while True:
+            try:
+                state = await sup.state(after=pod.state.seq if pod.state else 0, wait=WAIT)
+            except ChannelError as err:
+                failures += 1
+                if failures == 1:
+                    log.info("rank supervisor of pod %s at %s: %s", pod.target.name,
+                             pod.target.address, err)
+                if pod.state is not None:
+                    pod.state = None  # its pod is read as the kubelet shows it
+                    wake()
+                await asyncio.sleep(min(RETRY_MOST, RETRY_FIRST * 2 ** min(failures, 8)))
+                continue
+            failures = 0
+            self._said(pod, state, wake)
+
+    async def _tell(self, pod: _Pod, wake: Callable[[], None]) -> None:
+        """Tell the pod's supervisor what it is to be told, until it says it has it (a
+        newer word while a tell is under way is told next)."""
+        sup = self._supervisor(pod)
+        failures = 0
+        while _newer(told := pod.target.told, pod.sent):
+            try:
+                state = await sup.tell(told)
+            except ChannelError:
+                failures += 1
+                await asyncio.sleep(min(RETRY_MOST, RETRY_FIRST * 2 ** min(failures, 8)))
+                continue
+            self._said(pod, state, wake)
+
+    @staticmethod
+    def _said(pod: _Pod, state: RankState, wake: Callable[[], None]) -> None:
+        if _newer(state.told, pod.sent):
+            pod.sent = state.told
+        if pod.state is None or state.seq > pod.state.seq:
+            pod.state = state
+            wake()
+
+    @staticmethod
+    def _stop(pod: _Pod) -> None:
+        for task in (pod.polling, pod.telling):
+            if task is not None:
+                task.cancel()
+
+
+def _decoded(key: str) -> bytes | None:
+    """A key as KEY_ENV holds it (base64url, unpadded), as bytes; None where it is not."""
+    with contextlib.suppress(binascii.Error, ValueError):
+        raw = base64.urlsafe_b64decode(key + "=" * (-len(key) % 4))
+        if len(raw) >= KEY_BYTES and base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == key:
+            return raw
+    return None
