@@ -4,11 +4,14 @@ unchanged one never is."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parents[1] / "supervisor"
@@ -45,3 +48,39 @@ def built() -> Path:
                             "GOFLAGS": "-buildvcs=false"})
         os.replace(Path(tmp) / BINARY, out)
     return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from the kernel's lists of children."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            found += [child, *descendants(child)]
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+def stop_all(proc: subprocess.Popen[str]) -> None:
+    """End a supervisor a test started and every process below it (a rank it holds, a
+    daemon a rank left): killed, the supervisor could not end them itself."""
+    below = descendants(proc.pid)
+    for pid in [proc.pid, *below]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in below):
+        assert time.monotonic() < deadline, f"processes {below} did not end within 30s"
+        time.sleep(0.02)

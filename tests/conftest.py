@@ -1,4 +1,5 @@
-"""Shared fixtures: the real test API server (started once per session, on demand)."""
+"""Shared fixtures: the real test API server (started once per session, on demand), and
+the rank supervisor built from this checkout."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from testbed.apiserver import TestAPIServer, release
+from testbed.supervisor import NoGo, built
+from tests.require import cannot_run
 
 CRDS = Path(__file__).resolve().parents[1] / "config" / "crd"
 SA_TOKEN = "trainop-manager-sa-token"
@@ -43,3 +46,12 @@ def apiserver() -> Iterator[TestAPIServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def supervisor() -> Path:
+    """The rank supervisor built from this checkout (supervisor/)."""
+    try:
+        return built()
+    except NoGo as err:
+        cannot_run(str(err))

@@ -141,8 +141,9 @@ FLAGS: tuple[Flag, ...] = (
          "Image holding the rank supervisor at /usr/local/bin/trainop-supervisor (trainop's "
          "own): a pod that restarts in place, whose main container names its command, gets "
          "an init container that copies the supervisor into the pod, and the command runs as "
-         "the supervisor's child (same output, exit code and signals). Not in upstream "
-         "[default: unset, no pod gets it]."),
+         "the supervisor's child (same output, exit code and signals); the manager then "
+         "restarts the ranks' processes through it, on the pod's port 29611, the containers "
+         "kept. Not in upstream [default: unset, no pod gets it]."),
     own("--fallback-to-logs-on-error", "engine.fallback_to_logs_on_error",
         "Give containers whose template leaves terminationMessagePolicy unset "
         "FallbackToLogsOnError: a container that fails without writing a termination message "

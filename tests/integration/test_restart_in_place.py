@@ -5,8 +5,13 @@ tests/node/test_restart_in_place.py.)"""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
-from collections.abc import Callable
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +19,11 @@ import pytest
 
 from testbed.apiserver import TestAPIServer
 from testbed.manager import ManagerProcess
+from testbed.supervisor import stop_all
 from tests.integration.kube import Kube, Manager, wait_for
 from tests.integration.test_reliability import private_api
 from tests.jobs import manifest
-from trainop.engine import inplace
+from trainop.engine import inplace, supervised
 
 pytestmark = pytest.mark.integration
 
@@ -28,9 +34,9 @@ JOB = manifest("PyTorchJob", {"Master": 1, "Worker": 2},
 
 
 def report(kube: Kube, name: str, phase: str, barrier: dict[str, Any],
-           main: dict[str, Any], agent: dict[str, Any]) -> None:
+           main: dict[str, Any], agent: dict[str, Any], ip: str | None = None) -> None:
     """Set pod `name`'s status as its kubelet would: its barrier's, main container's and
-    agent's states."""
+    agent's states (and its IP)."""
     def status(container: str, state: dict[str, Any], restarts: int) -> dict[str, Any]:
         return {"name": container, "image": "x", "imageID": "", "restartCount": restarts,
                 "ready": "running" in state, "state": state}
@@ -39,6 +45,8 @@ def report(kube: Kube, name: str, phase: str, barrier: dict[str, Any],
             "initContainerStatuses": [status(inplace.BARRIER, barrier, restarts)],
             "containerStatuses": [status("pytorch", main, restarts),
                                   status(inplace.AGENT, agent, restarts)]}
+    if ip is not None:
+        body.update(podIP=ip, podIPs=[{"ip": ip}])
     kube.api.kubectl("patch", "pod", name, "-n", kube.ns, "--subresource=status",
                      "--type=merge", "-p", json.dumps({"status": body}))
 
@@ -144,3 +152,86 @@ def test_a_cluster_that_cannot_restart_in_place_makes_pods_and_says_so(
     said = [line for line in log.read_text().splitlines()
             if "WARNING trainop.manager" in line and why in line]
     assert len(said) == 1
+
+
+# -- through the rank supervisors ----------------------------------------------------------
+
+# The rank: notes its attempt's pid, and exits 137 once the test asks (consuming the ask,
+# so that the next attempt runs on).
+RANK = """\
+import os, sys, time
+from pathlib import Path
+here = Path(sys.argv[1])
+(here / f".attempt-{os.environ['TRAINOP_ATTEMPT']}").write_text(str(os.getpid()))
+os.replace(here / f".attempt-{os.environ['TRAINOP_ATTEMPT']}",
+           here / f"attempt-{os.environ['TRAINOP_ATTEMPT']}")
+while not (here / "fail").exists():
+    time.sleep(0.05)
+(here / "fail").unlink()
+sys.exit(137)
+"""
+SUPERVISED_JOB = manifest(
+    "PyTorchJob", {"Master": 1, "Worker": 2},
+    spec={"runPolicy": {"restartScope": "Job", "backoffLimit": 3}},
+    replica_extra={rt: {"restartPolicy": "ExitCode", "template": {"spec": {"containers": [
+        {"name": "pytorch", "image": "trainer", "command": ["python", "train.py"]}]}}}
+        for rt in ("Master", "Worker")})
+
+
+@contextlib.contextmanager
+def pods_supervised(kube: Kube, supervisor: Path, tmp_path: Path
+                    ) -> Iterator[dict[str, Path]]:
+    """Play each pod's kubelet: its status Running with an IP of its own on loopback
+    (127.0.29.N), where a real supervisor serves the pod's channel with the key of the
+    job's Secret and runs RANK; each pod's rank's folder, by pod."""
+    secret = wait_for("the key Secret", lambda: kube.get("secret", "job-trainop-ranks"))
+    key = base64.b64decode(secret["data"]["key"]).decode()
+    procs: list[subprocess.Popen[str]] = []
+    folders = {}
+    try:
+        for n, name in enumerate(PODS, start=1):
+            ip = f"127.0.29.{n}"
+            folders[name] = tmp_path / name
+            folders[name].mkdir()
+            procs.append(subprocess.Popen(
+                [str(supervisor), "--listen", f"{ip}:{supervised.PORT}", "--pod", name,
+                 "--attempt", "0", "--grace", "2s", "--",
+                 sys.executable, "-c", RANK, str(folders[name])],
+                env={**os.environ, supervised.KEY_ENV: key}, text=True))
+            report(kube, name, "Running", PASSED, RUNNING, RUNNING, ip=ip)
+        yield folders
+    finally:
+        for proc in procs:
+            stop_all(proc)
+
+
+def test_a_failed_rank_restarts_through_the_supervisors_in_the_same_containers(
+        kube: Kube, start_manager: Callable[..., Manager], supervisor: Path,
+        tmp_path: Path) -> None:
+    start_manager("--restart-in-place", "--rank-supervisor-image", "trainop:test")
+    kube.apply(SUPERVISED_JOB)
+    kube.wait_pods(3)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pods")}
+    with pods_supervised(kube, supervisor, tmp_path) as folders:
+        kube.wait_condition("PyTorchJob", "job", "Running")
+        first = {name: wait_for("attempt 0", lambda f=f: (f / "attempt-0").exists() or None)
+                 for name, f in folders.items()}
+        assert all(first.values())
+        (folders["job-worker-1"] / "fail").touch()
+        # its supervisor says so; every rank is stopped, held and released for attempt 1,
+        # with no container of any pod restarted (the statuses are the test's, unchanged)
+        wait_for("attempt 1 released",
+                 lambda: attempts(kube) == dict.fromkeys(PODS, ("1", "1")) or None)
+        for name, f in folders.items():
+            wait_for(f"{name}'s rank of attempt 1", lambda f=f: (f / "attempt-1").exists()
+                     or None)
+        kube.wait_condition("PyTorchJob", "job", "Running")
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in kube.items("pods")} == uids
+    status = kube.job("PyTorchJob", "job")["status"]
+    assert status["replicaStatuses"]["Worker"]["restarts"] == 1
+    # the rank's end as its supervisor said it, though its container never ended
+    assert {k: status["lastFailure"][k] for k in ("pod", "container", "exitCode")} == {
+        "pod": "job-worker-1", "container": "pytorch", "exitCode": 137}
+    reasons = [e["reason"] for e in kube.items("events")]
+    assert inplace.RESTARTING in reasons and inplace.RELEASED_REASON in reasons
+    assert inplace.TOLD_AGAIN_REASON not in reasons  # the supervisors acted: no nudges

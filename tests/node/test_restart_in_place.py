@@ -1,6 +1,6 @@
 """Whole-job restarts in place on the real node: the kubelet restarts every container of
-every pod (RestartAllContainers), the pods kept, and the job's next attempt starts once
-every pod waits at its barrier."""
+every pod (RestartAllContainers), or the rank supervisors their ranks' processes, the pods
+kept, and the job's next attempt starts once every pod waits for it."""
 
 from __future__ import annotations
 
@@ -67,23 +67,28 @@ def supervising_manager(cluster: TestCluster, manager: None) -> Iterator[None]:
         manager_as_shipped(cluster)
 
 
-def test_a_job_whose_ranks_run_under_the_supervisor_restarts_in_place_as_before(
+def test_a_job_whose_ranks_run_under_the_supervisor_restarts_their_processes_in_place(
         cluster: TestCluster, supervising_manager: None) -> None:
-    # the rank's output, its exit code (143, read by the failure rules) and its restart as
-    # without the supervisor, which an init container copied in from the manager's image
+    # the rank's output and its exit code (143, read by the failure rules) as without the
+    # supervisor, which an init container copied in from the manager's image; the manager
+    # hears every supervisor, which stops and starts its rank's processes, the containers
+    # kept
     with Namespace(cluster, "supervised") as ns:
-        for p in restarted_in_place(cluster, ns):
+        for p in restarted_in_place(cluster, ns, processes=True):
             name = p["metadata"]["name"]
             main = next(c for c in p["spec"]["containers"] if c["name"] == "pytorch")
-            assert main["command"][:3] == ["/run/trainop/bin/trainop-supervisor", "--",
-                                           "python3"], main
+            command = main["command"]
+            assert command[0] == "/run/trainop/bin/trainop-supervisor", main
+            assert command[command.index("--") + 1:][:1] == ["python3"], main
             installed = ns.logs(name, "trainop-supervisor-install")
             assert "trainop-supervisor: installed in /run/trainop/bin" in installed, name
 
 
-def restarted_in_place(cluster: TestCluster, ns: Namespace) -> list[dict[str, Any]]:
-    """Run the job of SCRIPT in `ns`: rank 2 fails once, every pod restarts in place, and
-    the job succeeds; its pods as they ended."""
+def restarted_in_place(cluster: TestCluster, ns: Namespace, processes: bool = False
+                       ) -> list[dict[str, Any]]:
+    """Run the job of SCRIPT in `ns`: rank 2 fails once, every pod restarts in place (its
+    containers, or with `processes` its rank's processes only), and the job succeeds; its
+    pods as they ended."""
     state = cluster.workdir / "state" / ns.name
     state.mkdir(parents=True)
     state.chmod(0o777)
@@ -92,16 +97,20 @@ def restarted_in_place(cluster: TestCluster, ns: Namespace) -> list[dict[str, An
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
     done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
     pods = ns.items("pods")
-    # the same pods, each restarted once (every container: the barrier, the PyTorch
-    # init container, the main one and the agent), each rank in its next attempt
+    # the same pods, each rank in its next attempt; each pod's containers restarted once
+    # (every container: the barrier, the PyTorch init container, the main one and the
+    # agent), or with `processes` none (both attempts' output in one container's log)
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods} == uids
     for p in pods:
         name = p["metadata"]["name"]
         assert p["metadata"]["annotations"][inplace.ATTEMPT] == "1", name
         main = next(c for c in p["status"]["containerStatuses"] if c["name"] == "pytorch")
-        assert main["restartCount"] == 1, (name, main)
-        assert "next attempt" in ns.logs(name, "pytorch"), name
-        assert "attempt 1" in ns.logs(name, inplace.BARRIER), name
+        assert main["restartCount"] == (0 if processes else 1), (name, main)
+        log = ns.logs(name, "pytorch")
+        assert "next attempt" in log, name
+        assert ("first attempt" in log) is processes, name
+        barrier = ns.logs(name, inplace.BARRIER)
+        assert ("attempt 1" in barrier) is not processes, name
     # counted as one restart, the failure told as it was
     assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
     last = done["status"]["lastFailure"]

@@ -132,8 +132,9 @@ def test_validate_says_how_a_job_restarting_as_a_whole_restarts() -> None:
                   "-", stdin=text)
     assert out.stdout.splitlines() == [
         "PyTorchJob/job: valid",
-        "  Master restarts with the job: containers in place; container 'pytorch' names its "
-        "command, which runs as the rank supervisor's child",
+        "  Master restarts with the job: processes in place; container 'pytorch' names its "
+        "command, which runs as the rank supervisor's child (containers in place where the "
+        "manager cannot reach the supervisor on port 29611)",
         "  Worker restarts with the job: containers in place; no rank supervisor: container "
         "'pytorch' names no command, so its image's ENTRYPOINT runs, which the pod does not "
         "show"]

@@ -142,8 +142,11 @@ def test_how_pods_restart_in_place_is_said() -> None:
         p["metadata"]["annotations"]["trainop.kubeflow.org/attempt"] = "10"
     pods[-1]["metadata"]["annotations"]["trainop.kubeflow.org/attempt"] = "9"
     assert screen(JOB, pods)[-1] == ("restarts containers in place, attempt 10 (3 pod(s)); "
-                                     "container pytorch runs as the rank supervisor's child "
-                                     "in 1")
+                                     "processes in place in 1: container pytorch runs as "
+                                     "the rank supervisor's child")
+    for p in pods:  # every replica names its command
+        p["spec"]["containers"][0]["command"] = pods[0]["spec"]["containers"][0]["command"]
+    assert screen(JOB, pods)[-1] == "restarts processes in place, attempt 10 (3 pod(s))"
     assert screen(JOB, in_place_pods(EngineConfig()))[-1] == \
         "restarts containers in place, attempt 0 (3 pod(s))"
     # pods made again at a whole-job restart show nothing of it

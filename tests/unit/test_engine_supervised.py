@@ -162,8 +162,10 @@ def test_each_replica_types_path_is_said_with_its_reason() -> None:
     doc = manifest("PyTorchJob", {"Master": 1, "Worker": 2}, spec=IN_PLACE,
                    replica_extra=extra)
     assert paths(doc, SUPERVISED) == {
-        "Master": ("containers in place", "container 'pytorch' names its command, which runs "
-                                          "as the rank supervisor's child"),
+        "Master": ("processes in place", "container 'pytorch' names its command, which runs "
+                                         "as the rank supervisor's child (containers in place "
+                                         "where the manager cannot reach the supervisor on "
+                                         "port 29611)"),
         "Worker": ("containers in place", "no rank supervisor: container 'pytorch' names no "
                                           "command, so its image's ENTRYPOINT runs, which the "
                                           "pod does not show")}

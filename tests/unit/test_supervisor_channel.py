@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from testbed.supervisor import alive, stop_all
 from trainop.cluster.acting.ranks import ChannelError, NotAuthentic, Supervisor, encode_key, mac
 from trainop.engine.observed import RankState, Told
 
@@ -93,43 +94,11 @@ def supervising(supervisor: Path, tmp_path: Path, *flags: str, key: bytes | None
         stop_all(proc)
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`, from the kernel's lists of children."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            children = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for child in map(int, children):
-            found += [child, *descendants(child)]
-    return found
-
-
-def stop_all(proc: subprocess.Popen[str]) -> None:
-    """End the supervisor and every process below it (a rank it holds, a daemon a rank
-    left): killed, the supervisor could not end them itself."""
-    below = descendants(proc.pid)
-    for pid in [proc.pid, *below]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait()
-    wait_until(lambda: not any(alive(pid) for pid in below), "every process to end")
-
-
 def wait_until(check: Callable[[], object], what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, f"no {what} within {timeout}s"
         time.sleep(0.02)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (ProcessLookupError, FileNotFoundError):
-        return False
 
 
 def talk(fn: Callable[[aiohttp.ClientSession], Awaitable[Any]]) -> Any:
@@ -354,7 +323,7 @@ def test_it_starts_in_the_attempt_its_files_say(supervisor: Path, tmp_path: Path
 
 def test_a_shell_line_stops_with_everything_it_started(supervisor: Path, tmp_path: Path) -> None:
     # `sh -c "python ...; ..."`: the shell stays the rank's parent; both are the group's
-    line = f"{sys.executable} -c \"$RANK_SCRIPT\" {tmp_path / 'rank'}; echo after"
+    line = f"{sys.executable} -c \"$RANK_SCRIPT\" {tmp_path / POD}; echo after"
     with supervising(supervisor, tmp_path, script="", under=(), shell=line) as run:
         rank = run.pid_of(0)
         shell = int(Path(f"/proc/{rank}/stat").read_text().rsplit(")", 1)[1].split()[1])

@@ -30,6 +30,7 @@ from trainop.cluster import allocator, parts
 from trainop.cluster.acting import kueue
 from trainop.cluster.acting.controller import ControllerConfig, JobController, ParsedJobs
 from trainop.cluster.acting.events import EventRecorder
+from trainop.cluster.acting.rank_channels import RankChannels
 from trainop.cluster.leader import LeaderElector
 from trainop.cluster.options import ManagerOptions
 from trainop.cluster.parts import Components
@@ -229,8 +230,9 @@ class _Starting:
             parts.Part("queueing", ("client", "recorder"), self.queueing),
             parts.Part("informers", ("caches", "queueing", "probes"), self.informers),
             parts.Part("lease", ("informers",), self.lease),
-            parts.Part("controllers", ("lease", "engine", "caches", "queueing", "recorder"),
-                       self.controllers),
+            parts.Part("rank channels", (), self.rank_channels),
+            parts.Part("controllers", ("lease", "engine", "caches", "queueing", "recorder",
+                                       "rank channels"), self.controllers),
         ]
 
     async def client(self, _: dict[str, Any]) -> Client:
@@ -306,6 +308,14 @@ class _Starting:
             await elector.became_leader.wait()
         return elector
 
+    async def rank_channels(self, _: dict[str, Any]) -> RankChannels | None:
+        """The jobs' rank supervisors, followed where pods run under them."""
+        if self.opts.engine.rank_supervisor_image is None:
+            return None
+        ranks = RankChannels()
+        self.components.started("rank channels", ranks.close)
+        return ranks
+
     async def controllers(self, given: dict[str, Any]) -> None:
         """One controller per kind, each started once its own caches are (a kind whose
         jobs cannot be listed holds up no other)."""
@@ -318,7 +328,8 @@ class _Starting:
         for kind in self.opts.kinds:
             queued = queueing if kind in self.opts.kueue_kinds else None
             controller = JobController(kind, given["client"], caches, config,
-                                       given["recorder"], leading, parsed, queued)
+                                       given["recorder"], leading, parsed, queued,
+                                       given["rank channels"])
             self.components.task(f"{kind} controller", _when_synced(
                 [caches.jobs[kind], *caches.shared(),
                  *(queued.caches.all() if queued else [])], controller.run))

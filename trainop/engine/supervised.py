@@ -57,9 +57,10 @@ GRACE = 30
 """Seconds the rank has to stop for a newer attempt, where its pod's
 terminationGracePeriodSeconds does not say (the kubelet's default)."""
 
-# the paths a job's whole-job restart takes, as `paths` says them (the supervisor's
-# channel to the manager, which restarts the processes alone, is not there yet: a pod
-# with the supervisor restarts its containers in place as one without)
+# the paths a job's whole-job restart takes, as `paths` says them
+PROCESSES = "processes in place"
+"""The rank supervisors stop and start the ranks' processes, the containers kept (the
+kubelet's path, CONTAINERS, where the manager cannot reach a supervisor)."""
 CONTAINERS = "containers in place"
 PODS = "pods made again"
 
@@ -178,14 +179,18 @@ def paths(job: Defaulted, fw: Framework[Any], config: EngineConfig) -> dict[str,
     out = {}
     for rtype, spec in job.spec.replica_specs.items():
         main = job.main_container
+        how = CONTAINERS
         if config.rank_supervisor_image is None:
             why = "no rank supervisor: the manager has no --rank-supervisor-image"
         elif wraps(spec.template, main):
-            why = f"container {main!r} names its command, which runs as the rank supervisor's child"
+            how = PROCESSES
+            why = (f"container {main!r} names its command, which runs as the rank "
+                   "supervisor's child (containers in place where the manager cannot reach "
+                   f"the supervisor on port {PORT})")
         else:
             why = (f"no rank supervisor: container {main!r} names no command, so its image's "
                    "ENTRYPOINT runs, which the pod does not show")
-        out[rtype] = RestartPath(CONTAINERS, why)
+        out[rtype] = RestartPath(how, why)
     return out
 
 

@@ -18,6 +18,7 @@ from trainop.cluster.acting import metrics
 from trainop.cluster.acting.applier import PlanApplier, stored_status
 from trainop.cluster.acting.events import EventRecorder
 from trainop.cluster.acting.kueue import Queueing, job_state
+from trainop.cluster.acting.rank_channels import RankChannels, follow_job
 from trainop.cluster.acting.ranks import new_key
 from trainop.cluster.acting.sshkeys import new_key_pair
 from trainop.cluster.acting.watches import JobWatches
@@ -98,10 +99,12 @@ class ParsedJobs:
 class JobController:
     def __init__(self, kind: str, client: Client, caches: Caches, config: ControllerConfig,
                  recorder: EventRecorder, leading: Callable[[], bool], parsed: ParsedJobs,
-                 queueing: Queueing | None = None):
+                 queueing: Queueing | None = None, ranks: RankChannels | None = None):
         self.kind = kind
         self.queueing = queueing
         """Kueue's part for this kind (--kueue-workloads names it), or None."""
+        self.ranks = ranks
+        """The jobs' rank supervisors, followed (--rank-supervisor-image), or None."""
         self.config = config
         self.leading = leading
         self.framework = framework_for(kind)
@@ -117,7 +120,7 @@ class JobController:
                                    recorder)
         self.expectations = self.applier.expectations
         self.observer = Observer(kind, caches, self.framework.pod_services,
-                                 self.applier.holders.held)
+                                 self.applier.holders.held, ranks.states if ranks else None)
         self.watches = JobWatches(
             kind, caches, self.framework, self.queue, self.expectations, self.observer,
             deleted=self._forget, release=self.applier.workloads.release_soon,
@@ -170,6 +173,9 @@ class JobController:
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        fw, self.addr, self.config.engine)
         requeue = await self.applier.apply(key, obj, plan, persona_of(job))
+        if self.ranks is not None:
+            await follow_job(self.ranks, self.applier.client, job, self.observer.pods_of(job),
+                             plan, lambda: self.queue.add(key))
         if kueue_reads is not None and plan.status_changed and job_state(
                 job.model_copy(update={"status": plan.status})) != kueue_reads:
             # what Kueue reads of the job changed (running, ended): the Workload's step
@@ -208,6 +214,8 @@ class JobController:
         if self.queueing is not None:
             self.queueing.forget(self.kind, key)
         self.launchers.forget(key, namespace)
+        if self.ranks is not None:
+            self.ranks.forget(key)
 
     async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""

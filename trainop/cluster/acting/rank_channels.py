@@ -21,10 +21,13 @@ from dataclasses import dataclass
 import aiohttp
 
 from trainop.api.resources import SECRETS
+from trainop.api.types import Defaulted
 from trainop.cluster.acting.ranks import KEY_BYTES, ChannelError, Supervisor
-from trainop.cluster.reading.client import Client
-from trainop.engine import supervised
+from trainop.cluster.reading.client import APIError, Client
+from trainop.cluster.reading.records import PodRecord
+from trainop.engine import inplace, supervised
 from trainop.engine.observed import RankState, Told
+from trainop.engine.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +211,41 @@ class RankChannels:
         for task in (pod.polling, pod.telling):
             if task is not None:
                 task.cancel()
+
+
+async def follow_job(ranks: RankChannels, client: Client, job: Defaulted,
+                     pods: list[PodRecord], plan: Plan, wake: Callable[[], None]) -> None:
+    """After a job's round: follow the supervisors of its pods that can still restart in
+    place, each to be told what the round told its pod (else what its annotations say)."""
+    live = [p for p in pods if p.channel is not None and not p.terminating
+            and p.in_place is not None and p.in_place.alive]
+    if not live:
+        ranks.forget(job.key)
+        return
+    try:
+        key = await ranks.key(client, job.key, job.namespace, job.name, job.metadata.uid or "")
+    except APIError as err:
+        log.warning("cannot read the key of job %s's rank supervisors: %s", job.key, err)
+        return
+    if key is None:
+        return
+    told = _told(plan)
+    ranks.follow(job.key, key, [
+        Target(p.meta.uid, p.meta.name, p.channel, told.get(p.meta.name) or Told(
+            p.in_place.attempt, p.in_place.released, p.in_place.finish))
+        for p in live if p.channel is not None and p.in_place is not None], wake)
+
+
+def _told(plan: Plan) -> dict[str, Told]:
+    """What the plan tells each pod of the job's attempts (engine/inplace.py's patches)."""
+    out = {}
+    for patch in plan.update:
+        meta = patch["metadata"]
+        notes = meta.get("annotations") or {}
+        if patch["kind"] == "Pod" and inplace.ATTEMPT in notes:
+            out[meta["name"]] = Told(int(notes[inplace.ATTEMPT]), int(notes[inplace.RELEASED]),
+                                     notes[inplace.FINISH] == "true")
+    return out
 
 
 def _decoded(key: str) -> bytes | None:

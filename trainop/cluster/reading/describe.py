@@ -109,12 +109,14 @@ def restart_path(pods: list[dict[str, Any]], main: str) -> str | None:
     if not records:
         return None
     attempt = max(r.in_place.attempt for _, r in records if r.in_place is not None)
-    said = f"containers in place, attempt {attempt} ({len(records)} pod(s))"
     ranks = sum(1 for p, _ in records
                 if ((templates.container(p, main) or {}).get("command") or [None])[0]
                 == supervised.BINARY)
-    if ranks:
-        said += f"; container {main} runs as the rank supervisor's child in {ranks}"
+    how = supervised.CONTAINERS if ranks < len(records) else supervised.PROCESSES
+    said = f"{how}, attempt {attempt} ({len(records)} pod(s))"
+    if 0 < ranks < len(records):
+        said += f"; {supervised.PROCESSES} in {ranks}: container {main} runs as the rank " \
+                "supervisor's child"
     return said
 
 

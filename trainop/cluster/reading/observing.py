@@ -5,7 +5,7 @@ launcher Job's state with what that Job's pods say."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainop.api.resolved import resolve
@@ -14,9 +14,9 @@ from trainop.api.types import Defaulted
 from trainop.cluster.reading.caches import Caches
 from trainop.cluster.reading.informer import Informer
 from trainop.cluster.reading.records import ObjectRecord, PodRecord, owner_key
-from trainop.engine import BatchJob, Held, Observed, OwnedObject, PodState
+from trainop.engine import BatchJob, Held, Observed, OwnedObject, PodState, supervised
 from trainop.engine.labels import replica_name
-from trainop.engine.observed import NodeState
+from trainop.engine.observed import NodeState, RankState
 
 
 class Observer:
@@ -24,19 +24,32 @@ class Observer:
     names that only the API server showed (the applier's), by job key."""
 
     def __init__(self, kind: str, caches: Caches, pod_services: bool,
-                 named_held: Callable[[str], tuple[Held, ...]]):
+                 named_held: Callable[[str], tuple[Held, ...]],
+                 ranks: Callable[[str], Mapping[str, RankState]] | None = None):
         self.kind = kind
         self.caches = caches
         self.pod_services = pod_services
         self.named_held = named_held
+        self.ranks = ranks
+        """What the job's heard rank supervisors say, by pod UID (RankChannels.states)."""
+
+    def pods_of(self, job: Defaulted) -> list[PodRecord]:
+        """The job's own pods in the cache: those whose controller reference names this
+        kind, this UID, in the job's namespace."""
+        assert self.caches.pods is not None
+        return self.caches.pods.owned_by(
+            owner_key(job.namespace, self.kind, job.metadata.uid or ""))
 
     def observed(self, job: Defaulted, exited: tuple[tuple[str, int], ...] = ()) -> Observed:
         """What the caches hold of the job's own pods and objects: those whose controller
-        reference names this kind, this UID, in the job's namespace; and the pods seen to
-        end since its last plan (`exited`)."""
-        assert self.caches.pods is not None
+        reference names this kind, this UID, in the job's namespace, each pod as its heard
+        rank supervisor says it is (supervised.overlay); and the pods seen to end since its
+        last plan (`exited`)."""
         owner = owner_key(job.namespace, self.kind, job.metadata.uid or "")
-        pods = tuple(p.state(job) for p in self.caches.pods.owned_by(owner))
+        ranks = self.ranks(job.key) if self.ranks is not None else {}
+        pods = tuple(supervised.overlay(p.state(job), rank, job.main_container)
+                     if (rank := ranks.get(p.meta.uid)) is not None else p.state(job)
+                     for p in self.pods_of(job))
         objects = tuple(OwnedObject(o.kind, o.meta.name, o.phase, o.content,
                                     self.batch_job(o) if o.job else None)
                         for o in self.caches.owned_objects(owner))
