@@ -157,11 +157,13 @@ def test_a_cluster_that_cannot_restart_in_place_makes_pods_and_says_so(
 # -- through the rank supervisors ----------------------------------------------------------
 
 # The rank: notes its attempt's pid, and exits 137 once the test asks (consuming the ask,
-# so that the next attempt runs on).
+# so that the next attempt runs on); ignores SIGTERM where the test says.
 RANK = """\
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
 here = Path(sys.argv[1])
+if (here / "ignore").exists():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 (here / f".attempt-{os.environ['TRAINOP_ATTEMPT']}").write_text(str(os.getpid()))
 os.replace(here / f".attempt-{os.environ['TRAINOP_ATTEMPT']}",
            here / f"attempt-{os.environ['TRAINOP_ATTEMPT']}")
@@ -179,8 +181,8 @@ SUPERVISED_JOB = manifest(
 
 
 @contextlib.contextmanager
-def pods_supervised(kube: Kube, supervisor: Path, tmp_path: Path
-                    ) -> Iterator[dict[str, Path]]:
+def pods_supervised(kube: Kube, supervisor: Path, tmp_path: Path, grace: str = "2s",
+                    ignoring: tuple[str, ...] = ()) -> Iterator[dict[str, Path]]:
     """Play each pod's kubelet: its status Running with an IP of its own on loopback
     (127.0.29.N), where a real supervisor serves the pod's channel with the key of the
     job's Secret and runs RANK; each pod's rank's folder, by pod."""
@@ -193,9 +195,11 @@ def pods_supervised(kube: Kube, supervisor: Path, tmp_path: Path
             ip = f"127.0.29.{n}"
             folders[name] = tmp_path / name
             folders[name].mkdir()
+            if name in ignoring:
+                (folders[name] / "ignore").touch()
             procs.append(subprocess.Popen(
                 [str(supervisor), "--listen", f"{ip}:{supervised.PORT}", "--pod", name,
-                 "--attempt", "0", "--grace", "2s", "--",
+                 "--attempt", "0", "--grace", grace, "--",
                  sys.executable, "-c", RANK, str(folders[name])],
                 env={**os.environ, supervised.KEY_ENV: key}, text=True))
             report(kube, name, "Running", PASSED, RUNNING, RUNNING, ip=ip)
@@ -235,3 +239,31 @@ def test_a_failed_rank_restarts_through_the_supervisors_in_the_same_containers(
     reasons = [e["reason"] for e in kube.items("events")]
     assert inplace.RESTARTING in reasons and inplace.RELEASED_REASON in reasons
     assert inplace.TOLD_AGAIN_REASON not in reasons  # the supervisors acted: no nudges
+
+
+def test_a_manager_restarted_mid_attempt_finishes_it_from_what_it_reads(
+        kube: Kube, start_manager: Callable[..., Manager], supervisor: Path,
+        tmp_path: Path) -> None:
+    flags = ("--restart-in-place", "--rank-supervisor-image", "trainop:test")
+    first = start_manager(*flags)
+    kube.apply(SUPERVISED_JOB)
+    kube.wait_pods(3)
+    # the master's rank ignores SIGTERM: its supervisor takes its grace (8 s) to stop it
+    with pods_supervised(kube, supervisor, tmp_path, grace="8s",
+                         ignoring=("job-master-0",)) as folders:
+        kube.wait_condition("PyTorchJob", "job", "Running")
+        for f in folders.values():
+            wait_for("attempt 0", lambda f=f: (f / "attempt-0").exists() or None)
+        (folders["job-worker-1"] / "fail").touch()
+        wait_for("attempt 1 told", lambda: attempts(kube) == dict.fromkeys(PODS, ("1", "0"))
+                 or None)
+        first.stop()  # while the master's rank is still being stopped
+        start_manager(*flags)
+        wait_for("attempt 1 released",
+                 lambda: attempts(kube) == dict.fromkeys(PODS, ("1", "1")) or None, 60)
+        for name, f in folders.items():
+            wait_for(f"{name}'s rank of attempt 1", lambda f=f: (f / "attempt-1").exists()
+                     or None)
+        kube.wait_condition("PyTorchJob", "job", "Running")
+    status = kube.job("PyTorchJob", "job")["status"]
+    assert status["replicaStatuses"]["Worker"]["restarts"] == 1  # counted once
