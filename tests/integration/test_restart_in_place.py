@@ -9,8 +9,10 @@ import base64
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -267,3 +269,24 @@ def test_a_manager_restarted_mid_attempt_finishes_it_from_what_it_reads(
         kube.wait_condition("PyTorchJob", "job", "Running")
     status = kube.job("PyTorchJob", "job")["status"]
     assert status["replicaStatuses"]["Worker"]["restarts"] == 1  # counted once
+
+
+def test_supervisors_the_manager_cannot_reach_are_said_once_and_the_job_runs(
+        kube: Kube, start_manager: Callable[..., Manager]) -> None:
+    start_manager("--restart-in-place", "--rank-supervisor-image", "trainop:test")
+    kube.apply(SUPERVISED_JOB)
+    kube.wait_pods(3)
+    for n, name in enumerate(PODS, start=1):  # IPs where no supervisor serves
+        report(kube, name, "Running", PASSED, RUNNING, RUNNING, ip=f"127.0.29.{n}")
+    kube.wait_condition("PyTorchJob", "job", "Running")
+    told = wait_for("the warning", lambda: [e for e in kube.items("events")
+                                            if e["reason"] == supervised.UNREACHABLE] or None)
+    assert told[0]["type"] == "Warning"
+    # (the pods found so when it is said: the first to miss enough polls)
+    assert re.fullmatch(r"The manager cannot reach the rank supervisor of job-\w+-\d"
+                        r"(, job-\w+-\d)* on port 29611 \(a NetworkPolicy, or the port "
+                        r"taken by the pod's own process\?\): their ranks restart by "
+                        r"restarting their containers", told[0]["message"]), told[0]
+    time.sleep(8)  # more failed polls: nothing said again
+    again = [e for e in kube.items("events") if e["reason"] == supervised.UNREACHABLE]
+    assert len(again) == 1 and again[0].get("count", 1) == 1

@@ -321,3 +321,13 @@ def test_a_pod_with_no_supervisor_has_no_channel() -> None:
     pod["status"] = {"phase": "Running", "podIP": "10.1.2.3"}
     rec = pod_record(pod)
     assert rec is not None and rec.in_place is not None and rec.channel is None
+
+
+def test_supervisors_the_manager_cannot_reach_are_told_with_the_way_the_ranks_restart(
+        ) -> None:
+    event = supervised.unreachable(["job-worker-0", "job-worker-1"])
+    assert (event.type, event.reason, event.message) == (
+        "Warning", "RankSupervisorUnreachable",
+        "The manager cannot reach the rank supervisor of job-worker-0, job-worker-1 on port "
+        "29611 (a NetworkPolicy, or the port taken by the pod's own process?): their ranks "
+        "restart by restarting their containers")

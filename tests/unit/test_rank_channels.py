@@ -101,11 +101,29 @@ def test_a_supervisor_that_cannot_be_reached_is_said_nothing_of(supervisor: Path
         nobody = f"127.0.0.1:{closed.getsockname()[1]}"
 
         async def follow(channels: RankChannels) -> None:
+            woken = Woken()
             channels.follow(JOB, b"k" * 32, [Target("uid-0", PODS[0], nobody, Told(1, 0))],
-                            Woken())
-            await asyncio.sleep(1.5)  # a poll and a tell tried, and tried again
+                            woken)
+            assert channels.unreached(JOB) == []  # not tried enough yet
+            # polls (and the tell) tried again and again: the job is woken to say so, once
+            await until(lambda: woken.times, "the job woken")
             assert channels.states(JOB) == {}
+            assert channels.unreached(JOB) == [PODS[0]]
+            assert channels.unreached(JOB) == []
         run(follow)
+
+
+def test_a_supervisor_reached_once_is_not_one_that_cannot_be_reached(
+        supervisor: Path, tmp_path: Path) -> None:
+    with two_ranks(supervisor, tmp_path) as runs:
+        async def lose(channels: RankChannels) -> None:
+            woken = Woken()
+            channels.follow(JOB, runs[0].key, targets(runs, Told(0, 0)), woken)
+            await until(lambda: len(channels.states(JOB)) == 2, "both read")
+            runs[0].proc.kill()
+            await asyncio.sleep(4)  # more than 3 failed polls
+            assert channels.unreached(JOB) == []  # gone, not unreachable: the kubelet says
+        run(lose)
 
 
 def test_a_supervisor_that_goes_away_is_said_nothing_of_any_more(supervisor: Path,

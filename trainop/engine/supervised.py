@@ -36,6 +36,7 @@ from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
 from trainop.engine.labels import job_labels, object_meta
 from trainop.engine.observed import Ended, Observed, Phase, PodState, RankState
+from trainop.engine.plan import Event, shown
 
 INSTALL = "trainop-supervisor-install"
 """The init container that copies the supervisor into the pod (the first one: the barrier
@@ -143,6 +144,18 @@ def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
     install = {**inplace.trainop_container(INSTALL, [IN_IMAGE, "--install", DIR], image),
                "volumeMounts": [{**mount, "readOnly": False}]}
     spec["initContainers"] = [install, *(spec.get("initContainers") or [])]
+
+
+UNREACHABLE = "RankSupervisorUnreachable"
+
+
+def unreachable(pods: list[str]) -> Event:
+    """The Warning that tells a job the manager cannot reach its pods' supervisors (said
+    once per job by the manager that finds it)."""
+    return Event("Warning", UNREACHABLE, (
+        f"The manager cannot reach the rank supervisor of {shown(pods)} on port {PORT} (a "
+        "NetworkPolicy, or the port taken by the pod's own process?): their ranks restart "
+        "by restarting their containers"))
 
 
 def overlay(pod: PodState, rank: RankState, main: str) -> PodState:

@@ -172,6 +172,8 @@ class JobController:
             observed = dataclasses.replace(observed, supervisor_key=new_key())
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        fw, self.addr, self.config.engine)
+        if self.ranks is not None and (unreached := self.ranks.unreached(job.key)):
+            plan.events.append(supervised.unreachable(unreached))
         requeue = await self.applier.apply(key, obj, plan, persona_of(job))
         if self.ranks is not None:
             await follow_job(self.ranks, self.applier.client, job, self.observer.pods_of(job),

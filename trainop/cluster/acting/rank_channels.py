@@ -35,6 +35,9 @@ WAIT = 5.0
 """Seconds a supervisor holds a poll open: each poll renews the manager's lease there
 (15 s), and a poll that ends brings the next at once."""
 RETRY_FIRST, RETRY_MOST = 0.5, 5.0
+UNREACHED_AFTER = 3
+"""Failed polls in a row, with none ever answered, after which a pod's supervisor is one
+the manager cannot reach (said once per job: unreached)."""
 CONNECTIONS = 4096
 """Connections open at once, to every supervisor followed (one poll, one tell each):
 beyond it, a poll waits for a free one."""
@@ -60,6 +63,9 @@ class _Pod:
     """What its supervisor said it was told last (its answer to a tell or a poll)."""
     polling: asyncio.Task[None] | None = None
     telling: asyncio.Task[None] | None = None
+    failures: int = 0
+    """Polls failed in a row."""
+    reached: bool = False
 
 
 def _newer(told: Told, than: Told | None) -> bool:
@@ -77,11 +83,24 @@ class RankChannels:
         self._jobs: dict[str, dict[str, _Pod]] = {}
         self._keys: dict[str, tuple[str, bytes]] = {}
         """Each job's key, with the job's UID it was read for."""
+        self._said: set[str] = set()
+        """The jobs told that their supervisors cannot be reached."""
 
     def states(self, job: str) -> dict[str, RankState]:
         """What each followed pod's supervisor said last, by pod UID."""
         return {uid: pod.state for uid, pod in self._jobs.get(job, {}).items()
                 if pod.state is not None}
+
+    def unreached(self, job: str) -> list[str]:
+        """The pods of the job whose supervisors none of UNREACHED_AFTER polls reached,
+        the first time any are (then never again for the job: said once)."""
+        if job in self._said:
+            return []
+        pods = sorted(p.target.name for p in self._jobs.get(job, {}).values()
+                      if not p.reached and p.failures >= UNREACHED_AFTER)
+        if pods:
+            self._said.add(job)
+        return pods
 
     def known_key(self, job: str, uid: str, key: str) -> None:
         """The key a job's Secret was just made with (no need to read it back)."""
@@ -146,6 +165,7 @@ class RankChannels:
         for pod in self._jobs.pop(job, {}).values():
             self._stop(pod)
         self._keys.pop(job, None)
+        self._said.discard(job)
 
     async def close(self) -> None:
         tasks = [t for pods in self._jobs.values() for pod in pods.values()
@@ -167,22 +187,23 @@ class RankChannels:
 
     async def _poll(self, pod: _Pod, wake: Callable[[], None]) -> None:
         sup = self._supervisor(pod)
-        failures = 0
         while True:
             try:
                 state = await sup.state(after=pod.state.seq if pod.state else 0, wait=WAIT)
             except ChannelError as err:
-                failures += 1
-                if failures == 1:
+                pod.failures += 1
+                if pod.failures == 1:
                     log.info("rank supervisor of pod %s at %s: %s", pod.target.name,
                              pod.target.address, err)
                 if pod.state is not None:
                     pod.state = None  # its pod is read as the kubelet shows it
                     wake()
-                await asyncio.sleep(min(RETRY_MOST, RETRY_FIRST * 2 ** min(failures, 8)))
+                elif pod.failures == UNREACHED_AFTER and not pod.reached:
+                    wake()  # the job is told
+                await asyncio.sleep(min(RETRY_MOST, RETRY_FIRST * 2 ** min(pod.failures, 8)))
                 continue
-            failures = 0
-            self._said(pod, state, wake)
+            pod.failures, pod.reached = 0, True
+            self._heard(pod, state, wake)
 
     async def _tell(self, pod: _Pod, wake: Callable[[], None]) -> None:
         """Tell the pod's supervisor what it is to be told, until it says it has it (a
@@ -196,10 +217,10 @@ class RankChannels:
                 failures += 1
                 await asyncio.sleep(min(RETRY_MOST, RETRY_FIRST * 2 ** min(failures, 8)))
                 continue
-            self._said(pod, state, wake)
+            self._heard(pod, state, wake)
 
     @staticmethod
-    def _said(pod: _Pod, state: RankState, wake: Callable[[], None]) -> None:
+    def _heard(pod: _Pod, state: RankState, wake: Callable[[], None]) -> None:
         if _newer(state.told, pod.sent):
             pod.sent = state.told
         if pod.state is None or state.seq > pod.state.seq:
