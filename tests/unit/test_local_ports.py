@@ -73,7 +73,10 @@ def test_without_the_kernels_word_linuxs_default_range_is_assumed(
 def test_a_port_another_live_process_was_given_is_passed_over(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # another lane of the suite, picking at the same moment: it holds the port's lock
-    taken, other = 20001, 20002
+    # (the ports free ones, which nothing else on this busy host takes meanwhile)
+    taken, other = free_port(), free_port()
+    monkeypatch.setattr(ports, "_given", {})
+    monkeypatch.setattr(ports, "RESERVED", ports.RESERVED.with_name("again"))
     ports.RESERVED.mkdir()
     holder = subprocess.Popen(
         [sys.executable, "-c", "import fcntl, os, sys; "
@@ -103,9 +106,10 @@ def test_without_a_folder_for_reservations_the_bind_check_alone_decides(
 def test_without_a_folder_for_reservations_a_busy_port_closes_no_descriptor(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # no lock taken means no descriptor to let go of: never close(True), which is fd 1
+    taken, other = free_port(), free_port()  # free ones (held by this test's process)
+    monkeypatch.setattr(ports, "_given", {})
     (tmp_path / "file").write_text("")
     monkeypatch.setattr(ports, "RESERVED", tmp_path / "file" / "reserved")
-    taken, other = 20011, 20012
     closed: list[int] = []
     monkeypatch.setattr(ports.os, "close", closed.append)
     with socket.socket() as busy:
