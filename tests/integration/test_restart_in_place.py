@@ -49,6 +49,8 @@ def report(kube: Kube, name: str, phase: str, barrier: dict[str, Any],
                                   status(inplace.AGENT, agent, restarts)]}
     if ip is not None:
         body.update(podIP=ip, podIPs=[{"ip": ip}])
+    if phase == "Running" and "running" in main and "running" in agent:
+        body["conditions"] = [{"type": "Ready", "status": "True"}]
     kube.api.kubectl("patch", "pod", name, "-n", kube.ns, "--subresource=status",
                      "--type=merge", "-p", json.dumps({"status": body}))
 

@@ -172,12 +172,12 @@ class JobController:
             observed = dataclasses.replace(observed, supervisor_key=new_key())
         plan = await asyncio.to_thread(reconcile, job, observed, wallclock.now(),
                                        fw, self.addr, self.config.engine)
-        if self.ranks is not None and (unreached := self.ranks.unreached(job.key)):
-            plan.events.append(supervised.unreachable(unreached))
-        requeue = await self.applier.apply(key, obj, plan, persona_of(job))
         if self.ranks is not None:
             await follow_job(self.ranks, self.applier.client, job, self.observer.pods_of(job),
                              plan, lambda: self.queue.add(key))
+            if unreached := self.ranks.unreached(job.key):
+                plan.events.append(supervised.unreachable(unreached))
+        requeue = await self.applier.apply(key, obj, plan, persona_of(job))
         if kueue_reads is not None and plan.status_changed and job_state(
                 job.model_copy(update={"status": plan.status})) != kueue_reads:
             # what Kueue reads of the job changed (running, ended): the Workload's step

@@ -91,6 +91,10 @@ class RankChannels:
         return {uid: pod.state for uid, pod in self._jobs.get(job, {}).items()
                 if pod.state is not None}
 
+    def follows(self, job: str, uid: str) -> bool:
+        """Whether the job's pod of `uid` is followed."""
+        return uid in self._jobs.get(job, {})
+
     def unreached(self, job: str) -> list[str]:
         """The pods of the job whose supervisors none of UNREACHED_AFTER polls reached,
         the first time any are (then never again for the job: said once)."""
@@ -236,10 +240,14 @@ class RankChannels:
 
 async def follow_job(ranks: RankChannels, client: Client, job: Defaulted,
                      pods: list[PodRecord], plan: Plan, wake: Callable[[], None]) -> None:
-    """After a job's round: follow the supervisors of its pods that can still restart in
-    place, each to be told what the round told its pod (else what its annotations say)."""
+    """Before a job's round is carried out: follow the supervisors of its pods that can
+    still restart in place, each told what the round tells its pod (else what its
+    annotations say) before its annotations change, so that its agent never sees a newer
+    attempt first. A pod is followed from the moment it is Ready (its supervisor serves
+    then: none is taken for one that cannot be reached while it starts)."""
     live = [p for p in pods if p.channel is not None and not p.terminating
-            and p.in_place is not None and p.in_place.alive]
+            and p.in_place is not None and p.in_place.alive
+            and (p.ready or ranks.follows(job.key, p.meta.uid))]
     if not live:
         ranks.forget(job.key)
         return
