@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+from testbed.supervisor import stop_all
 from tests.unit.test_supervisor_channel import Running, supervising
 from trainop.cluster.acting.rank_channels import RankChannels, Target
 from trainop.engine.observed import RankState, Told
@@ -120,7 +121,7 @@ def test_a_supervisor_reached_once_is_not_one_that_cannot_be_reached(
             woken = Woken()
             channels.follow(JOB, runs[0].key, targets(runs, Told(0, 0)), woken)
             await until(lambda: len(channels.states(JOB)) == 2, "both read")
-            runs[0].proc.kill()
+            stop_all(runs[0].proc)  # its container ended, with every process in it
             await asyncio.sleep(4)  # more than 3 failed polls
             assert channels.unreached(JOB) == []  # gone, not unreachable: the kubelet says
         run(lose)
@@ -133,7 +134,7 @@ def test_a_supervisor_that_goes_away_is_said_nothing_of_any_more(supervisor: Pat
             woken = Woken()
             channels.follow(JOB, runs[0].key, targets(runs, Told(0, 0)), woken)
             await until(lambda: len(channels.states(JOB)) == 2, "both read")
-            runs[0].proc.kill()  # its container ended
+            stop_all(runs[0].proc)  # its container ended, with every process in it
             await until(lambda: list(channels.states(JOB)) == ["uid-1"], "it dropped")
         run(lose)
 

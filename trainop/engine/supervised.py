@@ -13,7 +13,7 @@ ENTRYPOINT, which the pod's spec does not show: it keeps the container-level pat
 
 The supervisor serves the manager's channel on the pod's PORT (supervisor/channel.go):
 every request and answer is signed with the job's key, which the manager makes (a Secret
-of the job's, KEY_SECRET) and the pod's main container gets in its environment, where
+of the job's, key_secret) and the pod's main container gets in its environment, where
 the supervisor takes it before the command runs. It notes for the pod's agent the attempt
 it is in and whether its manager is heard (engine/inplace.py's state volume, mounted in
 the main container too): unheard, a pod restarts as one without a supervisor.

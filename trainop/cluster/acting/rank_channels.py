@@ -106,23 +106,17 @@ class RankChannels:
             self._said.add(job)
         return pods
 
-    def known_key(self, job: str, uid: str, key: str) -> None:
-        """The key a job's Secret was just made with (no need to read it back)."""
-        raw = _decoded(key)
-        if raw is not None:
-            self._keys[job] = (uid, raw)
-
     async def key(self, client: Client, job: str, namespace: str, name: str, uid: str
                   ) -> bytes | None:
         """The job's key, from its Secret (read once per job): None where there is none
         yet, or the Secret there is not the job's own or holds no key."""
         known = self._keys.get(job)
-        if known is not None and known[0] == uid:
+        if known is not None and known[0] == uid and known[1]:
             return known[1]
         secret = supervised.key_secret(name)
         # a list by name: the manager's role lists Secrets, and gets none it was not given
         found = await client.get(SECRETS.path(namespace),
-                                      {"fieldSelector": f"metadata.name={secret}"})
+                                 {"fieldSelector": f"metadata.name={secret}"})
         there = (found.get("items") or [None])[0]
         if there is None:
             return None
@@ -136,8 +130,10 @@ class RankChannels:
             except (binascii.Error, UnicodeDecodeError):
                 raw = None
         if raw is None:
-            log.warning("Secret %s/%s is not the job's own or holds no key: the ranks of job "
-                        "%s restart by the kubelet's path", namespace, secret, job)
+            if self._keys.get(job) != (uid, b""):  # said once per job
+                log.warning("Secret %s/%s is not the job's own or holds no key: the ranks of "
+                            "job %s restart by the kubelet's path", namespace, secret, job)
+                self._keys[job] = (uid, b"")
             return None
         self._keys[job] = (uid, raw)
         return raw
