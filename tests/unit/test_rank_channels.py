@@ -114,19 +114,6 @@ def test_a_supervisor_that_cannot_be_reached_is_said_nothing_of(supervisor: Path
         run(follow)
 
 
-def test_a_supervisor_reached_once_is_not_one_that_cannot_be_reached(
-        supervisor: Path, tmp_path: Path) -> None:
-    with two_ranks(supervisor, tmp_path) as runs:
-        async def lose(channels: RankChannels) -> None:
-            woken = Woken()
-            channels.follow(JOB, runs[0].key, targets(runs, Told(0, 0)), woken)
-            await until(lambda: len(channels.states(JOB)) == 2, "both read")
-            stop_all(runs[0].proc)  # its container ended, with every process in it
-            await asyncio.sleep(4)  # more than 3 failed polls
-            assert channels.unreached(JOB) == []  # gone, not unreachable: the kubelet says
-        run(lose)
-
-
 def test_a_supervisor_that_goes_away_is_said_nothing_of_any_more(supervisor: Path,
                                                                  tmp_path: Path) -> None:
     with two_ranks(supervisor, tmp_path) as runs:
@@ -136,6 +123,9 @@ def test_a_supervisor_that_goes_away_is_said_nothing_of_any_more(supervisor: Pat
             await until(lambda: len(channels.states(JOB)) == 2, "both read")
             stop_all(runs[0].proc)  # its container ended, with every process in it
             await until(lambda: list(channels.states(JOB)) == ["uid-1"], "it dropped")
+            await asyncio.sleep(4)  # more than 3 failed polls
+            # reached once, it is gone, not unreachable: the kubelet says what it is
+            assert channels.unreached(JOB) == []
         run(lose)
 
 
