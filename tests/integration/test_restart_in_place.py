@@ -278,6 +278,12 @@ def test_supervisors_the_manager_cannot_reach_are_said_once_and_the_job_runs(
     start_manager("--restart-in-place", "--rank-supervisor-image", "trainop:test")
     kube.apply(SUPERVISED_JOB)
     kube.wait_pods(3)
+    # starting (their main containers not running yet, as the supervisor is not): not
+    # taken for supervisors that cannot be reached
+    for n, name in enumerate(PODS, start=1):
+        report(kube, name, "Running", PASSED, WAITING, RUNNING, ip=f"127.0.29.{n}")
+    time.sleep(6)  # more than 3 polls would take
+    assert not [e for e in kube.items("events") if e["reason"] == supervised.UNREACHABLE]
     for n, name in enumerate(PODS, start=1):  # IPs where no supervisor serves
         report(kube, name, "Running", PASSED, RUNNING, RUNNING, ip=f"127.0.29.{n}")
     kube.wait_condition("PyTorchJob", "job", "Running")

@@ -86,12 +86,17 @@ def test_a_main_container_with_a_command_runs_as_the_supervisors_child() -> None
         "name": "trainop-supervisor", "emptyDir": {"sizeLimit": "16Mi"}}
 
 
-def test_the_rank_has_the_pods_grace_to_stop_for_a_newer_attempt() -> None:
+@pytest.mark.parametrize(("grace", "given"), [
+    (90, "90s"),
+    (10**12, "31536000s"),  # past what the supervisor's flag holds: a year
+])
+def test_the_rank_has_the_pods_grace_to_stop_for_a_newer_attempt(grace: int,
+                                                                 given: str) -> None:
     extra = commanded(["python", "train.py"])
     for spec in extra.values():
-        spec["template"]["spec"]["terminationGracePeriodSeconds"] = 90
+        spec["template"]["spec"]["terminationGracePeriodSeconds"] = grace
     command = made(extra)["spec"]["containers"][0]["command"]
-    assert command[command.index("--grace") + 1] == "90s"
+    assert command[command.index("--grace") + 1] == given
 
 
 def test_the_job_gets_one_key_secret_made_once() -> None:

@@ -390,22 +390,36 @@ def test_an_answer_that_is_not_the_supervisors_is_refused(
         nonce = request.headers["X-Trainop-Nonce"]
         return web.Response(body=body, headers={"X-Trainop-Mac": mac_of(key, nonce,
                                                                         body).hex()})
+    with pytest.raises(NotAuthentic):
+        asyncio.run(state_from(impostor, key))
 
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", impostor)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        try:
-            async with aiohttp.ClientSession() as session:
-                with pytest.raises(NotAuthentic):
-                    await Supervisor(session, f"127.0.0.1:{port}", POD, key).state()
-        finally:
-            await runner.cleanup()
-    asyncio.run(main())
+
+def test_a_signed_answer_that_is_not_json_is_a_channel_error() -> None:
+    # whatever a supervisor answers, the manager's poll of it goes on (ChannelError only)
+    key, body = secrets.token_bytes(32), b"\xff not json"
+
+    async def broken(request: web.Request) -> web.Response:
+        nonce = request.headers["X-Trainop-Nonce"]
+        return web.Response(body=body, headers={"X-Trainop-Mac": mac(
+            key, "answer", POD, nonce, body).hex()})
+    with pytest.raises(ChannelError, match="not in the protocol's shape"):
+        asyncio.run(state_from(broken, key))
+
+
+async def state_from(handler: Callable[[web.Request], Awaitable[web.Response]],
+                     key: bytes) -> RankState:
+    """The manager's read of the state from a server of the test's, answering `handler`."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    try:
+        async with aiohttp.ClientSession() as session:
+            return await Supervisor(session, f"127.0.0.1:{port}", POD, key).state()
+    finally:
+        await runner.cleanup()
 
 
 def test_a_bad_request_is_refused_and_changes_nothing(supervisor: Path, tmp_path: Path) -> None:

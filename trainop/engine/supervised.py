@@ -57,6 +57,9 @@ it)."""
 GRACE = 30
 """Seconds the rank has to stop for a newer attempt, where its pod's
 terminationGracePeriodSeconds does not say (the kubelet's default)."""
+GRACE_MOST = 365 * 24 * 3600
+"""The longest grace the supervisor is given (a year): one the template makes longer would
+not fit its duration flag, and the supervisor would not start."""
 
 # the paths a job's whole-job restart takes, as `paths` says them
 PROCESSES = "processes in place"
@@ -111,8 +114,7 @@ def objects(job: Defaulted, observed: Observed, fw: Framework[Any], config: Engi
     offered (made once, never updated: a key that changed would leave the running
     supervisors deaf to their manager)."""
     key = observed.supervisor_key
-    live = [p for p in observed.pods if not p.terminating]
-    if key is None or not supervises(job, fw, config, live):
+    if key is None or not wants_key(job, observed, fw, config):
         return []
     return [SECRETS.new(object_meta(job, key_secret(job.name), job_labels(job)), type="Opaque",
                         data={KEY: base64.b64encode(key.encode()).decode()})]
@@ -132,6 +134,7 @@ def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
     grace = spec.get("terminationGracePeriodSeconds")
     if not isinstance(grace, int) or isinstance(grace, bool) or grace < 0:
         grace = GRACE
+    grace = min(grace, GRACE_MOST)
     c["command"] = [BINARY, "--listen", f":{PORT}", "--pod", pod["metadata"]["name"],
                     "--attempt", str(at.current), "--files", inplace.FILES_DIR,
                     "--state", f"{inplace.STATE_DIR}/attempt", "--heard", inplace.HEARD,

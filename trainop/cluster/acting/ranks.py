@@ -89,7 +89,12 @@ class Supervisor:
         want = mac(self.key, "answer", self.pod, nonce, answer)
         if not hmac.compare_digest(got, want.hex()):
             raise NotAuthentic(f"{self.pod}: an answer that is not its supervisor's")
-        return read_state(orjson.loads(answer), self.pod)
+        try:
+            doc = orjson.loads(answer)
+        except orjson.JSONDecodeError as err:
+            raise ChannelError(f"{self.pod}: an answer not in the protocol's shape: {err}"
+                               ) from err
+        return read_state(doc, self.pod)
 
 
 def read_state(doc: Any, pod: str) -> RankState:
