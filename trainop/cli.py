@@ -174,8 +174,13 @@ def _read_one_job(file: str | None) -> tuple[dict[str, Any], str]:
 @click.option("--dry-run", is_flag=True, help="Show what would run (commands, env); run nothing.")
 @click.option("--live/--no-live", default=None,
               help="Live table of replicas [default: when stdout is a terminal].")
+@click.option("--restart-in-place", is_flag=True,
+              help="As the manager's flag: a job that restarts as a whole (restartScope Job) "
+                   "and leaves runPolicy.restartInPlace unset has its processes stopped and "
+                   "started again where they are.")
 def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
-        workdir: Path | None, timeout: float | None, dry_run: bool, live: bool | None) -> None:
+        workdir: Path | None, timeout: float | None, dry_run: bool, live: bool | None,
+        restart_in_place: bool) -> None:
     """Run a job's replicas as processes on this machine, through the same engine as the
     cluster. FILE is a job manifest ('-' for stdin); without it, the built-in PyTorch DDP
     example runs. Exit status: 0 Succeeded, 1 Failed, 2 bad input, 3 suspended,
@@ -187,7 +192,8 @@ def run(file: str | None, replicas: tuple[str, ...], env: tuple[str, ...],
     except ManifestError as err:
         _fail(str(err))
     overrides = _pairs(replicas, "--replicas")
-    code = run_job(doc, where, overrides, _pairs(env, "--env"), workdir, timeout, dry_run, live)
+    code = run_job(doc, where, overrides, _pairs(env, "--env"), workdir, timeout, dry_run, live,
+                   restart_in_place)
     sys.exit(code)
 
 

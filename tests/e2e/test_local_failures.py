@@ -242,3 +242,62 @@ def test_a_pod_failure_policy_and_the_last_failure_are_the_clusters_locally(
         out.stdout
     assert "last failure: pod t-worker-1 (container jax) exited with code 42" in out.stdout
     assert "    shard 3 is corrupt" in out.stdout
+
+
+# Worker 1 kills itself in the first attempt; the others would sleep through it (one ignores
+# SIGTERM, so it needs SIGKILL); in the next attempt each prints its attempt and ends.
+IN_PLACE = """
+import os, signal, time
+attempt, me = os.environ["TRAINOP_ATTEMPT"], os.environ["PROCESS_ID"]
+print(f"attempt {attempt} pid {os.getpid()}", flush=True)
+if attempt == "0":
+    if me == "2":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if me == "1":
+        time.sleep(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("asked_by", ["flag", "job"])
+def test_a_whole_job_restart_restarts_the_processes_in_place(tmp_path: Path,
+                                                            asked_by: str) -> None:
+    marker = f"TRAINOP_TEST={uuid.uuid4().hex}"
+    policy: dict[str, object] = {"restartScope": "Job", "backoffLimit": 2}
+    flags = ["--env", marker, "--workdir", str(tmp_path / "run")]
+    if asked_by == "flag":
+        flags.append("--restart-in-place")
+    else:
+        policy["restartInPlace"] = True
+    out = trainop_run("-", *flags, cwd=tmp_path, timeout=120,
+                      stdin=job(IN_PLACE, workers=3, **policy))
+    assert out.returncode == 0, out.stdout + out.stderr
+    # the failed rank's end, told as the job's failure; the others stopped, none remade
+    assert "pod t-worker-1 exited with code 137 (SIGKILL); all replicas restart" in out.stdout
+    assert "RestartingInPlace: Restarting the 3 pod(s) of the job in place, attempt 1" \
+        in out.stdout, out.stdout
+    for w in (0, 2):
+        assert f"[worker-{w}] attempt 1: stopping attempt 0" in out.stdout, out.stdout
+    assert "AttemptReleased: Every pod stopped for attempt 1, which starts" in out.stdout
+    assert "SuccessfulDeletePod" not in out.stdout and "Deleted" not in out.stdout
+    # each pod's one log: both attempts, each a new process with its attempt in its env
+    for w in range(3):
+        log = (tmp_path / "run" / f"t-worker-{w}.log").read_text()
+        pids = [line.split()[-1] for line in log.splitlines() if line.startswith("attempt")]
+        assert [line.split()[1] for line in log.splitlines() if line.startswith("attempt")] \
+            == ["0", "1"], log
+        assert len(set(pids)) == 2, log
+    assert processes_with(marker) == []
+
+
+def test_without_restart_in_place_a_whole_job_restart_makes_the_pods_again(
+        tmp_path: Path) -> None:
+    script = IN_PLACE.replace('os.environ["TRAINOP_ATTEMPT"]',
+                              '"1" if os.path.exists("failed") else "0"').replace(
+        "os.kill(", "open('failed', 'w').close(); os.kill(")
+    out = trainop_run("-", "--workdir", str(tmp_path), cwd=tmp_path, timeout=120,
+                      stdin=job(script, workers=3, restartScope="Job", backoffLimit=2))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "RestartingInPlace" not in out.stdout
+    assert "SuccessfulDeletePod: Deleted 3 pod(s)" in out.stdout, out.stdout

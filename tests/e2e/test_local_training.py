@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.ddp_kill import EPOCHS, killed_mid_training
 from tests.e2e.conftest import EXAMPLES, losses, ranks_joined, trainop_run
 
 pytestmark = pytest.mark.e2e
@@ -80,3 +81,25 @@ def test_mpi_allreduce_under_mpirun(tmp_path: Path, example: str) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert ranks_joined(out.stdout) == {(0, 2), (1, 2)}
     assert out.stdout.count("allreduce sum 3") == 2
+
+
+def test_the_ddp_example_with_a_rank_killed_mid_training_restarts_in_place(
+        tmp_path: Path) -> None:
+    run = killed_mid_training(tmp_path / "run")
+    out = run.output
+    assert run.returncode == 0, out
+    # the killed rank's end is the job's failure; every rank's process started again where
+    # it was (none made again), joined the group anew and trained to the end
+    assert "pod pytorch-ddp-worker-1 exited with code 137 (SIGKILL); all replicas restart" \
+        in out, out
+    assert "RestartingInPlace: Restarting the 3 pod(s) of the job in place, attempt 1" in out
+    deleted = [line for line in out.splitlines() if "SuccessfulDeletePod" in line]
+    assert all("(job finished)" in line for line in deleted), deleted
+    joined = [line for line in out.splitlines() if "of world size 3 joined" in line]
+    assert sorted(joined) == sorted([f"[{pod}] rank {rank} of world size 3 joined"
+                                     for pod, rank in (("master-0", 0), ("worker-0", 1),
+                                                       ("worker-1", 2))] * 2), joined
+    resumed = out[out.index("attempt 1 starts"):]
+    curve = losses(resumed)
+    assert len(curve) >= 5 and curve[-1] < curve[0] * 0.8, curve
+    assert f"[master-0] epoch {EPOCHS - 1} loss" in resumed

@@ -21,7 +21,6 @@ from trainop.cluster.reading.records import pod_record
 from trainop.engine import EngineConfig, inplace
 from trainop.engine.inplace import ATTEMPT, FINISH, RELEASED
 from trainop.engine.observed import InPlace, PodState
-from trainop.local.runner import LOCAL_ENGINE
 
 IN_PLACE = {"runPolicy": {"restartScope": "Job", "restartInPlace": True, "backoffLimit": 5}}
 EXIT_CODE = {rt: {"restartPolicy": "ExitCode"} for rt in ("Master", "Worker")}
@@ -178,17 +177,6 @@ def test_a_cluster_that_cannot_restart_in_place_is_said_once_per_job() -> None:
     assert [e.message for e in first.events if e.reason == inplace.UNAVAILABLE] == [
         f"{inplace.REFUSED}: {inplace.FALLBACK}"]
     assert ATTEMPT not in (c.pod("job-worker-0")["metadata"].get("annotations") or {})
-    assert inplace.UNAVAILABLE not in reasons(c.step())
-
-
-def test_the_local_runtime_restarts_by_recreation_and_says_so_once() -> None:
-    c = Cluster(job("PyTorchJob", spec=IN_PLACE), LOCAL_ENGINE)
-    first = c.step()
-    assert [e.message for e in first.events if e.reason == inplace.UNAVAILABLE] == [
-        f"{inplace.LOCAL}: {inplace.FALLBACK}"]
-    pods = [o for key, o in c.created.items() if key.startswith("Pod/")]
-    assert pods and not any(ATTEMPT in (p["metadata"].get("annotations") or {}) or any(
-        ctr["name"] == inplace.AGENT for ctr in p["spec"]["containers"]) for p in pods)
     assert inplace.UNAVAILABLE not in reasons(c.step())
 
 

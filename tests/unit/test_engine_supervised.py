@@ -16,7 +16,6 @@ from trainop.cluster.reading.records import pod_record
 from trainop.engine import EngineConfig, inplace, supervised
 from trainop.engine.observed import Ended, InPlace, Phase, PodState, RankEnd, RankState, Told
 from trainop.frameworks.registry import framework_of
-from trainop.local.runner import LOCAL_ENGINE
 
 IMAGE = "registry.example/trainop:1"
 IN_PLACE = {"runPolicy": {"restartScope": "Job", "restartInPlace": True}}
@@ -187,8 +186,7 @@ def test_each_replica_types_path_is_said_with_its_reason() -> None:
     ({"restartScope": "Job"}, EngineConfig(restart_in_place=True,
                                            in_place_unavailable=inplace.DROPPED),
      inplace.DROPPED),
-    ({"restartScope": "Job", "restartInPlace": True}, LOCAL_ENGINE, inplace.LOCAL),
-], ids=["pod-scope", "job-says-no", "flag-off", "cluster-cannot", "local"])
+], ids=["pod-scope", "job-says-no", "flag-off", "cluster-cannot"])
 def test_a_job_whose_pods_are_made_again_is_told_why(run_policy: dict[str, Any],
                                                      config: EngineConfig, why: str) -> None:
     doc = manifest("PyTorchJob", {"Master": 1, "Worker": 1},

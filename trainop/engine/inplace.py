@@ -88,7 +88,6 @@ DROPPED = ("The API server drops containers' restartPolicyRules (its feature gat
            "ContainerRestartRules is off)")
 REFUSED = ("The API server refuses the RestartAllContainers action (its feature gate "
            "RestartAllContainersOnContainerExits is off)")
-LOCAL = "The local runtime starts a pod's process again itself"
 FALLBACK = "the job restarts by making its pods again"
 
 FILES_DIR = "/run/trainop/attempt"

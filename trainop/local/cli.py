@@ -57,7 +57,7 @@ def prepare(doc: dict[str, Any], replicas: dict[str, str]) -> Defaulted:
 
 def run_job(doc: dict[str, Any], where: str, replicas: dict[str, str], env: dict[str, str],
             workdir: Path | None, timeout: float | None, dry_run: bool,
-            live: bool | None) -> int:
+            live: bool | None, restart_in_place: bool) -> int:
     try:
         job = prepare(doc, replicas)
     except InvalidJob as err:
@@ -79,7 +79,8 @@ def run_job(doc: dict[str, Any], where: str, replicas: dict[str, str], env: dict
         console.print(f"trainop: images are not used locally ({', '.join(sorted(_images(job)))}"
                       "); commands run in this Python environment", style="dim", soft_wrap=True)
     view = RunView(console, job.name, live=console.is_terminal if live is None else live)
-    run = LocalRun(job, RunOptions(run_dir=run_dir, env=env, timeout=timeout),
+    run = LocalRun(job, RunOptions(run_dir=run_dir, env=env, timeout=timeout,
+                                   restart_in_place=restart_in_place),
                    on_line=view.line, on_event=view.event, on_change=view.changed)
     view.run = run
     with view:

@@ -12,13 +12,16 @@ import signal
 import sys
 import sysconfig
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from trainop import wallclock
 from trainop.api.templates import main_container
 from trainop.engine import Ended, PodState, clock
+from trainop.engine.observed import InPlace
+from trainop.engine.supervised import overlay
+from trainop.local.supervisor import LocalSupervisor
 
 PYTHONS = ("python", "python3")
 MAX_BACKOFF = 10.0
@@ -196,6 +199,8 @@ class LocalPod:
     restarts: int = 0
     terminating: bool = False
     finished_at: str | None = None
+    supervisor: LocalSupervisor | None = None
+    """Its rank's supervisor, where the pod restarts in place (local/supervisor.py)."""
     _task: asyncio.Task[None] | None = None
     _stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -208,7 +213,7 @@ class LocalPod:
             and self.process is not None
         container = self.process.container if self.process is not None else ""
         tail = "".join(self.process.tail) if self.process is not None else ""
-        return PodState(self.name, self.replica_type, self.index, phase=self.phase,
+        state = PodState(self.name, self.replica_type, self.index, phase=self.phase,
                         terminating=self.terminating, exit_code=self.exit_code,
                         reason=self.reason, restarts=self.restarts,
                         ready=self.phase == "Running", last_run=last,
@@ -217,6 +222,18 @@ class LocalPod:
                         node=platform.node() if failed else None,
                         ended=Ended(container, self.finished_at, tail or None)
                         if failed else None)
+        sup = self.supervisor
+        if sup is None:
+            return state
+        # a supervisor's pod: as a heard one says it is (its rank's end told with the end
+        # of its output and the signal's name, which a cluster's supervisor does not send)
+        state = overlay(replace(state, in_place=InPlace(
+            sup.told.attempt, sup.told.released, sup.told.finish,
+            alive=self.phase not in ("Succeeded", "Failed"))), sup.rank(self.name), container)
+        if state.ended is not None and state.exit_code is not None:
+            state = replace(state, reason=_reason(state.exit_code),
+                            ended=replace(state.ended, message=tail or None))
+        return state
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -226,6 +243,11 @@ class LocalPod:
             self.phase = "Running"
             self.on_change()
             await self._stopped.wait()
+            return
+        if self.supervisor is not None:
+            with self.process.log:
+                code = await self.supervisor.run(self.process, self._running, self._say)
+            self._finish(code)
             return
         backoff = 1.0
         with self.process.log:
@@ -257,6 +279,11 @@ class LocalPod:
         self.phase = "Running"
         self.on_change()
 
+    def _say(self, line: str) -> None:
+        assert self.process is not None
+        self.process.on_line(self.name, line)
+        self.on_change()
+
     def _finish(self, code: int) -> None:
         self.exit_code = code
         self.finished_at = clock.fmt(wallclock.now())
@@ -269,6 +296,8 @@ class LocalPod:
         """Delete the pod: its process stopped (ContainerProcess.stop)."""
         self.terminating = True
         self._stopped.set()
+        if self.supervisor is not None and self._task is not None:
+            self._task.cancel()  # (it stops the rank's process itself)
         if self.process is not None:
             await self.process.stop(grace)
         if self._task is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any, TypeVar
 
 from trainop import wallclock
 from trainop.api.types import Defaulted
-from trainop.engine import EngineConfig, Event, Observed, Plan, inplace, reconcile
+from trainop.engine import EngineConfig, Event, Observed, Plan, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
@@ -21,15 +22,16 @@ from trainop.local import files
 from trainop.local.addressing import LocalAddressing
 from trainop.local.folder import RunFolder
 from trainop.local.process import ContainerProcess, LocalPod, NotRunnable, command_of
+from trainop.local.supervisor import LocalSupervisor, told_of
 
 T = TypeVar("T")
 ENDED = ("Succeeded", "Failed")
-LOCAL_ENGINE = EngineConfig(aggregate_events=True, batch_jobs=False,
-                            in_place_unavailable=inplace.LOCAL)
+LOCAL_ENGINE = EngineConfig(aggregate_events=True, batch_jobs=False)
 """Locally the events go to a terminal: one line per round reads better than one per pod;
-there is no Job controller, so a launcher mpi-operator makes by a Job is a process under
-the engine's own restart rules; and no kubelet restarts a pod in place (a job that asks
-restarts by recreation, told once)."""
+and there is no Job controller, so a launcher mpi-operator makes by a Job is a process under
+the engine's own restart rules. A job that restarts in place has its processes restarted
+where they are, each pod's by its LocalSupervisor (local/supervisor.py), as rank
+supervisors do in a cluster."""
 
 TICK = 1.0
 """Seconds between reconciles when nothing happens (deadlines are checked this often)."""
@@ -41,6 +43,15 @@ class RunOptions:
     env: dict[str, str] = field(default_factory=dict)
     timeout: float | None = None
     grace: float = 5.0
+    """Seconds a process has to end after SIGTERM (a pod deleted, a rank stopped for a
+    newer attempt) before SIGKILL."""
+    restart_in_place: bool = False
+    """As the manager's --restart-in-place: jobs with restartScope Job that leave
+    runPolicy.restartInPlace unset restart their processes in place."""
+
+    @property
+    def engine(self) -> EngineConfig:
+        return dataclasses.replace(LOCAL_ENGINE, restart_in_place=self.restart_in_place)
 
 
 @dataclass
@@ -116,10 +127,14 @@ class LocalRun:
             else:
                 self.folder.objects.pop((ref.kind, ref.name), None)
         for obj in plan.to_create + plan.update:
-            if obj["kind"] == "Pod":
-                self._create_pod(obj)
-            else:
+            if obj["kind"] != "Pod":
                 self.folder.store(obj)
+            elif "spec" in obj:
+                self._create_pod(obj)
+            elif (local := self.pods.get(obj["metadata"]["name"])) and local.supervisor:
+                # what the engine tells a pod that restarts in place (a patch of its
+                # annotations) reaches its supervisor
+                local.supervisor.tell(obj["metadata"].get("annotations") or {})
         self.on_change()
 
     async def _delete(self, pod: LocalPod) -> None:
@@ -142,8 +157,11 @@ class LocalRun:
             process = ContainerProcess(name, self.job.main_container, command, self.folder.guarded(
                 files.open_below, self.options.run_dir, f"{name}.log", append=True),
                 self.on_line)
+        told = told_of(meta.get("annotations") or {})
         local = LocalPod(name=name, replica_type=rtype, index=index, process=process,
-                         restart_policy=pod["spec"]["restartPolicy"], on_change=self.wake)
+                         restart_policy=pod["spec"]["restartPolicy"], on_change=self.wake,
+                         supervisor=LocalSupervisor(told, self.options.grace)
+                         if told is not None and process is not None else None)
         self.pods[name] = local
         self._exit_told.discard(name)  # a pod made again under the name ends anew
         local.start()
@@ -168,7 +186,7 @@ class LocalRun:
                     raise NotRunnable(f"pod {broken.name}: {broken.start_error}")
                 observed = self.observed()
                 plan = reconcile(self.job, observed, wallclock.now(),
-                                 self.framework, self.addr, LOCAL_ENGINE)
+                                 self.framework, self.addr, self.options.engine)
                 await self.apply(plan)
                 self._exit_told.update(name for name, _ in observed.exited)
                 done = outcome_of(self.job)
