@@ -54,6 +54,35 @@ type ended struct {
 	Code   int    `json:"code"`
 	Signal int    `json:"signal,omitempty"`
 	At     string `json:"at"`
+	Reason string `json:"reason,omitempty"` // oomKilled, or none
+}
+
+// oomKilled is the reason of a child the kernel's OOM killer ended, as a container runtime
+// names a container's end whose cgroup ran out of memory.
+const oomKilled = "OOMKilled"
+
+// memoryEvents are where a container's cgroup counts the processes the OOM killer ended
+// (`oom_kill N`): cgroup v2's file, then v1's.
+var memoryEvents = []string{"/sys/fs/cgroup/memory.events",
+	"/sys/fs/cgroup/memory/memory.oom_control"}
+
+// oomKills is the count of processes the OOM killer ended in the container's cgroup, read
+// from the first of `paths` that holds it; -1 where none does.
+func oomKills(paths []string) int64 {
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if count, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				if n, err := strconv.ParseInt(count, 10, 64); err == nil && n >= 0 {
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }
 
 type supervisor struct {
@@ -68,6 +97,7 @@ type supervisor struct {
 	attempt     int
 	phase       string
 	last        *ended
+	ooms        int64 // the cgroup's OOM kills as the child started (-1: unknown)
 	told        told
 	stopAt      time.Time
 	terminating bool // the container is being stopped: the child's end is the supervisor's
@@ -102,6 +132,7 @@ func (s *supervisor) start() error {
 		return err
 	}
 	s.child, s.phase, s.last = child, running, nil
+	s.ooms = oomKills(s.opts.memoryEvents)
 	s.noteState()
 	s.bump()
 	return nil
@@ -183,6 +214,12 @@ func (s *supervisor) reap() {
 		if status.Signaled() {
 			e.Signal = int(status.Signal())
 			e.Code = 128 + e.Signal
+			// killed while its cgroup's OOM kills grew: the OOM killer's, as the container
+			// runtime would say of a container that ended so
+			if status.Signal() == syscall.SIGKILL && s.ooms >= 0 &&
+				oomKills(s.opts.memoryEvents) > s.ooms {
+				e.Reason = oomKilled
+			}
 		}
 		s.child, s.last = 0, e
 		switch {

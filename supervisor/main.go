@@ -14,7 +14,9 @@
 // With --listen and a key in TRAINOP_SUPERVISOR_KEY it also serves the manager's channel
 // (channel.go): the manager tells it the job's attempts, and it stops its rank's processes
 // for a newer attempt and starts them again when that attempt is released, in the same
-// container; it says how its rank ended and where it is. For the pod's agent, which
+// container; it says how its rank ended (OOMKilled where the kernel's OOM killer ended it,
+// as the container's cgroup counts: --memory-events names another file for tests) and
+// where it is. For the pod's agent, which
 // restarts the pod's containers where no supervisor does it, it notes the attempt it is in
 // (--state) and keeps a file while the manager is heard (--heard).
 //
@@ -62,7 +64,7 @@ func run(args []string) int {
 	opts, argv, err := parse(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n%s: usage: %s [--listen ADDR --pod NAME --attempt N "+
-			"--files DIR --state FILE --heard FILE --grace S --lease S] -- COMMAND [ARG...] | %s --install DIR\n",
+			"--files DIR --state FILE --heard FILE --grace S --lease S --memory-events FILE] -- COMMAND [ARG...] | %s --install DIR\n",
 			name, err, name, name, name)
 		return 2
 	}
@@ -112,6 +114,8 @@ type options struct {
 	heard   string
 	grace   time.Duration
 	lease   time.Duration
+	// where the container's cgroup counts OOM kills (memoryEvents; a test names its own)
+	memoryEvents []string
 }
 
 func parse(args []string) (options, []string, error) {
@@ -126,8 +130,13 @@ func parse(args []string) (options, []string, error) {
 	fs.StringVar(&o.heard, "heard", "", "")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "")
 	fs.DurationVar(&o.lease, "lease", 15*time.Second, "")
+	events := fs.String("memory-events", "", "")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, err
+	}
+	o.memoryEvents = memoryEvents
+	if *events != "" {
+		o.memoryEvents = []string{*events}
 	}
 	rest := fs.Args()
 	// the flag package stops at "--" and drops it; what follows must be a command

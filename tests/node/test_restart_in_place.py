@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.ddp_kill import node_once
 from testbed import images
 from testbed.node import TestCluster
 from tests.node.conftest import manager_as_shipped, manager_with
@@ -171,3 +172,58 @@ def test_a_container_that_cannot_start_again_in_place_is_told_and_starts_when_it
         assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")} == uids
         assert not done["status"].get("waitingReplicas"), done["status"]
         assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+
+
+def test_the_ddp_example_with_a_rank_killed_mid_training_restarts_its_processes_in_place(
+        cluster: TestCluster, supervising_manager: None) -> None:
+    with Namespace(cluster, "ddp-killed") as ns:
+        run = node_once(cluster, ns.name, "ddp")
+    status = run.job["status"]
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Succeeded"] == "True", status
+    # the kill is the job's one failure; every rank's process started again in its
+    # container (none restarted, no pod made again) and joined the group a second time
+    last = status["lastFailure"]
+    assert (last["pod"], last["exitCode"]) == ("ddp-worker-1", 137), last
+    assert status["replicaStatuses"]["Worker"]["restarts"] == 1, status
+    assert run.joined == {"ddp-master-0": 2, "ddp-worker-0": 2, "ddp-worker-1": 2}, run.joined
+    for p in run.pods:
+        main = next(c for c in p["status"]["containerStatuses"] if c["name"] == "pytorch")
+        assert main["restartCount"] == 0, (p["metadata"]["name"], main)
+        assert p["metadata"]["annotations"][inplace.ATTEMPT] == "1", p["metadata"]
+
+
+# Rank 2's first attempt takes more memory than its container may have: the kernel's OOM
+# killer ends it (its supervisor, far smaller, lives on). Its next attempt, and every other
+# rank's, ends at once.
+OOM = ("import os, sys, time\n"
+       "from pathlib import Path\n"
+       "state = Path('/state')\n"
+       "if os.environ['TRAINOP_ATTEMPT'] != '0':\n"
+       "    sys.exit(0)\n"
+       "if os.environ['RANK'] == '2':\n"
+       "    time.sleep(2); hog = bytearray(400 << 20)\n"
+       "time.sleep(600)\n")
+
+
+def test_a_rank_the_oom_killer_ends_in_its_live_container_is_told_oom_killed(
+        cluster: TestCluster, supervising_manager: None) -> None:
+    with Namespace(cluster, "supervised-oom") as ns:
+        state = cluster.workdir / "state" / ns.name
+        state.mkdir(parents=True)
+        state.chmod(0o777)
+        job = in_place_job(OOM, str(state))
+        for rspec in job["spec"]["pytorchReplicaSpecs"].values():
+            main = rspec["template"]["spec"]["containers"][0]
+            main["resources"] = {"limits": {"memory": "128Mi"}}
+        ns.apply(job)
+        done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
+        pods = ns.items("pods")
+    # told as the kubelet tells a container that ran out of memory, though the container
+    # lived on and only its rank's process was restarted
+    last = done["status"]["lastFailure"]
+    assert (last["pod"], last["exitCode"], last["reason"]) == (
+        "inplace-worker-1", 137, "OOMKilled"), last
+    for p in pods:
+        main = next(c for c in p["status"]["containerStatuses"] if c["name"] == "pytorch")
+        assert main["restartCount"] == 0, (p["metadata"]["name"], main)

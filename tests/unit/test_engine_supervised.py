@@ -5,6 +5,7 @@ replica type's whole-job restart takes, and why."""
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -227,6 +228,13 @@ def test_a_rank_that_failed_is_the_replicas_failure_though_its_container_lives()
     assert pod.exit_codes == (("pytorch", 137),)
     assert pod.ended == Ended("pytorch", "2026-01-01T00:00:05Z")
     assert pod.in_place is not None and pod.in_place.alive  # still restarts in place
+
+
+def test_a_rank_the_oom_killer_ended_is_a_replica_oom_killed() -> None:
+    oom = replace(rank("exited", code=137), last=RankEnd(137, 9, "2026-01-01T00:00:05Z",
+                                                         "OOMKilled"))
+    pod = supervised.overlay(RUNNING_POD, oom, "pytorch")
+    assert (pod.phase, pod.exit_code, pod.reason) == (Phase.FAILED, 137, "OOMKilled")
 
 
 def test_a_rank_that_succeeded_is_the_replicas_success() -> None:

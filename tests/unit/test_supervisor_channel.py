@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 from aiohttp import web
 
@@ -199,6 +200,29 @@ def test_a_rank_that_ends_is_said_and_the_supervisor_waits_for_the_managers_word
         ended = talk(fail)
         assert ended.last is not None and (ended.last.code, ended.last.signal) == (3, None)
         assert run.proc.wait(timeout=10) == 3  # the pod ends as its rank did
+
+
+@pytest.mark.parametrize(("oom_kills", "reason"), [(1, "OOMKilled"), (0, None)])
+def test_a_rank_the_oom_killer_ended_is_said_oom_killed(supervisor: Path, tmp_path: Path,
+                                                       oom_kills: int, reason: str | None
+                                                       ) -> None:
+    # the container's cgroup counts the OOM killer's kills (cgroup v2's memory.events, here
+    # a file of the test's): a rank SIGKILLed while the count grew ended for want of memory
+    events = tmp_path / "memory.events"
+    events.write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 0\noom_group_kill 0\n")
+    with supervising(supervisor, tmp_path, "--memory-events", str(events)) as run:
+        pid = run.pid_of(0)
+
+        async def killed(session: aiohttp.ClientSession) -> RankState:
+            sup = run.client(session)
+            await sup.state()
+            events.write_text(f"low 0\nhigh 0\nmax 9\noom 2\noom_kill {oom_kills}\n"
+                              "oom_group_kill 0\n")
+            os.kill(pid, signal.SIGKILL)
+            return await settled(sup, "exited", 0)
+        ended = talk(killed)
+    assert ended.last is not None
+    assert (ended.last.code, ended.last.signal, ended.last.reason) == (137, 9, reason)
 
 
 def test_a_rank_that_ended_starts_again_in_the_next_attempt(supervisor: Path,
@@ -404,6 +428,20 @@ def test_a_signed_answer_that_is_not_json_is_a_channel_error() -> None:
             key, "answer", POD, nonce, body).hex()})
     with pytest.raises(ChannelError, match="not in the protocol's shape"):
         asyncio.run(state_from(broken, key))
+
+
+@pytest.mark.parametrize("reason", ["Error", "", 7, None, "OOMKilled\n"])
+def test_a_reason_no_supervisor_gives_is_a_channel_error(reason: object) -> None:
+    key = secrets.token_bytes(32)
+
+    async def odd(request: web.Request) -> web.Response:
+        body = orjson.dumps({"pod": POD, "seq": 2, "phase": "exited", "attempt": 0,
+                             "told": {"attempt": 0, "released": 0, "finish": False},
+                             "last": {"code": 137, "signal": 9, "at": "x", "reason": reason}})
+        return web.Response(body=body, headers={"X-Trainop-Mac": mac(
+            key, "answer", POD, request.headers["X-Trainop-Nonce"], body).hex()})
+    with pytest.raises(ChannelError, match="not a reason a supervisor gives"):
+        asyncio.run(state_from(odd, key))
 
 
 async def state_from(handler: Callable[[web.Request], Awaitable[web.Response]],

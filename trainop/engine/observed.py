@@ -109,11 +109,14 @@ class Told:
 @dataclass(frozen=True)
 class RankEnd:
     """How a rank's process ended, as its supervisor says: its exit code (128+N for
-    signal N), when."""
+    signal N), when, and why where it knows."""
 
     code: int
     signal: int | None
     at: str
+    reason: str | None = None
+    """OOMKilled where the kernel's OOM killer ended it (as a container runtime says of a
+    container); None otherwise."""
 
 
 @dataclass(frozen=True)

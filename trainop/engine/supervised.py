@@ -179,7 +179,8 @@ def overlay(pod: PodState, rank: RankState, main: str) -> PodState:
         return replace(pod, in_place=in_place)
     code, at = rank.last.code, rank.last.at
     return replace(pod, phase=Phase.SUCCEEDED if code == 0 else Phase.FAILED, exit_code=code,
-                   reason=None if code == 0 else "Error", exit_codes=((main, code),),
+                   reason=None if code == 0 else rank.last.reason or "Error",
+                   exit_codes=((main, code),),
                    ended=None if code == 0 else Ended(main, at), in_place=in_place)
 
 

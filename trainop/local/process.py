@@ -239,20 +239,26 @@ class LocalPod:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        if self.process is None:
+        def running() -> None:
             self.phase = "Running"
             self.on_change()
+        if self.process is None:
+            running()
             await self._stopped.wait()
             return
+        process = self.process
         if self.supervisor is not None:
-            with self.process.log:
-                code = await self.supervisor.run(self.process, self._running, self._say)
+            def say(line: str) -> None:
+                process.on_line(self.name, line)
+                self.on_change()
+            with process.log:
+                code = await self.supervisor.run(process, running, say)
             self._finish(code)
             return
         backoff = 1.0
         with self.process.log:
             while not self._stopped.is_set():
-                code = await self.process.run(self._running)
+                code = await self.process.run(running)
                 if self._stopped.is_set():
                     break
                 if self.process.start_error:
@@ -274,15 +280,6 @@ class LocalPod:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopped.wait(), backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
-
-    def _running(self) -> None:
-        self.phase = "Running"
-        self.on_change()
-
-    def _say(self, line: str) -> None:
-        assert self.process is not None
-        self.process.on_line(self.name, line)
-        self.on_change()
 
     def _finish(self, code: int) -> None:
         self.exit_code = code

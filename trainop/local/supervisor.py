@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainop import wallclock
 from trainop.api.numbers import whole_number
 from trainop.engine import clock, inplace
 from trainop.engine.observed import RankEnd, RankState, Told
+
+if TYPE_CHECKING:
+    from trainop.local.process import ContainerProcess
 
 ATTEMPT_ENV = "TRAINOP_ATTEMPT"
 """The attempt the rank runs, in its environment (as the supervisor sets it)."""
@@ -64,7 +67,7 @@ class LocalSupervisor:
         """What a supervisor would answer the manager of its rank."""
         return RankState(pod, self.seq, self.phase, max(self.attempt, 0), self.told, self.last)
 
-    async def run(self, process: Any, running: Callable[[], None],
+    async def run(self, process: ContainerProcess, running: Callable[[], None],
                   say: Callable[[str], None]) -> int:
         """Run the attempts the pod is told until it is told to finish after its rank
         ended; the exit code the pod ends with. `process` is the pod's ContainerProcess;
@@ -84,7 +87,7 @@ class LocalSupervisor:
             process.command.env[ATTEMPT_ENV] = str(self.attempt)
             await self._attempt(process, running, say)
 
-    async def _attempt(self, process: Any, running: Callable[[], None],
+    async def _attempt(self, process: ContainerProcess, running: Callable[[], None],
                        say: Callable[[str], None]) -> None:
         """One attempt of the rank, until it ends or is stopped for a newer one."""
         def started() -> None:

@@ -24,6 +24,8 @@ MOST_ATTEMPTS = 2**31 - 1
 KEY_BYTES = 32
 """The key's length, as the supervisor holds it to."""
 PHASES = frozenset({"running", "stopping", "exited", "held"})
+REASONS = frozenset({"OOMKilled"})
+"""Why a rank ended, where its supervisor knows (supervisor/child.go)."""
 
 
 class ChannelError(Exception):
@@ -107,7 +109,8 @@ def read_state(doc: Any, pod: str) -> RankState:
                 _whole(told["attempt"]), _whole(told["released"]), _flag(told["finish"])),
             last=None if last is None else RankEnd(
                 _whole(last["code"], 255), _whole(last["signal"], 64) if "signal" in last
-                else None, _text(last["at"])))
+                else None, _text(last["at"]), _reason(last["reason"]) if "reason" in last
+                else None))
     except (KeyError, TypeError, ValueError) as err:
         raise ChannelError(f"{pod}: an answer not in the protocol's shape: {err}") from err
     if state.pod != pod or state.phase not in PHASES:
@@ -119,6 +122,12 @@ def _whole(value: object, most: int = MOST_ATTEMPTS) -> int:
     if type(value) is not int or not 0 <= value <= most:
         raise ValueError(f"{value!r} is not a whole number up to {most}")
     return value
+
+
+def _reason(value: object) -> str:
+    if value not in REASONS:
+        raise ValueError(f"{value!r} is not a reason a supervisor gives")
+    return str(value)
 
 
 def _text(value: object) -> str:
