@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import processes_with, trainop_run
+from tests.e2e.conftest import EXAMPLES, processes_with, trainop_run
 
 pytestmark = pytest.mark.e2e
 
@@ -301,3 +301,25 @@ def test_without_restart_in_place_a_whole_job_restart_makes_the_pods_again(
     assert out.returncode == 0, out.stdout + out.stderr
     assert "RestartingInPlace" not in out.stdout
     assert "SuccessfulDeletePod: Deleted 3 pod(s)" in out.stdout, out.stdout
+
+
+def test_an_mpi_job_restarted_in_place_holds_its_workers_without_making_them_again(
+        tmp_path: Path) -> None:
+    # the workers have no process of their own locally (the launcher starts the ranks):
+    # they are held and released with the launcher's attempt, never made again
+    doc = yaml.safe_load((EXAMPLES / "mpi.yaml").read_text())
+    doc["spec"]["runPolicy"] = {"restartScope": "Job", "restartInPlace": True,
+                                "backoffLimit": 2}
+    launcher = doc["spec"]["mpiReplicaSpecs"]["Launcher"]
+    launcher["restartPolicy"] = "ExitCode"
+    launcher["template"]["spec"]["containers"][0]["command"] = [
+        "sh", "-c", "if [ ! -e failed ]; then touch failed; exit 137; fi; "
+                    "echo attempt $TRAINOP_ATTEMPT"]
+    out = trainop_run("-", "--workdir", str(tmp_path / "run"), cwd=tmp_path, timeout=60,
+                      stdin=yaml.safe_dump(doc))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "RestartingInPlace: Restarting the 3 pod(s) of the job in place, attempt 1" \
+        in out.stdout, out.stdout
+    assert "[launcher] attempt 1" in out.stdout, out.stdout
+    deleted = [line for line in out.stdout.splitlines() if "SuccessfulDeletePod" in line]
+    assert all("(job finished)" in line for line in deleted), deleted

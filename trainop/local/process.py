@@ -243,6 +243,8 @@ class LocalPod:
             self.phase = "Running"
             self.on_change()
         if self.process is None:
+            if self.supervisor is not None:
+                await self.supervisor.placeholder(running)  # until the pod is deleted
             running()
             await self._stopped.wait()
             return

@@ -161,7 +161,7 @@ class LocalRun:
         local = LocalPod(name=name, replica_type=rtype, index=index, process=process,
                          restart_policy=pod["spec"]["restartPolicy"], on_change=self.wake,
                          supervisor=LocalSupervisor(told, self.options.grace)
-                         if told is not None and process is not None else None)
+                         if told is not None else None)
         self.pods[name] = local
         self._exit_told.discard(name)  # a pod made again under the name ends anew
         local.start()

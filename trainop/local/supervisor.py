@@ -87,6 +87,18 @@ class LocalSupervisor:
             process.command.env[ATTEMPT_ENV] = str(self.attempt)
             await self._attempt(process, running, say)
 
+    async def placeholder(self, running: Callable[[], None]) -> None:
+        """The attempts of a pod with no process of its own (an MPI worker: the launcher
+        starts its ranks): held when told a newer one, running once it is released."""
+        while True:
+            await self._until(lambda: self.told.attempt > self.attempt)
+            if self.phase != "held":
+                self._change("held")
+            await self._until(lambda: self.told.released >= self.told.attempt)
+            self.attempt = self.told.attempt
+            self._change("running")
+            running()
+
     async def _attempt(self, process: ContainerProcess, running: Callable[[], None],
                        say: Callable[[str], None]) -> None:
         """One attempt of the rank, until it ends or is stopped for a newer one."""
