@@ -5,6 +5,7 @@ kept, and the job's next attempt starts once every pod waits for it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,6 +50,21 @@ def in_place_job(script: str, state: str) -> dict[str, Any]:
     return job
 
 
+def state_folder(cluster: TestCluster, ns: Namespace) -> Path:
+    """A host folder every rank of a job in `ns` may write (in_place_job's `state`)."""
+    state = cluster.workdir / "state" / ns.name
+    state.mkdir(parents=True)
+    state.chmod(0o777)
+    return state
+
+
+def with_main(job: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """The job with `fields` set on every replica type's main container."""
+    for rspec in job["spec"]["pytorchReplicaSpecs"].values():
+        rspec["template"]["spec"]["containers"][0].update(fields)
+    return job
+
+
 def test_a_job_restarted_in_place_succeeds_with_the_same_pods(
         cluster: TestCluster, manager: None) -> None:
     with Namespace(cluster, "inplace") as ns:
@@ -90,10 +106,7 @@ def restarted_in_place(cluster: TestCluster, ns: Namespace, processes: bool = Fa
     """Run the job of SCRIPT in `ns`: rank 2 fails once, every pod restarts in place (its
     containers, or with `processes` its rank's processes only), and the job succeeds; its
     pods as they ended."""
-    state = cluster.workdir / "state" / ns.name
-    state.mkdir(parents=True)
-    state.chmod(0o777)
-    ns.apply(in_place_job(SCRIPT, str(state)))
+    ns.apply(in_place_job(SCRIPT, str(state_folder(cluster, ns))))
     ns.wait_running(3)
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
     done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
@@ -137,14 +150,9 @@ def test_a_container_that_cannot_start_again_in_place_is_told_and_starts_when_it
                             "    (state / 'failed-once')")
     assert script != SCRIPT
     with Namespace(cluster, "noimage") as ns:
-        state = cluster.workdir / "state" / ns.name
-        state.mkdir(parents=True)
-        state.chmod(0o777)
-        job = in_place_job(script, str(state))
-        for rspec in job["spec"]["pytorchReplicaSpecs"].values():
-            main = rspec["template"]["spec"]["containers"][0]
-            main.update(image=gone, imagePullPolicy="Never")
-        ns.apply(job)
+        state = state_folder(cluster, ns)
+        ns.apply(with_main(in_place_job(script, str(state)), image=gone,
+                           imagePullPolicy="Never"))
         ns.wait_running(3)
         uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
         cluster.ctr("images", "rm", gone)
@@ -209,14 +217,8 @@ OOM = ("import os, sys, time\n"
 def test_a_rank_the_oom_killer_ends_in_its_live_container_is_told_oom_killed(
         cluster: TestCluster, supervising_manager: None) -> None:
     with Namespace(cluster, "supervised-oom") as ns:
-        state = cluster.workdir / "state" / ns.name
-        state.mkdir(parents=True)
-        state.chmod(0o777)
-        job = in_place_job(OOM, str(state))
-        for rspec in job["spec"]["pytorchReplicaSpecs"].values():
-            main = rspec["template"]["spec"]["containers"][0]
-            main["resources"] = {"limits": {"memory": "128Mi"}}
-        ns.apply(job)
+        ns.apply(with_main(in_place_job(OOM, str(state_folder(cluster, ns))),
+                           resources={"limits": {"memory": "128Mi"}}))
         done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
         pods = ns.items("pods")
     # told as the kubelet tells a container that ran out of memory, though the container
