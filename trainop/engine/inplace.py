@@ -32,13 +32,14 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from trainop.api.numbers import whole_number
 from trainop.api.resolved import resolve
 from trainop.api.types import Defaulted
 from trainop.engine import clock
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
-from trainop.engine.observed import Phase, PodState
+from trainop.engine.observed import Phase, PodState, Told
 from trainop.engine.plan import shown
 
 if TYPE_CHECKING:
@@ -213,6 +214,17 @@ def probe_pod(config: EngineConfig) -> dict[str, Any]:
                            "spec": {"restartPolicy": "Never", "containers": []}}
     decorate(pod, config, Attempts())
     return pod
+
+
+def told_in(annotations: dict[str, Any]) -> Told | None:
+    """The job's attempts as a pod's annotations (or a patch of them) tell them, read
+    strictly; None where they tell none (a pod not made to restart in place, an attempt
+    past MOST_ATTEMPTS or not ASCII digits)."""
+    attempt = whole_number(annotations.get(ATTEMPT), MOST_ATTEMPTS)
+    released = whole_number(annotations.get(RELEASED), MOST_ATTEMPTS)
+    if attempt is None or released is None:
+        return None
+    return Told(attempt, released, annotations.get(FINISH) == "true")
 
 
 def told(pod: PodState, at: Attempts, finish: bool, now: str) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from trainop import wallclock
 from trainop.api.types import Defaulted
-from trainop.engine import EngineConfig, Event, Observed, Plan, reconcile
+from trainop.engine import EngineConfig, Event, Observed, Plan, inplace, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
@@ -22,7 +22,7 @@ from trainop.local import files
 from trainop.local.addressing import LocalAddressing
 from trainop.local.folder import RunFolder
 from trainop.local.process import ContainerProcess, LocalPod, NotRunnable, command_of
-from trainop.local.supervisor import LocalSupervisor, told_of
+from trainop.local.supervisor import LocalSupervisor
 
 T = TypeVar("T")
 ENDED = ("Succeeded", "Failed")
@@ -157,7 +157,7 @@ class LocalRun:
             process = ContainerProcess(name, self.job.main_container, command, self.folder.guarded(
                 files.open_below, self.options.run_dir, f"{name}.log", append=True),
                 self.on_line)
-        told = told_of(meta.get("annotations") or {})
+        told = inplace.told_in(meta.get("annotations") or {})
         local = LocalPod(name=name, replica_type=rtype, index=index, process=process,
                          restart_policy=pod["spec"]["restartPolicy"], on_change=self.wake,
                          supervisor=LocalSupervisor(told, self.options.grace)

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trainop import wallclock
-from trainop.api.numbers import whole_number
 from trainop.engine import clock, inplace
 from trainop.engine.observed import RankEnd, RankState, Told
 
@@ -24,21 +23,6 @@ if TYPE_CHECKING:
 
 ATTEMPT_ENV = "TRAINOP_ATTEMPT"
 """The attempt the rank runs, in its environment (as the supervisor sets it)."""
-
-
-def told_of(annotations: dict[str, Any], before: Told | None = None) -> Told | None:
-    """The attempts a pod's annotations tell (those a patch leaves out as `before` had
-    them); None where they tell none (a pod that does not restart in place)."""
-    def number(key: str, was: int | None) -> int | None:
-        value = whole_number(annotations.get(key), inplace.MOST_ATTEMPTS)
-        return was if value is None else value
-    attempt = number(inplace.ATTEMPT, before.attempt if before else None)
-    released = number(inplace.RELEASED, before.released if before else None)
-    if attempt is None or released is None:
-        return None
-    finish = annotations.get(inplace.FINISH)
-    return Told(attempt, released, finish == "true" if finish is not None else
-                bool(before and before.finish))
 
 
 @dataclass
@@ -58,7 +42,7 @@ class LocalSupervisor:
 
     def tell(self, annotations: dict[str, Any]) -> None:
         """What the engine tells the pod (a patch of its annotations)."""
-        told = told_of(annotations, self.told)
+        told = inplace.told_in(annotations)
         if told is not None and told != self.told:
             self.told = told
             self._heard.set()

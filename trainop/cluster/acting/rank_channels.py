@@ -266,10 +266,9 @@ def _told(plan: Plan) -> dict[str, Told]:
     out = {}
     for patch in plan.update:
         meta = patch["metadata"]
-        notes = meta.get("annotations") or {}
-        if patch["kind"] == "Pod" and inplace.ATTEMPT in notes:
-            out[meta["name"]] = Told(int(notes[inplace.ATTEMPT]), int(notes[inplace.RELEASED]),
-                                     notes[inplace.FINISH] == "true")
+        if patch["kind"] == "Pod" and (
+                told := inplace.told_in(meta.get("annotations") or {})) is not None:
+            out[meta["name"]] = told
     return out
 
 

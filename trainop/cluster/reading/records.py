@@ -245,9 +245,8 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
     """What a pod made to restart in place (engine/inplace.py) says: the attempts its
     annotations tell, and its barrier's and agent's state (None for any other pod)."""
     notes = (obj.get("metadata") or {}).get("annotations") or {}
-    attempt = whole_number(notes.get(inplace.ATTEMPT), inplace.MOST_ATTEMPTS)
-    released = whole_number(notes.get(inplace.RELEASED), inplace.MOST_ATTEMPTS)
-    if attempt is None or released is None:
+    told = inplace.told_in(notes)
+    if told is None:
         return None
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     agent_spec = next((c for c in spec.get("containers") or []
@@ -261,7 +260,7 @@ def in_place_of(obj: dict[str, Any]) -> InPlace | None:
     # kubelet, restarting every container, starts it again: the pod lives on
     ended = (agent.get("state") or {}).get("terminated")
     return InPlace(
-        attempt, released, finish=notes.get(inplace.FINISH) == "true",
+        told.attempt, told.released, finish=told.finish,
         alive=status.get("phase") in ("Pending", "Running", None) and
         (ended is None or ended.get("exitCode") == inplace.STOP_EXIT),
         held="running" in (barrier.get("state") or {}) and
