@@ -35,6 +35,7 @@ from trainop.api.resources import PODS, SECRETS, SERVICES, job_resource
 from trainop.cluster.acting.ranks import mac
 from trainop.cluster.reading.client import Client
 from trainop.engine import inplace, supervised
+from trainop.engine.labels import JOB_NAME
 
 FAILING = 1
 FIRST_IP = ipaddress.ip_address("127.77.0.1")
@@ -157,8 +158,7 @@ async def until(what: str, check: Any, timeout: float = 600) -> Any:
     return found
 
 
-async def one(cluster: Cluster, client: Client, ns: str, workers: int
-              ) -> tuple[float, float]:
+async def one(client: Client, ns: str, workers: int) -> tuple[float, float]:
     """Seconds from worker 1's exit until every rank is held, and until every rank runs
     the next attempt."""
     name = f"r{uuid.uuid4().hex[:6]}"
@@ -169,7 +169,7 @@ async def one(cluster: Cluster, client: Client, ns: str, workers: int
 
     async def listed() -> bool:
         pods[:] = (await client.get(PODS.path(ns), {
-            "labelSelector": f"training.kubeflow.org/job-name={name}"}))["items"]
+            "labelSelector": f"{JOB_NAME}={name}"}))["items"]
         return len(pods) == workers
     while not await listed():
         await asyncio.sleep(0.5)
@@ -221,7 +221,7 @@ async def run(sizes: list[int], repeat: int) -> dict[int, list[tuple[float, floa
             for n in sizes:
                 for i in range(repeat):
                     ns = cluster.namespace(f"ranks-{n}-{i}")
-                    held, runs = await one(cluster, client, ns, n)
+                    held, runs = await one(client, ns, n)
                     out[n].append((held, runs))
                     print(f"{n} ranks: every rank held {held:.2f} s, running attempt 1 "
                           f"{runs:.2f} s after the exit", flush=True)
