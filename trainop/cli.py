@@ -27,7 +27,7 @@ from trainop.api.manifest import parse_documents
 from trainop.api.persona import PERSONAS
 from trainop.api.resolved import resolve
 from trainop.api.types import Defaulted
-from trainop.engine import EngineConfig, supervised
+from trainop.engine import EngineConfig, gang, supervised
 from trainop.frameworks.registry import framework_of
 
 
@@ -88,12 +88,16 @@ def crds(output_dir: Path | None, config_dir: Path | None) -> None:
               help="As the manager's flag: say how whole-job restarts go where it is on.")
 @click.option("--rank-supervisor-image", metavar="IMAGE",
               help="As the manager's flag: say how whole-job restarts go where it is set.")
+@click.option("--gang-scheduler-name", metavar="NAME",
+              help="As the manager's flag: say how the job's pods are ganged, and what the "
+                   "cluster needs for it.")
 def validate_cmd(file: str, show_defaults: bool, old_file: str | None,
-                 restart_in_place: bool, rank_supervisor_image: str | None) -> None:
+                 restart_in_place: bool, rank_supervisor_image: str | None,
+                 gang_scheduler_name: str | None) -> None:
     """Check the jobs in FILE ('-' for stdin) as the manager would; exit 1 when invalid.
     For a job that restarts as a whole (restartScope Job), say how each replica type's
-    pods restart, and why, under the manager's flags given here (of a job judged new: not
-    with --old)."""
+    pods restart, and why, and how its pods are ganged, under the manager's flags given
+    here (of a job judged new: not with --old)."""
     try:
         docs = read_documents(file)
         old = read_documents(old_file) if old_file else None
@@ -120,9 +124,12 @@ def validate_cmd(file: str, show_defaults: bool, old_file: str | None,
         else:
             click.echo(f"{job.kind}/{job.name}: valid")
             if defaulted is not None:
-                _restart_paths(defaulted, EngineConfig(
-                    restart_in_place=restart_in_place,
-                    rank_supervisor_image=rank_supervisor_image))
+                config = EngineConfig(restart_in_place=restart_in_place,
+                                      rank_supervisor_image=rank_supervisor_image,
+                                      gang_scheduler=gang_scheduler_name)
+                _restart_paths(defaulted, config)
+                if gang_scheduler_name:
+                    click.echo(f"  gang: {gang.said(defaulted, config)}")
     if failed:
         sys.exit(1)
 

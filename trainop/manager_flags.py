@@ -52,7 +52,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--namespace",), "namespace", "Watch and manage jobs in this namespace only "
          "[default: every namespace; env: KUBEFLOW_NAMESPACE].", envvar="KUBEFLOW_NAMESPACE"),
     Flag(("--gang-scheduler-name",), "engine.gang_scheduler",
-         "volcano, or the name of a scheduler-plugins scheduler: create a PodGroup per job."),
+         "volcano, workload-api (Kubernetes' own gang: a Workload and PodGroup of "
+         "scheduling.k8s.io/v1beta1; 1.37+, gate GenericWorkload), or the name of a "
+         "scheduler-plugins scheduler: create a PodGroup per job."),
     Flag(("--leader-elect",), "leader_elect",
          "Take part in leader election (a Lease); only the leader acts.", is_flag=True),
     Flag(("--leader-election-namespace",), "leader_election_namespace",

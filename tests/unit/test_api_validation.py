@@ -290,3 +290,29 @@ def test_pytorch_webhook_decisions(replicas: dict[str, int], spec: dict[str, Any
                                    message: str) -> None:
     # PT_HOOK:156-158, :96-101, :102-108
     assert message in problems(manifest("PyTorchJob", replicas, spec=spec))
+
+
+@pytest.mark.parametrize("key", ["rack\n", "a b", "rack²", "-rack", "x" * 64,
+                                 "Example.com/rack", "a/b/c", "x" * 254 + "/rack"])
+def test_a_topology_key_that_is_no_label_key_is_refused(key: str) -> None:
+    assert problems(manifest("TFJob", {"Worker": 1}, spec={"runPolicy": {"schedulingPolicy": {
+        "topologyKey": key}}})) == [
+        "spec.runPolicy.schedulingPolicy.topologyKey: must be a node label's key (a qualified "
+        f"name: [prefix/]name, the name at most 63 characters), got {key!r}"]
+
+
+@pytest.mark.parametrize("key", ["rack", "topology.kubernetes.io/zone", "kubernetes.io/hostname",
+                                 "example.com/block_1.a", "x" * 253 + "/rack"])
+def test_a_label_key_is_taken_as_a_topology_key(key: str) -> None:
+    assert problems(manifest("TFJob", {"Worker": 1}, spec={"runPolicy": {"schedulingPolicy": {
+        "topologyKey": key}}})) == []
+
+
+def test_a_name_or_condition_type_with_a_trailing_newline_is_refused() -> None:
+    # a regular expression's `$` takes a trailing newline: the whole text must match
+    assert any(p.startswith("metadata.name: must be a DNS-1035 label") for p in
+               problems(manifest("TFJob", {"Worker": 1}, name="job\n")))
+    doc = manifest("TFJob", {"Worker": 1}, spec={"runPolicy": {"podFailurePolicy": {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget\n"}]}]}}})
+    assert problems(doc) == ["spec.runPolicy.podFailurePolicy.rules[0].onPodConditions[0]"
+                             ".type: must be a condition type, got 'DisruptionTarget\\n'"]

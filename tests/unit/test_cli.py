@@ -143,6 +143,23 @@ def test_validate_says_how_a_job_restarting_as_a_whole_restarts() -> None:
     assert trainop("validate", "-", stdin=single).stdout == "PyTorchJob/job: valid\n"
 
 
+def test_validate_says_how_the_managers_gang_gangs_the_job() -> None:
+    text = yaml.safe_dump(manifest("PyTorchJob", {"Master": 1, "Worker": 2}, spec={
+        "runPolicy": {"schedulingPolicy": {"topologyKey": "example.com/rack"}}}))
+    out = trainop("validate", "--gang-scheduler-name", "workload-api", "-", stdin=text)
+    assert out.stdout.splitlines() == [
+        "PyTorchJob/job: valid",
+        "  gang: Kubernetes' own: Workload and PodGroup job (scheduling.k8s.io/v1beta1), "
+        "minCount 3, every pod in one domain of node label example.com/rack; the cluster must "
+        "serve them: Kubernetes 1.37+ with the GenericWorkload feature gate on kube-apiserver "
+        "and kube-scheduler and --runtime-config=scheduling.k8s.io/v1beta1=true on "
+        "kube-apiserver, and TopologyAwareWorkloadScheduling on both"]
+    out = trainop("validate", "--gang-scheduler-name", "volcano", "-", stdin=text)
+    assert out.stdout.splitlines()[1:] == [
+        "  gang: Volcano: PodGroup job (scheduling.volcano.sh/v1beta1), minMember 3"]
+    assert trainop("validate", "-", stdin=text).stdout == "PyTorchJob/job: valid\n"
+
+
 def test_the_manager_takes_upstreams_flags() -> None:
     # the flags of upstream's binary (cmd/training-operator.v1/main.go:88-118 at release-1.9),
     # with upstream's defaults where trainop has the same setting

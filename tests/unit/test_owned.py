@@ -13,7 +13,15 @@ import yaml
 from tests.jobs import TYPICAL, job
 from tests.sim import Cluster
 from trainop.api import KINDS
-from trainop.api.resources import OWNED, PLUGINS_PODGROUPS, PODS, SERVICES, VOLCANO_PODGROUPS
+from trainop.api.resources import (
+    GANG_PODGROUPS,
+    GANG_WORKLOADS,
+    OWNED,
+    PLUGINS_PODGROUPS,
+    PODS,
+    SERVICES,
+    VOLCANO_PODGROUPS,
+)
 from trainop.engine import EngineConfig, gang
 from trainop.engine.objects import KEPT_CURRENT
 from trainop.frameworks import framework_for
@@ -66,6 +74,9 @@ def test_the_cluster_role_lets_the_manager_keep_every_owned_resource() -> None:
     wanted |= {(r, "patch") for fw in plugins for r in fw.owned if r.kind in KEPT_CURRENT}
     wanted |= {(r, "delete") for fw in plugins if fw.launcher for r in fw.launcher.grants}
     wanted.add((PODS, "patch"))  # told their attempts, where they restart in place
+    # Kubernetes' own gang: made, its minCount kept current, deleted with a finished job
+    wanted |= {(r, verb) for r in (GANG_WORKLOADS, GANG_PODGROUPS)
+               for verb in ("list", "watch", "create", "patch", "delete")}
     missing = sorted(f"{verb} {r.plural}" for r, verb in wanted
                      if (r.group, r.plural, verb) not in granted)
     assert not missing

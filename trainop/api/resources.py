@@ -61,6 +61,9 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# Kubernetes' own gang (--gang-scheduler-name=workload-api; 1.37+, gate GenericWorkload)
+GANG_WORKLOADS = Resource("scheduling.k8s.io", "v1beta1", "workloads", "Workload")
+GANG_PODGROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup")
 # Kueue's (--kueue-workloads): the Workloads kept, what they are admitted with and ranked by
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor",
@@ -88,7 +91,7 @@ HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodA
 """As upstream v1.9.4; served from Kubernetes 1.23 (v2beta2, removed in 1.26, is not used)."""
 OWNED = {(r.api_version, r.kind): r for r in (
     PODS, SERVICES, CONFIGMAPS, SECRETS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS,
-    VOLCANO_PODGROUPS, PLUGINS_PODGROUPS, HPAS, JOBS)}
+    VOLCANO_PODGROUPS, PLUGINS_PODGROUPS, GANG_WORKLOADS, GANG_PODGROUPS, HPAS, JOBS)}
 """(apiVersion, kind) -> resource, for every object a job owns: the one table the
 runtime looks them up in."""
 

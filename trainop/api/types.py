@@ -68,6 +68,13 @@ class SharedSchedulingPolicy(Model):
     min_resources: dict[str, Quantity] | None = None
     priority_class: str | None = None
     schedule_timeout_seconds: int | None = None
+    topology_key: Annotated[str | None, SchemaHint(validations=(
+        ("self == oldSelf", "spec.runPolicy.schedulingPolicy.topologyKey is immutable"),))] = Field(
+        None,
+        description="trainop: with the manager's --gang-scheduler-name=workload-api, every pod "
+        "of the gang in one domain of this node label (a rack, a block): the PodGroup's "
+        "topology constraint. Immutable.",
+    )
 
 
 class SchedulingPolicy(SharedSchedulingPolicy):

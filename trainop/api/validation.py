@@ -24,6 +24,14 @@ _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}"
                         r"[A-Za-z0-9])?$")
 """A Kubernetes qualified name (a condition's type: DisruptionTarget, example.com/Cause)."""
+
+
+def _label_key(text: str) -> bool:
+    """A label's key: a qualified name whose prefix, if any, is at most 253 characters
+    (whole: fullmatch, as `$` would take a trailing newline)."""
+    return _QUALIFIED.fullmatch(text) is not None and len(text.rpartition("/")[0]) <= 253
+
+
 MAX_REPLICAS = 10_000
 """Most pods one job may ask for: a typo of 1e6 must not make a million pods."""
 
@@ -174,7 +182,7 @@ def validate(job: Defaulted) -> list[Problem]:
     name = job.metadata.name
     if not name:
         problems.append(Problem("metadata.name", "is required"))
-    elif len(name) > 63 or not _DNS1035.match(name):
+    elif len(name) > 63 or not _DNS1035.fullmatch(name):
         problems.append(Problem(
             "metadata.name",
             f"must be a DNS-1035 label (at most 63 lower-case letters, digits and '-', "
@@ -183,7 +191,7 @@ def validate(job: Defaulted) -> list[Problem]:
 
     spec = job.spec
     main = spec.main_container_name()
-    if main and (len(main) > 63 or not _DNS1123.match(main)):
+    if main and (len(main) > 63 or not _DNS1123.fullmatch(main)):
         # a container's name is such a label (the API server refuses any other), and the
         # name goes into the launcher's kubexec.sh
         problems.append(Problem(
@@ -315,7 +323,7 @@ def _pod_failure_policy_problems(job: Defaulted, policy: PodFailurePolicy) -> li
             problems.append(Problem(f"{rpath}.onPodConditions", f"must have at most "
                                     f"{MAX_CONDITION_PATTERNS} patterns, got {len(patterns)}"))
         for j, pattern in enumerate(patterns):
-            if not _QUALIFIED.match(pattern.type):
+            if not _QUALIFIED.fullmatch(pattern.type):
                 problems.append(Problem(f"{rpath}.onPodConditions[{j}].type",
                                         f"must be a condition type, got {pattern.type!r}"))
     return problems
@@ -352,6 +360,11 @@ def _run_policy_problems(job: Defaulted) -> list[Problem]:
                 "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds",
                 f"must be 0 or more, got {sp.schedule_timeout_seconds}",
             ))
+        if sp.topology_key is not None and not _label_key(sp.topology_key):
+            problems.append(Problem(
+                "spec.runPolicy.schedulingPolicy.topologyKey",
+                f"must be a node label's key (a qualified name: [prefix/]name, the name at "
+                f"most 63 characters), got {sp.topology_key!r}"))
     if rp.managed_by is not None and job.spec.checks_managed_by and \
             rp.managed_by not in MANAGERS:
         supported = ", ".join(f'"{m}"' for m in MANAGERS)

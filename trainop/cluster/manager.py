@@ -16,6 +16,8 @@ import aiohttp
 
 from trainop.api import KINDS, templates
 from trainop.api.resources import (
+    GANG_PODGROUPS,
+    GANG_WORKLOADS,
     NAMESPACES,
     NODES,
     PLUGINS_PODGROUPS,
@@ -36,6 +38,7 @@ from trainop.cluster.options import ManagerOptions
 from trainop.cluster.parts import Components
 from trainop.cluster.reading import caches as caches_mod
 from trainop.cluster.reading import config as cluster_config
+from trainop.cluster.reading import gang_api
 from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.informer import Informer, wait_synced
 from trainop.cluster.reading.kueue_caches import KueueCaches
@@ -80,7 +83,14 @@ async def _discover(client: Client, opts: ManagerOptions) -> dict[str, Resource]
             raise StartupError(f"cannot list {KINDS[kind].plural}: {err}") from None
     extra: dict[str, Resource] = {}
     gang_scheduler = opts.engine.gang_scheduler
-    if gang_scheduler:
+    if opts.engine.workload_api:
+        try:
+            if await gang_api.served(client):
+                extra.update({r.kind: r for r in (GANG_WORKLOADS, GANG_PODGROUPS)})
+        except APIError as err:
+            raise StartupError(f"cannot read the API of {GANG_WORKLOADS.api_version}: {err}"
+                               ) from None
+    elif gang_scheduler:
         group = VOLCANO_PODGROUPS if gang_scheduler == "volcano" else PLUGINS_PODGROUPS
         try:
             await client.get(f"/apis/{group.group}/{group.version}")
@@ -225,7 +235,7 @@ class _Starting:
             parts.Part("probes", ("webhook",), self.probes),
             parts.Part("webhook serving", ("webhook", "probes"), self.webhook_serving),
             parts.Part("discovery", ("client", "webhook serving"), self.discovery),
-            parts.Part("engine", ("client",), self.engine),
+            parts.Part("engine", ("client", "discovery"), self.engine),
             parts.Part("caches", ("client", "discovery"), self.caches),
             parts.Part("queueing", ("client", "recorder"), self.queueing),
             parts.Part("informers", ("caches", "queueing", "probes"), self.informers),
@@ -273,9 +283,11 @@ class _Starting:
         return await _discover(given["client"], self.opts)
 
     async def engine(self, given: dict[str, Any]) -> EngineConfig:
-        """The engine's options, with why pods cannot restart in place where they cannot
-        (said as a warning where the manager's flag asks for restarts in place)."""
-        engine = self.opts.engine
+        """The engine's options, with what of them the cluster cannot do (Kubernetes' own
+        gang, restarts in place: each said as the manager starts)."""
+        engine = await gang_api.configure(
+            given["client"], self.opts.engine, GANG_WORKLOADS.kind in given["discovery"],
+            self.opts.namespace)
         if (why := await _in_place(given["client"], self.opts)) is None:
             return engine
         log.log(logging.WARNING if engine.restart_in_place else logging.INFO,

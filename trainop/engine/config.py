@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+WORKLOAD_API = "workload-api"
+"""The --gang-scheduler-name of Kubernetes' own gang: a Workload and PodGroup of
+scheduling.k8s.io/v1beta1 per job (engine/kubegang.py), bound by kube-scheduler."""
+
 
 @dataclass(frozen=True)
 class EngineConfig:
     gang_scheduler: str | None = None
-    """--gang-scheduler-name: "volcano" for Volcano, any other name for scheduler-plugins."""
+    """--gang-scheduler-name: "volcano" for Volcano, WORKLOAD_API for Kubernetes' own, any
+    other name for scheduler-plugins."""
+    gang_unavailable: str | None = None
+    """Why the cluster cannot give Kubernetes' own gang (the manager asks as it starts):
+    every job is then held, nothing of it made, and told so (engine/kubegang.py)."""
+    gang_topology_unavailable: str | None = None
+    """Why the cluster drops a PodGroup's topology constraint: a job that names a
+    schedulingPolicy.topologyKey is then held and told so."""
     pytorch_init_image: str = "alpine:3.10"
     """--pytorch-init-container-image (upstream's default, pkg/config/config.go:29)."""
     pytorch_init_max_tries: int = 100
@@ -63,3 +74,7 @@ class EngineConfig:
     @property
     def volcano(self) -> bool:
         return self.gang_scheduler == "volcano"
+
+    @property
+    def workload_api(self) -> bool:
+        return self.gang_scheduler == WORKLOAD_API

@@ -1,4 +1,5 @@
-"""Gang scheduling: the job's PodGroup (Volcano or scheduler-plugins) and pod markings."""
+"""Gang scheduling: the job's PodGroup (Volcano, scheduler-plugins, or with a Workload
+Kubernetes' own: engine/kubegang.py) and pod markings."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from typing import Any
 from trainop.api import Job
 from trainop.api.persona import MPI_OPERATOR, TRAINING_OPERATOR, Persona, persona_of
 from trainop.api.resolved import resolve
-from trainop.api.resources import PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
+from trainop.api.resources import (
+    GANG_PODGROUPS,
+    GANG_WORKLOADS,
+    PLUGINS_PODGROUPS,
+    VOLCANO_PODGROUPS,
+    Resource,
+)
 from trainop.api.templates import containers
 from trainop.api.types import Defaulted
-from trainop.engine import quantity
+from trainop.engine import kubegang, quantity
 from trainop.engine.config import EngineConfig
 from trainop.engine.labels import job_labels, object_meta
 from trainop.engine.observed import Observed
@@ -27,7 +34,14 @@ ADMITTED_PHASES = frozenset({"Inqueue", "Running", "Completed", "Unknown"})
 
 def podgroups(config: EngineConfig) -> Resource:
     """The PodGroup resource of the configured gang scheduler."""
-    return VOLCANO_PODGROUPS if config.volcano else PLUGINS_PODGROUPS
+    return VOLCANO_PODGROUPS if config.volcano else \
+        GANG_PODGROUPS if config.workload_api else PLUGINS_PODGROUPS
+
+
+def resources(config: EngineConfig) -> list[Resource]:
+    """What the configured gang makes per job: its PodGroup, and Kubernetes' own a
+    Workload too."""
+    return [GANG_WORKLOADS, GANG_PODGROUPS] if config.workload_api else [podgroups(config)]
 
 
 def min_member(job: Defaulted) -> int:
@@ -107,6 +121,10 @@ class Gang:
         return [("JobTerminated", "Job has been terminated. Deleting PodGroup"),
                 ("SuccessfulDeletePodGroup", f"Deleted PodGroup: {job.name}")]
 
+    def objects(self, job: Defaulted, config: EngineConfig) -> list[dict[str, Any]]:
+        """What the gang makes for the job."""
+        return [self.pod_group(job, config)]
+
     def pod_group(self, job: Defaulted, config: EngineConfig) -> dict[str, Any]:
         sp = job.spec.run_policy.scheduling_policy
         spec: dict[str, Any] = {"minMember": min_member(job)}
@@ -168,12 +186,44 @@ class MPIOperatorGang(Gang):
             pod["metadata"]["labels"][PLUGINS_GROUP_LABEL] = job.name
 
 
+class WorkloadAPIGang(Gang):
+    """Kubernetes' own, the same for every persona (neither upstream has it): a Workload
+    and PodGroup made with the job's other objects, deleted when it finishes or is
+    suspended, telling nothing; a job the cluster cannot gang is held (kubegang.hold)."""
+
+    def held(self, observed: Observed, job: Job, config: EngineConfig) -> bool:
+        return kubegang.why_held(job, config) is not None
+
+    def told_at_end(self, job: Job, clean_pod_policy: str) -> list[tuple[str, str]] | None:
+        return []
+
+    def objects(self, job: Defaulted, config: EngineConfig) -> list[dict[str, Any]]:
+        return kubegang.objects(job, min_member(job))
+
+    def pod_group(self, job: Defaulted, config: EngineConfig) -> dict[str, Any]:
+        return self.objects(job, config)[1]
+
+    def decorate_pod(self, job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig
+                     ) -> None:
+        kubegang.decorate_pod(job, pod)
+
+
 GANGS: dict[Persona, Gang] = {TRAINING_OPERATOR: Gang(), MPI_OPERATOR: MPIOperatorGang()}
 """Each persona's gang."""
+WORKLOAD_API_GANG = WorkloadAPIGang()
 
 
-def gang_of(job: Job) -> Gang:
-    return GANGS[persona_of(job)]
+def gang_of(job: Job, config: EngineConfig) -> Gang:
+    return WORKLOAD_API_GANG if config.workload_api else GANGS[persona_of(job)]
+
+
+def said(job: Defaulted, config: EngineConfig) -> str:
+    """How the manager's gang gangs the job, in a line (trainop validate)."""
+    if config.workload_api:
+        return kubegang.said(job, min_member(job))
+    who = "Volcano" if config.volcano else f"scheduler-plugins (scheduler {config.gang_scheduler})"
+    return f"{who}: PodGroup {job.name} ({podgroups(config).api_version}), " \
+        f"minMember {min_member(job)}"
 
 
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"

@@ -12,10 +12,10 @@ from typing import Any
 import orjson
 
 from trainop.api.resolved import resolve
-from trainop.api.resources import JOBS
+from trainop.api.resources import GANG_PODGROUPS, JOBS
 from trainop.api.templates import containers
 from trainop.api.types import Defaulted
-from trainop.engine import batchjob, elastic, gang, inplace, supervised
+from trainop.engine import batchjob, elastic, gang, inplace, kubegang, supervised
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework, batch_type
 from trainop.engine.labels import replica_name
@@ -68,8 +68,8 @@ def _job_objects(job: Defaulted, observed: Observed, fw: Framework[Any], addr: A
         desired.append(hpa)
     desired.extend(supervised.objects(job, observed, fw, config))
     if config.gang_scheduler:
-        desired.append(gang.gang_of(job).pod_group(job, config))
-        out.held = gang.gang_of(job).held(observed, job, config)
+        desired.extend(gang.gang_of(job, config).objects(job, config))
+        out.held = gang.gang_of(job, config).held(observed, job, config)
     _compare(desired, observed, out)
 
 
@@ -219,7 +219,9 @@ stays the one it was made with, as upstream keeps it (job.go: pgSpecFill); what 
 gang scheduler writes there is its own."""
 
 
-def _gang_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+def _gang_spec(obj: Mapping[str, Any]) -> Any:
+    if obj.get("apiVersion") == GANG_PODGROUPS.api_version:
+        return kubegang.min_count_of(dict(obj))
     spec = obj.get("spec") or {}
     return {k: spec.get(k) for k in GANG_FIELDS}
 
@@ -229,10 +231,12 @@ KEPT_CURRENT: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "Role": lambda obj: obj.get("rules"),
     "Job": _suspend,
     "PodGroup": _gang_spec,
+    "Workload": lambda obj: kubegang.min_count_of(dict(obj)),
 }
 """Kind -> what of an object a job owns the engine keeps current (MPI's hostfile and
 discover_hosts.sh, its launcher Role's worker names, whether its launcher Job is
-suspended, a PodGroup's GANG_FIELDS); other objects are made once."""
+suspended, a PodGroup's GANG_FIELDS, the minCount of Kubernetes' own gang); other objects
+are made once."""
 
 SCHEDULING = ("nodeSelector", "tolerations", "schedulingGates")
 """What of a suspended Job's pod template may change before it first runs (Kubernetes'
@@ -261,6 +265,8 @@ def patch_of(obj: Mapping[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
     `minResources` is replaced whole, which a merge patch would merge key by key, and a
     field the job no longer sets is written null, which the API server prunes."""
     kind = obj["kind"]
+    if kind == "Workload" or obj.get("apiVersion") == GANG_PODGROUPS.api_version:
+        return kubegang.patch_of(dict(obj))
     if kind == "PodGroup":
         return [{"op": "add", "path": f"/spec/{k}", "value": v}
                 for k, v in _gang_spec(obj).items()]

@@ -59,7 +59,7 @@ def desired_pod(job: Defaulted, rtype: str, index: int, framework: Framework[Any
                                                                        addr)):
         spec.setdefault("initContainers", []).append(wait_for_dns_container(names, config))
     if config.gang_scheduler:
-        gang.gang_of(job).decorate_pod(job, rtype, pod, config)
+        gang.gang_of(job, config).decorate_pod(job, rtype, pod, config)
     if config.fallback_to_logs_on_error:
         for c in [*containers(template), *(spec.get("initContainers") or [])]:
             if isinstance(c, dict):

@@ -23,6 +23,7 @@ from trainop.engine import (
     failures,
     gang,
     inplace,
+    kubegang,
     lostnode,
     objects,
     waiting,
@@ -84,7 +85,9 @@ def _active(r: Round) -> None:
         r.report.condition(cond.SUSPENDED, "False", f"{r.job.kind}Resumed", message)
         r.report.event(f"{r.job.kind}Resumed", message)
         st.start_time = r.now  # a resumed job starts again (deadlines count anew)
-    if gang.gang_of(r.job).held(r.observed, r.job, r.config):
+    if kubegang.hold(r):
+        return  # the cluster cannot gang it: nothing made, told why
+    if gang.gang_of(r.job, r.config).held(r.observed, r.job, r.config):
         r.acts.create_missing()  # the PodGroup (and what pods mount); no pods, no status
         return
     if st.start_time is None:
@@ -222,12 +225,14 @@ def _clean_up(r: Round, deadline: bool) -> list[PodState]:
         # (upstream keeps them until the job is deleted: a finished job's names may be
         # taken by another workload's pods, or were never its own if it failed on them)
         r.acts.delete_kind(resource)
-    told = gang.gang_of(r.job).told_at_end(r.job, policy)
-    if r.config.gang_scheduler and told is not None and r.observed.object(
-            "PodGroup", r.job.name) is not None and r.plan.remove(
-            ObjectRef("PodGroup", r.job.name, gang.podgroups(r.config).api_version)):
-        for reason, message in told:
-            r.acts.removed(reason, message)
+    told = gang.gang_of(r.job, r.config).told_at_end(r.job, policy)
+    if r.config.gang_scheduler and told is not None:
+        removed = [r.plan.remove(ObjectRef(res.kind, r.job.name, res.api_version))
+                   for res in gang.resources(r.config)
+                   if r.observed.object(res.kind, r.job.name) is not None]
+        if any(removed):
+            for reason, message in told:
+                r.acts.removed(reason, message)
     return doomed
 
 
@@ -251,7 +256,8 @@ def _suspend(r: Round) -> None:
         r.plan.update.extend(kept.update)
         r.plan.create.extend(kept.replicas)
     if r.config.gang_scheduler:
-        r.acts.delete_kind(gang.podgroups(r.config))
+        for resource in gang.resources(r.config):
+            r.acts.delete_kind(resource)
     seen = batchjob.observed_job(r)
     if seen is not None and seen.job is not None and not seen.job.suspended:
         # its Job stops its pod (mpi-operator's syncHandler)
