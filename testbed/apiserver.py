@@ -61,6 +61,14 @@ def release(component: str = "kube") -> str:
     return os.environ.get(variable) or default.group(1)
 
 
+def serves_workload_api() -> bool:
+    """Whether the suites' Kubernetes release has the Workload API (scheduling.k8s.io/
+    v1beta1 Workload and PodGroup, 1.37+): its feature gates are known there, and only
+    there may the test bed turn them on."""
+    major, minor = (int(part) for part in release().lstrip("v").split(".")[:2])
+    return (major, minor) >= (1, 37)
+
+
 def find_assets() -> Path:
     """The folder holding etcd, kube-apiserver and kubectl (and the real node's binaries
     where they were built), provided by hack/test-assets.sh on first use; kubectl from it

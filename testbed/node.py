@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from testbed import images
-from testbed.apiserver import TestAPIServer, find_assets
+from testbed.apiserver import TestAPIServer, find_assets, serves_workload_api
 from testbed.clusterdns import DNSWatcher, api_getter
 from testbed.nodehost import CGROUP_FS, NodeHost, cgroup_pids, kill, processes_using, remove_cgroups
 from testbed.processes import Daemons
@@ -51,6 +51,13 @@ DNS_IP = "10.96.0.10"
 DOMAIN = "cluster.local"
 BRIDGE = "cni0"
 STATE_FILE = Path("/run/trainop-test-node.json")
+SCHEDULING_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+"""Kubernetes' own gang (Workload and PodGroup, beta in 1.37, off by default) and its
+topology constraint (alpha), on the API server (which serves them at
+scheduling.k8s.io/v1beta1, off by default) and the scheduler, on a release that has
+them."""
+WORKLOAD_API_ARGS = ("--runtime-config=scheduling.k8s.io/v1beta1=true",
+                     f"--feature-gates={SCHEDULING_GATES}") if serves_workload_api() else ()
 BINARIES = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy",
             "containerd", "containerd-shim-runc-v2", "ctr")
 COMMANDS = ("runc", "iptables-save", "iptables-restore", "dnsmasq", "gcc", "busybox", "ip",
@@ -319,7 +326,8 @@ class TestCluster:
             ca=self.ca, users=tokens,
             extra_args=["--kubelet-client-certificate", str(client_crt),
                         "--kubelet-client-key", str(client_key),
-                        "--kubelet-preferred-address-types", "InternalIP"])
+                        "--kubelet-preferred-address-types", "InternalIP",
+                        *WORKLOAD_API_ARGS])
         (self.workdir / "api").mkdir()
         self.api.start()
         for name in COMPONENT_USERS:
@@ -367,11 +375,15 @@ class TestCluster:
             # a node silent this long is Unknown (50 s by default; the kubelets report every
             # 4 s): the second node's tests shut it down
             "--node-monitor-grace-period=20s",
+            # the PodGroups' protection (its finalizer removed once no pod names the group)
+            *(("--feature-gates=GenericWorkload=true",) if serves_workload_api() else ()),
         ])
         self.daemons.spawn("kube-scheduler", [
             str(assets / "kube-scheduler"),
             "--kubeconfig", str(w / "kube-scheduler.kubeconfig"),
             "--leader-elect=false", "--secure-port=0",
+            # its gang and topology plugins
+            *((f"--feature-gates={SCHEDULING_GATES}",) if serves_workload_api() else ()),
         ])
         proxy_conf = w / "kube-proxy.yaml"
         proxy_conf.write_text(yaml.safe_dump({

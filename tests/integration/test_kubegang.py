@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from testbed.apiserver import TestAPIServer
+from testbed.apiserver import TestAPIServer, release, serves_workload_api
 from tests.integration.kube import Kube, Manager, wait_for
 from tests.integration.test_reliability import private_api
 from tests.jobs import manifest
@@ -25,14 +25,21 @@ WORKLOADS, PODGROUPS = "workloads.scheduling.k8s.io", "podgroups.scheduling.k8s.
 RACK = "topology.kubernetes.io/rack"
 
 
+def workload_api_release() -> None:
+    if not serves_workload_api():
+        pytest.skip(f"Kubernetes {release()} has no Workload API (1.37+)")
+
+
 @pytest.fixture(scope="module")
 def gang_api() -> Iterator[TestAPIServer]:
+    workload_api_release()
     yield from private_api(API, "--feature-gates=GenericWorkload=true,"
                                 "TopologyAwareWorkloadScheduling=true")
 
 
 @pytest.fixture(scope="module")
 def no_topology_api() -> Iterator[TestAPIServer]:
+    workload_api_release()
     yield from private_api(API, "--feature-gates=GenericWorkload=true")
 
 
