@@ -175,3 +175,20 @@ def test_other_gangs_are_not_held_by_what_the_workload_api_lacks() -> None:
     c = Cluster(job("TFJob", {"Worker": 2}), EngineConfig(
         gang_scheduler="scheduler-plugins-scheduler", gang_unavailable=MISSING))
     assert [o["kind"] for o in c.step().to_create].count("Pod") == 2
+
+
+def test_pods_made_again_by_a_whole_job_restart_rejoin_the_gang() -> None:
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 2},
+                    spec={"runPolicy": {"restartScope": "Job", "backoffLimit": 3}}), GANG)
+    c.step()
+    c.all("Running")
+    c.step()
+    c.set("job-worker-1", phase="Failed", exit_code=137)
+    plan = c.step()
+    assert sorted(r.name for r in plan.delete if r.kind == "Pod") == [
+        "job-master-0", "job-worker-0", "job-worker-1"]
+    assert not [r for r in plan.delete if r.kind in ("Workload", "PodGroup")]  # kept
+    c.step()
+    made = [o for o in c.plans[-1].to_create if o["kind"] == "Pod"]
+    assert len(made) == 3
+    assert all(o["spec"]["schedulingGroup"] == {"podGroupName": "job"} for o in made)
