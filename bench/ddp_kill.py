@@ -41,8 +41,8 @@ from typing import Any
 
 import yaml
 
-from bench.lib import REPO, RESULTS, machine
-from bench.restart import SUPERVISOR_IMAGE, supervisor_image, wait
+from bench.lib import REPO, RESULTS, machine, wait
+from bench.restart import SUPERVISOR_IMAGE, supervisor_image
 from testbed import images
 from testbed.manager import ManagerProcess
 from testbed.node import TestCluster

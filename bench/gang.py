@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.lib import RESULTS, machine
+from bench.lib import RESULTS, machine, wait
 from testbed import images
 from testbed.manager import ManagerProcess
 from testbed.node import NODE_NAME, TestCluster
@@ -86,14 +86,6 @@ def pods(cluster: TestCluster, ns: str) -> list[dict[str, Any]]:
     return list(json.loads(cluster.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)[
         "items"])
 
-
-def wait(what: str, check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if got := check():
-            return got
-        time.sleep(0.1)
-    raise TimeoutError(f"{what} within {timeout:.0f}s")
 
 
 def clear(cluster: TestCluster, ns: str) -> None:

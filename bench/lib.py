@@ -10,6 +10,7 @@ import platform
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,3 +240,14 @@ def _chart(name: str, title: str, rows: list[Row]) -> None:
     fig.tight_layout()
     fig.savefig(RESULTS / f"{name}.png", dpi=100)
     plt.close(fig)
+
+
+def wait(what: str, check: Any, timeout: float = 300) -> Any:
+    """What `check` returns once it is truthy (asked every 0.1 s); TimeoutError naming
+    `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} within {timeout:.0f}s")

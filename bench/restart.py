@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.lib import REPO, RESULTS, machine
+from bench.lib import REPO, RESULTS, machine, wait
 from testbed import images, supervisor, upstream
 from testbed.manager import ManagerProcess
 from testbed.node import TestCluster
@@ -116,14 +116,6 @@ def ready(cluster: TestCluster, ns: str) -> int:
     return sum(1 for p in pods if p["status"].get("containerStatuses") and all(
         c.get("ready") for c in p["status"]["containerStatuses"]))
 
-
-def wait(what: str, check: Any, timeout: float = 300) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := check():
-            return found
-        time.sleep(0.1)
-    raise TimeoutError(f"{what} within {timeout:.0f}s")
 
 
 def one(cluster: TestCluster, ns: str, workers: int, way: Way, root: Path) -> float:

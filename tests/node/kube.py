@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import yaml
@@ -122,6 +123,14 @@ class Namespace:
             hit = any(c["type"] in types and c["status"] == "True" for c in conds)
             return job if hit else None
         return wait_for(f"{kind} {name} to be {'/'.join(types)}", ended, timeout, 1)
+
+
+def state_folder(cluster: TestCluster, ns: Namespace) -> Path:
+    """A host folder every rank of a job in `ns` may write (mounted from its hostPath)."""
+    state = cluster.workdir / "state" / ns.name
+    state.mkdir(parents=True)
+    state.chmod(0o777)
+    return state
 
 
 def python_job(kind: str, name: str, replicas: dict[str, int], script: str,

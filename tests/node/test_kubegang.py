@@ -21,7 +21,7 @@ import pytest
 from testbed.apiserver import release, serves_workload_api
 from testbed.node import NODE_NAME, SECOND_NODE, TestCluster
 from tests.node.conftest import manager_as_shipped, manager_with
-from tests.node.kube import Namespace, python_job, wait_for
+from tests.node.kube import Namespace, python_job, state_folder, wait_for
 
 pytestmark = [pytest.mark.node, pytest.mark.skipif(
     not serves_workload_api(), reason=f"Kubernetes {release()} has no Workload API (1.37+)")]
@@ -71,13 +71,6 @@ def ranks(name: str, state: Path, gated: bool = False,
     if gated:
         spec["schedulingGates"] = [{"name": HOLD}]
     return job
-
-
-def state_folder(cluster: TestCluster, ns: Namespace) -> Path:
-    state = cluster.workdir / "state" / ns.name
-    state.mkdir(parents=True)
-    state.chmod(0o777)
-    return state
 
 
 def bound(ns: Namespace, job: str) -> list[str]:

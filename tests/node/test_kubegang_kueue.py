@@ -16,7 +16,7 @@ from tests.integration.kube import Kube
 from tests.kueue.conftest import external_config
 from tests.kueue.queues import Queues
 from tests.node.conftest import manager_as_shipped, manager_with
-from tests.node.kube import Namespace, wait_for
+from tests.node.kube import Namespace, state_folder, wait_for
 from tests.node.test_kubegang import GROUPS, bound, gang, give_slots, ranks
 from tests.require import cannot_run
 
@@ -56,10 +56,7 @@ def test_a_queued_gang_waits_for_kueue_then_for_the_scheduler(
         queues = Queues(Kube(cluster.api, ns.name, existing=True))
         try:
             queue = queues.create(cpu="200m")  # two ranks' worth: the job is not admitted
-            state = cluster.workdir / "state" / ns.name
-            state.mkdir(parents=True)
-            state.chmod(0o777)
-            job = ranks("one", state)
+            job = ranks("one", state_folder(cluster, ns))
             job["metadata"]["labels"] = {kueue.QUEUE_LABEL: queue}
             job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0][
                 "resources"]["requests"] = {"cpu": "100m"}

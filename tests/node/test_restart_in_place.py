@@ -5,7 +5,6 @@ kept, and the job's next attempt starts once every pod waits for it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from bench.ddp_kill import node_once
 from testbed import images
 from testbed.node import TestCluster
 from tests.node.conftest import manager_as_shipped, manager_with
-from tests.node.kube import Namespace, python_job, wait_for
+from tests.node.kube import Namespace, python_job, state_folder, wait_for
 from trainop.engine import inplace
 
 pytestmark = pytest.mark.node
@@ -48,14 +47,6 @@ def in_place_job(script: str, state: str) -> dict[str, Any]:
         spec["volumes"].append({"name": "state", "hostPath": {"path": state}})
         spec["containers"][0]["volumeMounts"].append({"name": "state", "mountPath": "/state"})
     return job
-
-
-def state_folder(cluster: TestCluster, ns: Namespace) -> Path:
-    """A host folder every rank of a job in `ns` may write (in_place_job's `state`)."""
-    state = cluster.workdir / "state" / ns.name
-    state.mkdir(parents=True)
-    state.chmod(0o777)
-    return state
 
 
 def with_main(job: dict[str, Any], **fields: Any) -> dict[str, Any]:
