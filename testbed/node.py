@@ -274,6 +274,9 @@ class TestCluster:
     started_at: float = 0.0
     node: NodeHost | None = None
     second: NodeHost | None = None
+    second_nodes: int = 0
+    """How many times a second node was started afresh (each in a folder of its own: one
+    removed leaves its containerd's state on disk, which teardown undoes at the end)."""
     image_archives: list[Path] = field(default_factory=list)
     kubelet_feature_gates: dict[str, bool] = field(default_factory=dict)
     """The kubelets' feature gates beside their release's defaults (bench.restart's
@@ -470,7 +473,8 @@ class TestCluster:
         assert self.api and self.ca
         deadline = time.monotonic() + timeout
         if self.second is None:
-            workdir = self.workdir / SECOND_NODE
+            self.second_nodes += 1
+            workdir = self.workdir / f"{SECOND_NODE}-{self.second_nodes}"
             workdir.mkdir()
             self.second = NodeHost(SECOND_NODE, workdir, Daemons(workdir), SECOND_POD_CIDR,
                                    SECOND_BRIDGE, cgroup_root=SECOND_CGROUP)
