@@ -192,3 +192,23 @@ def test_pods_made_again_by_a_whole_job_restart_rejoin_the_gang() -> None:
     made = [o for o in c.plans[-1].to_create if o["kind"] == "Pod"]
     assert len(made) == 3
     assert all(o["spec"]["schedulingGroup"] == {"podGroupName": "job"} for o in made)
+
+
+def test_a_job_that_runs_where_the_api_went_away_runs_on_and_is_told() -> None:
+    # made under a gang; the manager started again on a cluster that no longer serves the
+    # API (its gate turned off): the job is watched to its end, nothing of a gang made
+    c = Cluster(job("PyTorchJob", {"Master": 1, "Worker": 1}), GANG)
+    c.step()
+    c.all("Running")
+    c.step()
+    c.objects.pop(("Workload", "job"))
+    c.objects.pop(("PodGroup", "job"))  # (no cache of them where they are not served)
+    c.config = EngineConfig(gang_scheduler="workload-api", gang_unavailable=MISSING)
+    plan = c.step()
+    assert plan.to_create == [] and plan.prerequisites == []
+    told = c.condition("GangSchedulingUnavailable")
+    assert (told.status, told.message) == (
+        "True", f"The job's pods made again join no gang: {MISSING}.")
+    c.all("Succeeded")
+    c.step()
+    assert c.condition("Succeeded").status == "True"

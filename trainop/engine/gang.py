@@ -192,16 +192,19 @@ class WorkloadAPIGang(Gang):
     suspended, telling nothing; a job the cluster cannot gang is held (kubegang.hold)."""
 
     def held(self, observed: Observed, job: Job, config: EngineConfig) -> bool:
-        return kubegang.why_held(job, config) is not None
+        return kubegang.held(job, config, bool(observed.pods))
 
     def told_at_end(self, job: Job, clean_pod_policy: str) -> list[tuple[str, str]] | None:
         return []
 
     def objects(self, job: Defaulted, config: EngineConfig) -> list[dict[str, Any]]:
+        """Its Workload and PodGroup, where the cluster can make them as the job asks."""
+        if kubegang.why_held(job, config) is not None:
+            return []
         return kubegang.objects(job, min_member(job))
 
     def pod_group(self, job: Defaulted, config: EngineConfig) -> dict[str, Any]:
-        return self.objects(job, config)[1]
+        return kubegang.objects(job, min_member(job))[1]
 
     def decorate_pod(self, job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig
                      ) -> None:

@@ -60,10 +60,16 @@ def why_held(job: Job, config: EngineConfig) -> str | None:
     return None
 
 
+def held(job: Job, config: EngineConfig, has_pods: bool) -> bool:
+    """Whether `job` waits for a cluster that can gang it: only one of which nothing is
+    made yet (one whose pods a gang bound before runs on, and is watched to its end)."""
+    return not has_pods and why_held(job, config) is not None
+
+
 def hold(r: Round) -> bool:
     """Hold a job the cluster cannot gang: nothing of it made (no pod would be held back
-    by a gang), the condition set and a Warning event told as it is first held. True
-    where it is held."""
+    by a gang), the condition set and a Warning event told as it is first held (and so
+    on a job that runs on). True where it is held."""
     why = why_held(r.job, r.config)
     if why is None:
         if cond.is_true(r.status, UNAVAILABLE):
@@ -71,9 +77,11 @@ def hold(r: Round) -> bool:
                                "The cluster gangs the job's pods: Workload and PodGroup "
                                "scheduling.k8s.io/v1beta1.")
         return False
+    has_pods = bool(r.observed.pods)
     r.report.condition(UNAVAILABLE, "True", UNAVAILABLE,
-                       f"The job's pods are not made: {why}.", warning=True)
-    return True
+                       f"The job's pods are not made: {why}." if not has_pods else
+                       f"The job's pods made again join no gang: {why}.", warning=True)
+    return held(r.job, r.config, has_pods)
 
 
 def objects(job: Defaulted, min_count: int) -> list[dict[str, Any]]:
