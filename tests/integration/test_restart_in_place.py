@@ -259,8 +259,10 @@ def test_a_manager_restarted_mid_attempt_finishes_it_from_what_it_reads(
         for f in folders.values():
             wait_for("attempt 0", lambda f=f: (f / "attempt-0").exists() or None)
         (folders["job-worker-1"] / "fail").touch()
-        wait_for("attempt 1 told", lambda: attempts(kube) == dict.fromkeys(PODS, ("1", "0"))
-                 or None)
+        # told on their channels: the job's record says so, the pods' annotations do not
+        wait_for("attempt 1 recorded", lambda: kube.job("PyTorchJob", "job")["status"].get(
+            "restartAttempt") == {"attempt": 1, "released": 0} or None)
+        assert attempts(kube) == dict.fromkeys(PODS, ("0", "0"))
         first.stop()  # while the master's rank is still being stopped
         start_manager(*flags)
         wait_for("attempt 1 released",

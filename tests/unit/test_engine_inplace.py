@@ -606,6 +606,32 @@ def test_while_the_rank_supervisor_is_heard_the_agent_leaves_it_the_newer_attemp
     assert agent.exited() == inplace.STOP_EXIT
 
 
+def test_the_barrier_never_lets_a_pod_into_an_attempt_below_the_one_its_state_notes(
+        scripts: Callable[[str], Script]) -> None:
+    # its supervisor was held for attempt 3 (told on its channel), and the manager was lost
+    # before the pod's annotations said so: its files still say attempt 2, released
+    barrier = scripts(inplace.BARRIER_SCRIPT)
+    (barrier.state / "attempt").write_text("3\n")
+    barrier.tell(2, 2)
+    barrier.start()
+    assert barrier.exited(within=1.0) is None
+    barrier.tell(3, 2)
+    assert barrier.exited(within=1.0) is None
+    barrier.tell(3, 3)
+    assert barrier.exited() == 0
+
+
+def test_the_agent_leaves_a_pod_whose_files_lag_behind_its_state_as_it_is(
+        scripts: Callable[[str], Script]) -> None:
+    agent = scripts(inplace.AGENT_SCRIPT)
+    (agent.state / "attempt").write_text("3\n")  # what its supervisor noted, unheard now
+    agent.tell(2, 2)
+    agent.start()
+    assert agent.exited(within=1.0) is None
+    agent.tell(4, 3)  # a newer attempt than its own
+    assert agent.exited() == inplace.STOP_EXIT
+
+
 def test_the_agent_ends_when_told_to_finish(scripts: Callable[[str], Script]) -> None:
     agent = scripts(inplace.AGENT_SCRIPT)
     (agent.state / "attempt").write_text("0\n")

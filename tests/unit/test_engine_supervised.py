@@ -12,6 +12,7 @@ import pytest
 
 from tests.jobs import job, manifest
 from tests.sim import SUPERVISOR_KEY, Cluster
+from trainop.api.types import RestartAttempt
 from trainop.api.validation import load_job
 from trainop.cluster.reading.records import pod_record
 from trainop.engine import EngineConfig, inplace, supervised
@@ -295,17 +296,120 @@ def test_a_failed_rank_restarts_every_rank_through_the_supervisors_no_pod_made_a
            "job-worker-0": rank("exited", 0, (0, 0), code=137),  # retryable (ExitCode)
            "job-worker-1": rank("running", 0, (0, 0))})
     plan = c.step()
-    assert {o["metadata"]["name"]: o["metadata"]["annotations"][inplace.ATTEMPT]
-            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(pods, "1")
+    # told on their channels, their pods' annotations left as they are: the restart's
+    # record is the job's status, one write whatever the job's size
+    assert plan.told == dict.fromkeys(pods, Told(1, 0))
+    assert [o for o in plan.update if o["kind"] == "Pod"] == []
+    assert plan.status.to_dict()["restartAttempt"] == {"attempt": 1, "released": 0}
     assert not plan.delete
     assert [(e.reason, e.message) for e in plan.events][:1] == [
         ("RestartingInPlace", "Restarting the 3 pod(s) of the job in place, attempt 1")]
     # every supervisor stopped its rank and holds for attempt 1: released together
     say(**dict.fromkeys(pods, rank("held", 1, (1, 0))))
     plan = c.step()
-    assert {o["metadata"]["name"]: o["metadata"]["annotations"][inplace.RELEASED]
-            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(pods, "1")
+    assert plan.told == dict.fromkeys(pods, Told(1, 1))
     assert inplace.RELEASED_REASON in [e.reason for e in plan.events]
+    assert plan.status.to_dict()["restartAttempt"] == {"attempt": 1, "released": 1}
+    # ... and the pods' annotations catch up (the kubelet's path reads them later)
+    assert {o["metadata"]["name"]: (o["metadata"]["annotations"][inplace.ATTEMPT],
+                                    o["metadata"]["annotations"][inplace.RELEASED])
+            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(pods, ("1", "1"))
+
+
+def test_a_pod_whose_supervisor_is_not_heard_is_told_by_its_annotations_as_before() -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
+                SUPERVISED)
+    c.step()
+    c.in_place.settle()
+    c.step()
+    c.in_place.lagging = True
+    c.pods["job-worker-0"] = supervised.overlay(
+        c.pods["job-worker-0"], rank("exited", 0, (0, 0), code=137), "pytorch")
+    c.pods["job-worker-1"] = supervised.overlay(
+        c.pods["job-worker-1"], rank("running", 0, (0, 0)), "pytorch")
+    plan = c.step()  # the master's supervisor is not heard: its files tell it
+    assert {o["metadata"]["name"]: (o["metadata"]["annotations"][inplace.ATTEMPT],
+                                    o["metadata"]["annotations"][inplace.RELEASED])
+            for o in plan.update if o["kind"] == "Pod"} == {"job-master-0": ("1", "0")}
+    assert set(plan.told) == {"job-master-0", "job-worker-0", "job-worker-1"}
+
+
+def test_the_release_waits_until_the_jobs_record_of_the_attempt_is_stored() -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
+                SUPERVISED)
+    c.step()
+    c.in_place.settle()
+    c.step()
+    c.in_place.lagging = True
+    pods = ["job-master-0", "job-worker-0", "job-worker-1"]
+    for name in pods:  # held for attempt 1, as a manager before this one told them
+        c.pods[name] = supervised.overlay(c.pods[name], rank("held", 1, (1, 0)), "pytorch")
+    assert c.job.status is not None and c.job.status.restart_attempt is None
+    plan = c.step()
+    assert inplace.RELEASED_REASON not in [e.reason for e in plan.events]
+    assert plan.told == dict.fromkeys(pods, Told(1, 0))
+    assert plan.status.to_dict()["restartAttempt"] == {"attempt": 1, "released": 0}
+    assert plan.requeue_after is not None and plan.requeue_after <= 1.0
+    plan = c.step()  # stored now
+    assert inplace.RELEASED_REASON in [e.reason for e in plan.events]
+    assert plan.told == dict.fromkeys(pods, Told(1, 1))
+
+
+def record(c: Cluster, attempts: dict[str, int]) -> None:
+    """Store `attempts` as the job's record of its restart (its status)."""
+    assert c.job.status is not None
+    c.job = c.job.model_copy(update={"status": c.job.status.model_copy(
+        update={"restart_attempt": RestartAttempt.model_validate(attempts)})})
+
+
+def test_a_manager_taking_over_reads_the_attempt_from_the_jobs_record() -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
+                SUPERVISED)
+    c.step()
+    c.in_place.settle()
+    c.step()
+    # the manager before told the supervisors attempt 1 and recorded it, then was lost;
+    # this one reaches no supervisor, and the pods' annotations still say attempt 0
+    record(c, {"attempt": 1, "released": 0})
+    plan = c.step()
+    assert plan.told == dict.fromkeys(["job-master-0", "job-worker-0", "job-worker-1"],
+                                      Told(1, 0))
+    assert {o["metadata"]["annotations"][inplace.ATTEMPT]
+            for o in plan.update if o["kind"] == "Pod"} == {"1"}
+
+
+def test_annotations_left_behind_by_a_lost_manager_catch_up_once_the_attempt_runs() -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
+                SUPERVISED)
+    c.step()
+    c.in_place.settle()
+    c.step()
+    # released into attempt 1 on their channels; the manager was lost before the pods'
+    # annotations were written
+    record(c, {"attempt": 1, "released": 1})
+    for name in ["job-master-0", "job-worker-0", "job-worker-1"]:
+        c.pods[name] = supervised.overlay(c.pods[name], rank("running", 1, (1, 1)), "pytorch")
+    plan = c.step()
+    assert {o["metadata"]["name"]: (o["metadata"]["annotations"][inplace.ATTEMPT],
+                                    o["metadata"]["annotations"][inplace.RELEASED])
+            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(
+        ["job-master-0", "job-worker-0", "job-worker-1"], ("1", "1"))
+
+
+@pytest.mark.parametrize("written", [
+    {"attempt": 1, "released": 2},  # released past its attempt
+    {"attempt": 2**31, "released": 0},  # past what a pod's annotations are read as
+], ids=["released-past-attempt", "past-most"])
+def test_a_record_that_is_not_one_is_not_read(written: dict[str, int]) -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
+                SUPERVISED)
+    c.step()
+    c.in_place.settle()
+    c.step()
+    record(c, written)
+    plan = c.step()
+    assert set(plan.told.values()) == {Told(0, 0)}
+    assert [o for o in plan.update if o["kind"] == "Pod"] == []
 
 
 # -- where the manager dials ---------------------------------------------------------------

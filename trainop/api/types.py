@@ -301,6 +301,14 @@ class WaitingReplica(Model):
     since: Time | None = None
 
 
+class RestartAttempt(Model):
+    """trainop: the attempt a job that restarts in place is on (its record, which a manager
+    taking over reads), and the last one released."""
+
+    attempt: int
+    released: int
+
+
 class JobStatus(Model):
     conditions: list[JobCondition] | None = None
     replica_statuses: dict[str, ReplicaStatus] | None = None
@@ -310,6 +318,9 @@ class JobStatus(Model):
     last_failure: FailureInfo | None = None
     waiting_replicas: list[WaitingReplica] | None = Field(
         None, description="trainop: the replicas whose pods have not started, and why.")
+    restart_attempt: RestartAttempt | None = Field(
+        None, description="trainop: the attempt a job restarted in place is on, and the "
+        "last one released.")
 
 
 class Job(Model):

@@ -24,6 +24,14 @@ again instead), so a pod held after the move was restarted by it: every containe
 old attempt has ended (the kubelet ends them all before it starts the barrier), and the
 barrier lets the pod go only into the attempt its files name, the newest. No rank of an
 old attempt is ever in a collective with a rank of the new one.
+
+Where a pod's rank supervisor is heard, the supervisor is told on its channel and its
+pod's annotations are left as they are until the attempt is released: the job's record of
+a restart is then one write, its `status.restartAttempt` (what a manager taking over
+reads), and the release waits for that write alone, whatever the job's size. A pod whose
+annotations lag keeps a floor itself: its supervisor notes the attempt it is held for in
+the pod's state, the barrier never lets the pod into an attempt below it, and the agent
+restarts the pod only for an attempt above it.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainop.api.numbers import whole_number
 from trainop.api.resolved import resolve
-from trainop.api.types import Defaulted
+from trainop.api.types import Defaulted, RestartAttempt
 from trainop.engine import clock
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
@@ -75,6 +83,8 @@ MOST_ATTEMPTS = 2**31 - 1
 """The largest attempt a pod's annotations are read as (a restart count is an int32): an
 annotation past it, or not ASCII digits, makes the pod one not restarted in place."""
 """Times a pod is told again: a pod whose node is gone shows its agent running for ever."""
+RECORD_AGAIN = 1.0
+"""Seconds until a job whose record of its attempt was not stored is looked at again."""
 STOP_GRACE = 30.0
 """Seconds a pod has to come to the barrier of a new attempt; one that has not (its node's
 kubelet does not restart pods in place) is deleted and made again."""
@@ -97,16 +107,18 @@ STATE_DIR = "/run/trainop/state"
 HEARD."""
 HEARD = f"{STATE_DIR}/heard"
 """Exists while the pod's rank supervisor hears its manager (its --heard)."""
-# POSIX sh (busybox or dash); the files are written whole (the kubelet swaps a link).
+# POSIX sh (busybox or dash); the files are written whole (the kubelet swaps a link). The
+# state's attempt is the pod's floor: the files may lag behind what its supervisor was told.
 BARRIER_SCRIPT = f"""\
 f={FILES_DIR}
-until a=$(cat $f/attempt) && [ "$(cat $f/released)" = "$a" ]; do sleep 0.2; done
+until a=$(cat $f/attempt) && [ "$(cat $f/released)" = "$a" ] &&
+  [ "$a" -ge "$(cat {STATE_DIR}/attempt 2>/dev/null || echo 0)" ]; do sleep 0.2; done
 echo "$a" >{STATE_DIR}/attempt
 echo "attempt $a"
 """
 AGENT_SCRIPT = f"""\
 f={FILES_DIR}
-while a=$(cat {STATE_DIR}/attempt); [ "$(cat $f/attempt)" = "$a" ] || [ -e {HEARD} ]; do
+while a=$(cat {STATE_DIR}/attempt); [ "$(cat $f/attempt)" -le "$a" ] || [ -e {HEARD} ]; do
   [ "$(cat $f/attempt)" = "$a" ] && [ "$(cat $f/finish)" = true ] && exit 0
   sleep 0.2
 done
@@ -154,12 +166,21 @@ class Attempts:
         return self.current > self.released
 
 
-def attempts(pods: list[PodState]) -> Attempts:
-    """The job's attempt and the one released: the highest any pod was told (a round that
-    told only some pods, the manager stopped in between, is finished by the next)."""
-    told = [p.in_place for p in pods if p.in_place is not None]
-    return Attempts(max((t.attempt for t in told), default=0),
-                    max((t.released for t in told), default=0))
+def attempts(pods: list[PodState], recorded: RestartAttempt | None = None) -> Attempts:
+    """The job's attempt and the one released: the highest any pod was told or the job's
+    record says (a round that told only some pods, the manager stopped in between, is
+    finished by the next). A record that is not one (released past its attempt, or past
+    MOST_ATTEMPTS: a status someone else wrote) is not read."""
+    told = [(t.attempt, t.released) for p in pods if (t := p.in_place) is not None]
+    if recorded is not None and 0 <= recorded.released <= recorded.attempt <= MOST_ATTEMPTS:
+        told.append((recorded.attempt, recorded.released))
+    return Attempts(max((a for a, _ in told), default=0), max((r for _, r in told), default=0))
+
+
+def recorded(job: Defaulted) -> int:
+    """The attempt the job's record (its status as stored) says it is on."""
+    record = job.status.restart_attempt if job.status else None
+    return record.attempt if record is not None else 0
 
 
 def decorate(pod: dict[str, Any], config: EngineConfig, at: Attempts) -> None:
@@ -228,10 +249,14 @@ def told_in(annotations: dict[str, Any]) -> Told | None:
 
 
 def told(pod: PodState, at: Attempts, finish: bool, now: str) -> dict[str, Any] | None:
-    """The patch that tells `pod` the job's attempts (and to finish), where it was told
-    otherwise."""
+    """The patch that tells `pod` the job's attempts (and to finish), where its annotations
+    say otherwise; none for a pod whose supervisor is heard while a restart is under way
+    (it is told on its channel: plan.told)."""
     ip = pod.in_place
-    if ip is None or (ip.attempt, ip.released, ip.finish) == (at.current, at.released, finish):
+    if ip is None or (ip.heard and at.under_way and not finish):
+        return None
+    was = ip.written or Told(ip.attempt, ip.released, ip.finish)
+    if (was.attempt, was.released, was.finish) == (at.current, at.released, finish):
         return None
     return _patch(pod, {ATTEMPT: str(at.current), RELEASED: str(at.released),
                         FINISH: str(finish).lower(), TOLD_AT: now, TOLD_AGAIN: "0"})
@@ -332,6 +357,11 @@ def carry_on(r: Round) -> bool:
     at_barrier = {(p.replica_type, p.index) for p in mine
                   if held(p) and p.in_place is not None and p.in_place.attempt == attempt}
     if all(slot in at_barrier for slot in resolved.slots()):
+        if recorded(r.job) < attempt:
+            # the record of the attempt is not stored yet (its write failed): this round
+            # writes it, and the release waits for it
+            r.plan.requeue(RECORD_AGAIN)
+            return True
         r.attempts = Attempts(attempt, attempt)
         r.report.event(RELEASED_REASON, f"Every pod stopped for attempt {attempt}, which starts")
         return True
@@ -353,21 +383,26 @@ def carry_on(r: Round) -> bool:
 
 
 def tell(r: Round) -> None:
-    """Tell every pod that restarts in place the job's attempts where it was told
-    otherwise, and to finish where its main container succeeded or the job ended (its
-    agent ends, and the pod as its main container did); tell again a pod that has not
-    acted on it within NUDGE. The pods this round deletes are left alone."""
-    if r.attempts is None:
+    """Record the job's attempts in its status; tell every pod that restarts in place the
+    job's attempts where it was told otherwise, and to finish where its main container
+    succeeded or the job ended (its agent ends, and the pod as its main container did);
+    tell again a pod that has not acted on it within NUDGE. The pods this round deletes
+    are left alone."""
+    at = r.attempts
+    if at is None:
         return
+    if at.current or r.status.restart_attempt is not None:
+        r.status.restart_attempt = RestartAttempt(attempt=at.current, released=at.released)
     doomed = {ref.name for ref in r.plan.delete if ref.kind == "Pod"}
     over = cond.is_finished(r.status)
-    steady = not r.attempts.under_way  # (else every pod restarts, these too)
+    steady = not at.under_way  # (else every pod restarts, these too)
     again = []
     for p in r.observed.live_pods():
-        if p.name in doomed:
+        if p.name in doomed or p.in_place is None:
             continue
         finish = over or (steady and p.phase == Phase.SUCCEEDED)
-        if (patch := told(p, r.attempts, finish, r.now)) is not None:
+        r.plan.told[p.name] = Told(at.current, at.released, finish)
+        if (patch := told(p, at, finish, r.now)) is not None:
             r.plan.update.append(patch)
         elif (left := again_in(p, r.now_dt)) is not None:
             if left > 0:

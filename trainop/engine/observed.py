@@ -94,6 +94,11 @@ class InPlace:
     """When the manager last told it something (its annotation; None: never since made)."""
     told_again: int = 0
     """How many times it was told again what it was last told."""
+    heard: bool = False
+    """Its rank supervisor is heard by the manager (engine/supervised.py's overlay): what
+    it was told, it was told on the channel, and its annotations may lag (`written`)."""
+    written: Told | None = None
+    """What its annotations say, where a heard supervisor's word is laid over them."""
 
 
 @dataclass(frozen=True)

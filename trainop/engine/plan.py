@@ -8,6 +8,7 @@ from typing import Any
 
 from trainop.api import JobStatus
 from trainop.engine import conditions as cond
+from trainop.engine.observed import Told
 
 MAX_REQUEUE = 86400.0
 """A deadline or TTL further away than this is looked at again after it (a day), so that no
@@ -50,6 +51,10 @@ class Plan:
     """Events that tell of `delete` (SuccessfulDeletePod): told once the deletions are
     done, whether or not the status write after them goes through (a retry finds the pods
     terminating and does not delete, nor tell, again)."""
+    told: dict[str, Told] = field(default_factory=dict)
+    """What each pod that restarts in place is told of the job's attempts, by name
+    (engine/inplace.py's tell): a runtime tells its rank supervisor at once, before any
+    patch of `update` is written."""
     status_changed: bool = False
     requeue_after: float | None = None
     """Seconds until the engine must look again although nothing changed (deadline, TTL)."""

@@ -35,7 +35,7 @@ from trainop.engine import inplace
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
 from trainop.engine.labels import job_labels, object_meta
-from trainop.engine.observed import Ended, Observed, Phase, PodState, RankState
+from trainop.engine.observed import Ended, Observed, Phase, PodState, RankState, Told
 from trainop.engine.plan import Event, shown
 
 INSTALL = "trainop-supervisor-install"
@@ -166,15 +166,17 @@ def overlay(pod: PodState, rank: RankState, main: str) -> PodState:
     ended: the replica's phase and exit code are that end's, as a main container's end
     would be (the container itself lives on). Held: the pod waits for the attempt it was
     told, as at its barrier. What it was told counts as told to the pod (it acts on that
-    itself: no pod is told again for the sake of its files). A pod that does not restart in
-    place, or no longer can, is as it was."""
+    itself: no pod is told again for the sake of its files); what its annotations say is
+    kept as `written` (they lag while a restart is under way: engine/inplace.py's tell). A
+    pod that does not restart in place, or no longer can, is as it was."""
     ip = pod.in_place
     if ip is None or not ip.alive or pod.terminating:
         return pod
     told = rank.told
     in_place = replace(ip, attempt=max(ip.attempt, told.attempt),
                        released=max(ip.released, told.released), finish=ip.finish or told.finish,
-                       held=rank.phase == "held", agent_runs=False)
+                       held=rank.phase == "held", agent_runs=False, heard=True,
+                       written=ip.written or Told(ip.attempt, ip.released, ip.finish))
     if rank.phase != "exited" or rank.last is None:
         return replace(pod, in_place=in_place)
     code, at = rank.last.code, rank.last.at

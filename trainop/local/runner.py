@@ -131,10 +131,10 @@ class LocalRun:
                 self.folder.store(obj)
             elif "spec" in obj:
                 self._create_pod(obj)
-            elif (local := self.pods.get(obj["metadata"]["name"])) and local.supervisor:
-                # what the engine tells a pod that restarts in place (a patch of its
-                # annotations) reaches its supervisor
-                local.supervisor.tell(obj["metadata"].get("annotations") or {})
+        # what the engine tells a pod that restarts in place reaches its supervisor
+        for name, attempts in plan.told.items():
+            if (local := self.pods.get(name)) and local.supervisor:
+                local.supervisor.tell(attempts)
         self.on_change()
 
     async def _delete(self, pod: LocalPod) -> None:

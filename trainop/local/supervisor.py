@@ -2,9 +2,10 @@
 restarts in place: its process is stopped and started again for each attempt the engine
 tells, the pod kept, as a supervisor does it in a cluster's pod.
 
-The engine tells a pod its attempts by the annotations of engine/inplace.py (in a plan's
-pod patches); here they reach the pod's LocalSupervisor directly, and what it says of its
-rank is laid over the pod as a heard supervisor's is in a cluster (supervised.overlay).
+The engine tells a pod its attempts in its plan (`told`, engine/inplace.py's tell), as it
+tells a cluster's supervisors; here they reach the pod's LocalSupervisor directly, and
+what it says of its rank is laid over the pod as a heard supervisor's is in a cluster
+(supervised.overlay).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainop import wallclock
-from trainop.engine import clock, inplace
+from trainop.engine import clock
 from trainop.engine.observed import RankEnd, RankState, Told
 
 if TYPE_CHECKING:
@@ -40,10 +41,9 @@ class LocalSupervisor:
     seq: int = 0
     _heard: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def tell(self, annotations: dict[str, Any]) -> None:
-        """What the engine tells the pod (a patch of its annotations)."""
-        told = inplace.told_in(annotations)
-        if told is not None and told != self.told:
+    def tell(self, told: Told) -> None:
+        """What the engine tells the pod (its plan's `told`)."""
+        if told != self.told:
             self.told = told
             self._heard.set()
 

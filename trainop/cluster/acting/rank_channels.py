@@ -25,7 +25,7 @@ from trainop.api.types import Defaulted
 from trainop.cluster.acting.ranks import KEY_BYTES, ChannelError, Supervisor
 from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.records import PodRecord
-from trainop.engine import inplace, supervised
+from trainop.engine import supervised
 from trainop.engine.observed import RankState, Told
 from trainop.engine.plan import Plan
 
@@ -237,9 +237,9 @@ class RankChannels:
 async def follow_job(ranks: RankChannels, client: Client, job: Defaulted,
                      pods: list[PodRecord], plan: Plan, wake: Callable[[], None]) -> None:
     """Before a job's round is carried out: follow the supervisors of its pods that can
-    still restart in place, each told what the round tells its pod (else what its
-    annotations say) before its annotations change, so that its agent never sees a newer
-    attempt first. A pod is followed from the moment it is Ready (its supervisor serves
+    still restart in place, each told what the round tells its pod (plan.told; else what
+    its annotations say) before its annotations change, so that its agent never sees a
+    newer attempt first. A pod is followed from the moment it is Ready (its supervisor serves
     then: none is taken for one that cannot be reached while it starts)."""
     live = [p for p in pods if p.channel is not None and not p.terminating
             and p.in_place is not None and p.in_place.alive
@@ -254,22 +254,10 @@ async def follow_job(ranks: RankChannels, client: Client, job: Defaulted,
         return
     if key is None:
         return
-    told = _told(plan)
     ranks.follow(job.key, key, [
-        Target(p.meta.uid, p.meta.name, p.channel, told.get(p.meta.name) or Told(
+        Target(p.meta.uid, p.meta.name, p.channel, plan.told.get(p.meta.name) or Told(
             p.in_place.attempt, p.in_place.released, p.in_place.finish))
         for p in live if p.channel is not None and p.in_place is not None], wake)
-
-
-def _told(plan: Plan) -> dict[str, Told]:
-    """What the plan tells each pod of the job's attempts (engine/inplace.py's patches)."""
-    out = {}
-    for patch in plan.update:
-        meta = patch["metadata"]
-        if patch["kind"] == "Pod" and (
-                told := inplace.told_in(meta.get("annotations") or {})) is not None:
-            out[meta["name"]] = told
-    return out
 
 
 def _decoded(key: str) -> bytes | None:
