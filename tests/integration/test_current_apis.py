@@ -57,6 +57,23 @@ def test_the_api_server_itself_keeps_a_queue_once_set(kube: Kube, old: str | Non
         assert policy.get("queue") == new
 
 
+def test_the_api_server_itself_keeps_a_topology_key_once_set(kube: Kube) -> None:
+    """trainop's CRD rule on `schedulingPolicy.topologyKey` (`self == oldSelf`), with no
+    webhook in the way: a key changed is refused by the API server; one set or removed is
+    the webhook's to refuse (tests/unit/test_webhook.py, and test_deploy.py beside it)."""
+    job = jaxjob("placed", None)
+    job["spec"]["runPolicy"]["schedulingPolicy"] = {"topologyKey": "example.com/rack"}
+    kube.apply(job)
+    stored = kube.get("jaxjob", "placed")
+    stored["spec"]["runPolicy"]["schedulingPolicy"]["topologyKey"] = "example.com/zone"
+    out = kube.api.kubectl("replace", "-n", kube.ns, "-f", "-", input=json.dumps(stored),
+                           check=False)
+    assert out.returncode != 0
+    assert "spec.runPolicy.schedulingPolicy.topologyKey is immutable" in out.stderr, out.stderr
+    policy = kube.get("jaxjob", "placed")["spec"]["runPolicy"]["schedulingPolicy"]
+    assert policy["topologyKey"] == "example.com/rack"
+
+
 def test_the_elastic_path_meets_autoscaling_v2(apiserver: TestAPIServer) -> None:
     groups = json.loads(apiserver.kubectl("get", "--raw", "/apis/autoscaling").stdout)
     assert "autoscaling/v2" in [v["groupVersion"] for v in groups["versions"]]

@@ -249,6 +249,13 @@ def test_webhook_stores_the_job_as_applied_and_guards_immutable_fields(
                            check=False)
     # pkg/common/util/webhooks.go:27-32
     assert out.returncode != 0 and "spec.runPolicy.managedBy: is immutable" in out.stderr
+    # trainop's: a topology key set on a job made without one (which the CRD's rule, a
+    # transition rule, lets through) is refused by the webhook
+    out = kube.api.kubectl("patch", "pytorchjob", "ok", "-n", kube.ns, "--type=merge", "-p",
+                           json.dumps({"spec": {"runPolicy": {"schedulingPolicy": {
+                               "topologyKey": "example.com/rack"}}}}), check=False)
+    assert out.returncode != 0, out
+    assert "spec.runPolicy.schedulingPolicy.topologyKey: is immutable" in out.stderr, out.stderr
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated")

@@ -15,8 +15,17 @@ from tests.sim import SUPERVISOR_KEY, Cluster
 from trainop.api.types import RestartAttempt
 from trainop.api.validation import load_job
 from trainop.cluster.reading.records import pod_record
-from trainop.engine import EngineConfig, inplace, supervised
-from trainop.engine.observed import Ended, InPlace, Phase, PodState, RankEnd, RankState, Told
+from trainop.engine import EngineConfig, ObjectRef, inplace, supervised
+from trainop.engine.observed import (
+    Ended,
+    InPlace,
+    NodeState,
+    Phase,
+    PodState,
+    RankEnd,
+    RankState,
+    Told,
+)
 from trainop.frameworks.registry import framework_of
 
 IMAGE = "registry.example/trainop:1"
@@ -446,3 +455,45 @@ def test_supervisors_the_manager_cannot_reach_are_told_with_the_way_the_ranks_re
         "The manager cannot reach the rank supervisor of job-worker-0, job-worker-1 on port "
         "29611 (a NetworkPolicy, or the port taken by the pod's own process?): their ranks "
         "restart by restarting their containers")
+
+
+def test_a_lost_node_restarts_the_job_through_the_heard_supervisors_its_pod_made_again(
+        ) -> None:
+    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
+                replace(SUPERVISED, lost_node_grace=60))
+    c.step()
+    c.in_place.settle()
+    c.step()
+    c.in_place.lagging = True
+    c.set("job-worker-1", node="n1")
+    heard = ["job-master-0", "job-worker-0"]
+
+    def say(state: RankState) -> None:
+        for name in heard:
+            c.pods[name] = supervised.overlay(c.pods[name], state, "pytorch")
+
+    say(rank("running", 0, (0, 0)))
+    c.lost_nodes = (NodeState("n1", "Unknown", "2026-01-01T00:00:00Z", out_of_service=True),)
+    plan = c.step()
+    # the lost pod goes at once (out of service); the others' supervisors are told
+    assert plan.delete == [ObjectRef("Pod", "job-worker-1", grace=0)]
+    assert plan.told == dict.fromkeys(heard, Told(1, 0))
+    assert [o for o in plan.update if o["kind"] == "Pod"] == []
+    c.lost_nodes = ()
+    c.in_place.lagging = False
+    say(rank("held", 1, (1, 0)))
+    plan = c.step()
+    # made again for attempt 1: its files tell it (no supervisor runs at its barrier)
+    assert [(o["metadata"]["name"], o["metadata"]["annotations"][inplace.ATTEMPT],
+             o["metadata"]["annotations"][inplace.RELEASED]) for o in plan.create] == [
+        ("job-worker-1", "1", "0")]
+    c.in_place.settle(["job-worker-1"])
+    say(rank("held", 1, (1, 0)))
+    plan = c.step()
+    assert inplace.RELEASED_REASON in [e.reason for e in plan.events]
+    assert plan.told == {**dict.fromkeys(heard, Told(1, 1)), "job-worker-1": Told(1, 1)}
+    assert {o["metadata"]["name"]: o["metadata"]["annotations"][inplace.RELEASED]
+            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(
+        [*heard, "job-worker-1"], "1")
+    assert c.job.status is not None and c.job.status.replica_statuses is not None
+    assert not any(rs.restarts for rs in c.job.status.replica_statuses.values())

@@ -116,6 +116,28 @@ def test_spec_managed_by_is_immutable(old: str | None, new: str | None, allowed:
         assert out["status"]["message"].endswith("spec.managedBy: is immutable")
 
 
+RACK, ZONE = "example.com/rack", "topology.kubernetes.io/zone"
+
+
+@pytest.mark.parametrize(("old", "new", "allowed"), [
+    (None, RACK, False), (RACK, None, False), (RACK, ZONE, False), (RACK, RACK, True),
+    (None, None, True)])
+def test_a_topology_key_is_immutable_set_or_unset(old: str | None, new: str | None,
+                                                  allowed: bool) -> None:
+    # a job's gang is made once with its topology (a PodGroup's constraint cannot change):
+    # the CRD's transition rule sees only a key changed, not one set or removed
+    def job(key: str | None) -> dict[str, Any]:
+        policy = {"schedulingPolicy": {"topologyKey": key}} if key else {}
+        return manifest("PyTorchJob", TYPICAL["PyTorchJob"], spec={"runPolicy": policy})
+    after = job(new)
+    after["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 4
+    out = validate_review(review(after, "UPDATE", job(old)))["response"]
+    assert out["allowed"] is allowed, out
+    if not allowed:
+        assert out["status"]["message"].endswith(
+            "spec.runPolicy.schedulingPolicy.topologyKey: is immutable")
+
+
 def test_defaulting_patch_replaces_the_spec_with_the_defaulted_one() -> None:
     out = default_review(review(manifest("PyTorchJob", {"worker": None})))["response"]
     assert out["allowed"] and out["patchType"] == "JSONPatch"

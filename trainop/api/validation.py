@@ -440,6 +440,11 @@ def _remove(doc: Any, loc: tuple[int | str, ...]) -> None:
         node[last] = {}
 
 
+def _topology_key(job: Job) -> str | None:
+    sp = job.spec.run_policy.scheduling_policy
+    return sp.topology_key if sp is not None else None
+
+
 def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
     """`new` parsed, defaulted and valid as a replacement of the stored `old`, or
     InvalidJob. A spec left as it was is always allowed (labels, finalizers, status): a job
@@ -465,6 +470,10 @@ def validate_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Job:
         problems.append(Problem("spec.runPolicy.managedBy", "is immutable"))
     if before.spec.managed_by != job.spec.managed_by:
         problems.append(Problem("spec.managedBy", "is immutable"))
+    if _topology_key(before) != _topology_key(job):
+        # the job's gang is made with it once (a PodGroup's constraint never changes); the
+        # CRD's rule sees a key changed, not one set or removed
+        problems.append(Problem("spec.runPolicy.schedulingPolicy.topologyKey", "is immutable"))
     problems.extend(job.spec.update_problems(before.spec))
     if problems:
         raise InvalidJob(problems)

@@ -203,9 +203,6 @@ class WorkloadAPIGang(Gang):
             return []
         return kubegang.objects(job, min_member(job))
 
-    def pod_group(self, job: Defaulted, config: EngineConfig) -> dict[str, Any]:
-        return kubegang.objects(job, min_member(job))[1]
-
     def decorate_pod(self, job: Job, rtype: str, pod: dict[str, Any], config: EngineConfig
                      ) -> None:
         kubegang.decorate_pod(job, pod)
