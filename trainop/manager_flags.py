@@ -127,13 +127,14 @@ FLAGS: tuple[Flag, ...] = (
         "Jobs with runPolicy.restartScope Job that leave runPolicy.restartInPlace unset "
         "restart in place: every container of every pod restarts on its node, the pods "
         "kept, all ranks starting the next attempt together (Kubernetes 1.35+: where the "
-        "cluster cannot, pods are made again).", shipped=False),
+        "cluster cannot, pods are made again)."),
     Flag(("--lost-node-grace",), "engine.lost_node_grace",
          "Watch nodes: a pod on a node whose Ready condition is not True is told at once "
          "(status.waitingReplicas NodeLost, a Warning), and deleted once the node has not been "
          "Ready for this many seconds, so that it is made again elsewhere; at once, with grace "
          "0, where the node carries the taint node.kubernetes.io/out-of-service. Needs list "
-         "and watch on nodes. Not in upstream [default: unset, nodes are not watched].",
+         "and watch on nodes. Not in upstream; the shipped Deployment sets 60 [default: "
+         "unset, nodes are not watched].",
          type=click.FloatRange(min=0)),
     Flag(("--restart-agent-image",), "engine.restart_agent_image",
          "Image of the two containers a pod that restarts in place gets (a first init container "
@@ -145,7 +146,8 @@ FLAGS: tuple[Flag, ...] = (
          "an init container that copies the supervisor into the pod, and the command runs as "
          "the supervisor's child (same output, exit code and signals); the manager then "
          "restarts the ranks' processes through it, on the pod's port 29611, the containers "
-         "kept. Not in upstream [default: unset, no pod gets it]."),
+         "kept. Not in upstream; the shipped Deployment names its own image [default: unset, "
+         "no pod gets it]."),
     own("--fallback-to-logs-on-error", "engine.fallback_to_logs_on_error",
         "Give containers whose template leaves terminationMessagePolicy unset "
         "FallbackToLogsOnError: a container that fails without writing a termination message "

@@ -97,9 +97,11 @@ def installed_rbac(apiserver: TestAPIServer) -> None:
 def test_the_cluster_role_is_enough_for_a_job_lifecycle(
         apiserver: TestAPIServer, kube: Kube, installed_rbac: None, tmp_path: Path) -> None:
     sa = apiserver.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
+    # (with what the shipped Deployment turns on that asks for rights: nodes watched)
     m = Manager(apiserver, "--kubeconfig", str(sa), "--enable-scheme", "xgboostjob",
                 "--enable-scheme", "mpijob", "--leader-elect", "--leader-election-namespace",
-                "trainop-system", log_dir=tmp_path)
+                "trainop-system", "--lost-node-grace", "60", "--restart-in-place",
+                "--rank-supervisor-image", "trainop:0.1.0", log_dir=tmp_path)
     try:
         m.wait_ready()
         wait_for("leader", lambda: "became leader" in m.log())
@@ -122,7 +124,7 @@ def test_the_cluster_role_is_enough_for_a_job_lifecycle(
             e["reason"] == "XGBoostJobSucceeded" for e in kube.items("events")), 15)
     finally:
         m.stop()
-    for forbidden in (["get", "deployments", "-A"], ["get", "nodes"],
+    for forbidden in (["get", "deployments", "-A"], ["get", "persistentvolumes"],
                       ["create", "namespace", "nope"], ["delete", "crd", "tfjobs.kubeflow.org"],
                       ["get", "secrets", "-n", "kube-system", "-o", "yaml", "--watch=false",
                        "default-token"]):
@@ -133,13 +135,25 @@ def test_the_cluster_role_is_enough_for_a_job_lifecycle(
 
 def test_lost_node_grace_without_the_right_to_watch_nodes_stops_the_manager_in_one_line(
         apiserver: TestAPIServer, installed_rbac: None, tmp_path: Path) -> None:
-    # the shipped roles grant no reads of Nodes (the flag is off in the shipped Deployment)
+    # the shipped roles grant reads of Nodes (the shipped Deployment sets the flag): a role
+    # without them, as an install of before would have
+    role = json.loads(apiserver.kubectl("get", "clusterrole", "trainop-manager", "-o",
+                                        "json").stdout)
+    without = [r for r in role["rules"] if "nodes" not in r["resources"]]
+    assert len(without) == len(role["rules"]) - 1
+    apiserver.kubectl("patch", "clusterrole", "trainop-manager", "--type=merge", "-p",
+                      json.dumps({"rules": without}))
     sa = apiserver.kubeconfig_for(SA_TOKEN, tmp_path / "sa.kubeconfig")
-    out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
-                          str(sa), "--lost-node-grace", "60", "--enable-scheme", "jaxjob",
-                          "--metrics-bind-address", "127.0.0.1:0",
-                          "--health-probe-bind-address", "127.0.0.1:0", "--webhook-port", "0"],
-                         capture_output=True, text=True, timeout=60)
+    try:
+        out = subprocess.run([sys.executable, "-m", "trainop.cli", "manager", "--kubeconfig",
+                              str(sa), "--lost-node-grace", "60", "--enable-scheme", "jaxjob",
+                              "--metrics-bind-address", "127.0.0.1:0",
+                              "--health-probe-bind-address", "127.0.0.1:0",
+                              "--webhook-port", "0"], capture_output=True, text=True,
+                             timeout=60)
+    finally:
+        apiserver.kubectl("patch", "clusterrole", "trainop-manager", "--type=merge", "-p",
+                          json.dumps({"rules": role["rules"]}))
     assert out.returncode == 1
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("trainop: --lost-node-grace needs to list and watch nodes: "), last

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from testbed.node import NODE_NAME, SECOND_NODE, TestCluster
-from tests.node.conftest import NAMESPACE, manager_as_shipped, manager_with
+from tests.node.conftest import manager_as_shipped, manager_with
 from tests.node.kube import Namespace, python_job, wait_for
 from trainop.engine import lostnode
 
@@ -32,26 +32,22 @@ SCRIPT = ("import os, time\n"
 
 @pytest.fixture
 def lost_node_manager(cluster: TestCluster, manager: None) -> Iterator[None]:
-    """The deployed manager with --lost-node-grace, granted nodes as the README says."""
-    sa = f"{NAMESPACE}:trainop-manager"
-    cluster.kubectl("create", "clusterrole", "trainop-manager-nodes", "--verb=list,watch",
-                    "--resource=nodes")
-    cluster.kubectl("create", "clusterrolebinding", "trainop-manager-nodes",
-                    "--clusterrole=trainop-manager-nodes", f"--serviceaccount={sa}")
+    """The deployed manager with a shorter --lost-node-grace than the shipped one (the
+    last given is taken)."""
     try:
         manager_with(cluster, f"--lost-node-grace={GRACE}")
         yield
     finally:
-        cluster.kubectl("delete", "clusterrolebinding,clusterrole", "trainop-manager-nodes",
-                        check=False)
         manager_as_shipped(cluster)
 
 
 def job_across_nodes(state_dir: str) -> dict[str, Any]:
-    """A PyTorchJob restarting as a whole, whose master runs on the first node and whose
-    workers would rather run on the second."""
+    """A PyTorchJob restarting as a whole by making its pods again (not in place, as the
+    shipped manager would), whose master runs on the first node and whose workers would
+    rather run on the second."""
     job = python_job("PyTorchJob", "spread", {"Master": 1, "Worker": 2}, SCRIPT,
-                     restart="OnFailure", spec={"runPolicy": {"restartScope": "Job"}})
+                     restart="OnFailure", spec={"runPolicy": {"restartScope": "Job",
+                                                              "restartInPlace": False}})
     for rtype, rspec in job["spec"]["pytorchReplicaSpecs"].items():
         spec = rspec["template"]["spec"]
         spec["volumes"].append({"name": "state", "hostPath": {"path": state_dir}})

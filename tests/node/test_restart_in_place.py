@@ -4,7 +4,6 @@ kept, and the job's next attempt starts once every pod waits for it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ import pytest
 from bench.ddp_kill import node_once
 from testbed import images
 from testbed.node import TestCluster
-from tests.node.conftest import manager_as_shipped, manager_with
 from tests.node.kube import Namespace, python_job, state_folder, wait_for
 from trainop.engine import inplace
 
@@ -49,6 +47,15 @@ def in_place_job(script: str, state: str) -> dict[str, Any]:
     return job
 
 
+def commandless(job: dict[str, Any]) -> dict[str, Any]:
+    """The job with its main containers' command as their args (the image has no
+    ENTRYPOINT): they name no command, so no rank supervisor (the containers restart)."""
+    for rspec in job["spec"]["pytorchReplicaSpecs"].values():
+        main = rspec["template"]["spec"]["containers"][0]
+        main["args"] = main.pop("command")
+    return job
+
+
 def with_main(job: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """The job with `fields` set on every replica type's main container."""
     for rspec in job["spec"]["pytorchReplicaSpecs"].values():
@@ -58,27 +65,19 @@ def with_main(job: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 def test_a_job_restarted_in_place_succeeds_with_the_same_pods(
         cluster: TestCluster, manager: None) -> None:
+    # its main container names no command (the image's runs, which the pod does not show):
+    # no supervisor, its containers restart in place
     with Namespace(cluster, "inplace") as ns:
-        for p in restarted_in_place(cluster, ns):
+        for p in restarted_in_place(cluster, ns, command=False):
             main = next(c for c in p["spec"]["containers"] if c["name"] == "pytorch")
-            assert main["command"][0] == "python3", main  # the manager gives no supervisor
-
-
-@pytest.fixture
-def supervising_manager(cluster: TestCluster, manager: None) -> Iterator[None]:
-    """The deployed manager giving pods that restart in place the rank supervisor, from its
-    own image."""
-    try:
-        manager_with(cluster, "--rank-supervisor-image=docker.io/library/trainop:0.1.0")
-        yield
-    finally:
-        manager_as_shipped(cluster)
+            assert "command" not in main and main["args"][0] == "python3", main
 
 
 def test_a_job_whose_ranks_run_under_the_supervisor_restarts_their_processes_in_place(
-        cluster: TestCluster, supervising_manager: None) -> None:
+        cluster: TestCluster, manager: None) -> None:
     # the rank's output and its exit code (143, read by the failure rules) as without the
-    # supervisor, which an init container copied in from the manager's image; the manager
+    # supervisor, which an init container copied in from the manager's image (the shipped
+    # Deployment names it); the manager
     # hears every supervisor, which stops and starts its rank's processes, the containers
     # kept
     with Namespace(cluster, "supervised") as ns:
@@ -92,12 +91,14 @@ def test_a_job_whose_ranks_run_under_the_supervisor_restarts_their_processes_in_
             assert "trainop-supervisor: installed in /run/trainop/bin" in installed, name
 
 
-def restarted_in_place(cluster: TestCluster, ns: Namespace, processes: bool = False
-                       ) -> list[dict[str, Any]]:
+def restarted_in_place(cluster: TestCluster, ns: Namespace, processes: bool = False,
+                       command: bool = True) -> list[dict[str, Any]]:
     """Run the job of SCRIPT in `ns`: rank 2 fails once, every pod restarts in place (its
     containers, or with `processes` its rank's processes only), and the job succeeds; its
-    pods as they ended."""
-    ns.apply(in_place_job(SCRIPT, str(state_folder(cluster, ns))))
+    pods as they ended. Without `command` the main containers name none (their command
+    goes to their args: the image's ENTRYPOINT is none)."""
+    job = in_place_job(SCRIPT, str(state_folder(cluster, ns)))
+    ns.apply(job if command else commandless(job))
     ns.wait_running(3)
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
     done = ns.succeeds("PyTorchJob", "inplace", timeout=240)
@@ -142,7 +143,8 @@ def test_a_container_that_cannot_start_again_in_place_is_told_and_starts_when_it
     assert script != SCRIPT
     with Namespace(cluster, "noimage") as ns:
         state = state_folder(cluster, ns)
-        ns.apply(with_main(in_place_job(script, str(state)), image=gone,
+        # (no supervisor: the kubelet's path, which starts the containers again)
+        ns.apply(with_main(commandless(in_place_job(script, str(state))), image=gone,
                            imagePullPolicy="Never"))
         ns.wait_running(3)
         uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ns.items("pods")}
@@ -174,7 +176,7 @@ def test_a_container_that_cannot_start_again_in_place_is_told_and_starts_when_it
 
 
 def test_the_ddp_example_with_a_rank_killed_mid_training_restarts_its_processes_in_place(
-        cluster: TestCluster, supervising_manager: None) -> None:
+        cluster: TestCluster, manager: None) -> None:
     with Namespace(cluster, "ddp-killed") as ns:
         run = node_once(cluster, ns.name, "ddp")
     status = run.job["status"]
@@ -206,7 +208,7 @@ OOM = ("import os, sys, time\n"
 
 
 def test_a_rank_the_oom_killer_ends_in_its_live_container_is_told_oom_killed(
-        cluster: TestCluster, supervising_manager: None) -> None:
+        cluster: TestCluster, manager: None) -> None:
     with Namespace(cluster, "supervised-oom") as ns:
         ns.apply(with_main(in_place_job(OOM, str(state_folder(cluster, ns))),
                            resources={"limits": {"memory": "128Mi"}}))

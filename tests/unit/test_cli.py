@@ -232,7 +232,7 @@ def test_a_flag_of_trainops_own_says_truly_whether_the_shipped_deployment_turns_
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     on = {f.names[0] for f in FLAGS if "the shipped Deployment turns it on" in f.help}
     off = {f.names[0] for f in FLAGS if "off in the shipped Deployment" in f.help}
-    assert on and "--restart-in-place" in off
+    assert "--restart-in-place" in on
     assert on <= set(args) and not off & {a.split("=")[0] for a in args}
 
 

@@ -251,7 +251,8 @@ def test_the_namespaced_install_grants_the_cluster_scoped_reads_a_role_cannot() 
     cluster = yaml.safe_load((REPO / "config/rbac/cluster/role.yaml").read_text())
     docs = list(yaml.safe_load_all((REPO / "config/namespaced/cluster_reads.yaml").read_text()))
     reads = next(d for d in docs if d["kind"] == "ClusterRole")
-    scoped = {"resourceflavors", "workloadpriorityclasses", "priorityclasses", "namespaces"}
+    scoped = {"resourceflavors", "workloadpriorityclasses", "priorityclasses", "namespaces",
+              "nodes"}
     assert reads["rules"] == [r for r in cluster["rules"] if set(r["resources"]) & scoped]
     binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == reads["metadata"]["name"]
