@@ -26,6 +26,7 @@ from trainop.engine.observed import (
     RankState,
     Told,
 )
+from trainop.engine.plan import Plan
 from trainop.frameworks.registry import framework_of
 
 IMAGE = "registry.example/trainop:1"
@@ -288,12 +289,26 @@ def test_a_pod_that_cannot_restart_in_place_is_as_it_was(pod: PodState) -> None:
     assert supervised.overlay(pod, rank("exited", code=1), "pytorch") == pod
 
 
-def test_a_failed_rank_restarts_every_rank_through_the_supervisors_no_pod_made_again() -> None:
+def supervised_running(config: EngineConfig = SUPERVISED) -> Cluster:
+    """A PyTorchJob of a master and two workers under rank supervisors, running attempt 0
+    (its pods made, at their barrier, released)."""
     c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
-                SUPERVISED)
+                config)
     c.step()
     c.in_place.settle()
     c.step()
+    return c
+
+
+def annotated(plan: Plan) -> dict[str, tuple[str, str]]:
+    """The attempt and the one released that the plan writes in each pod's annotations."""
+    return {o["metadata"]["name"]: (o["metadata"]["annotations"][inplace.ATTEMPT],
+                                    o["metadata"]["annotations"][inplace.RELEASED])
+            for o in plan.update if o["kind"] == "Pod"}
+
+
+def test_a_failed_rank_restarts_every_rank_through_the_supervisors_no_pod_made_again() -> None:
+    c = supervised_running()
     c.in_place.lagging = True  # the kubelet restarts nothing: the supervisors do
     pods = ["job-master-0", "job-worker-0", "job-worker-1"]
 
@@ -320,35 +335,23 @@ def test_a_failed_rank_restarts_every_rank_through_the_supervisors_no_pod_made_a
     assert inplace.RELEASED_REASON in [e.reason for e in plan.events]
     assert plan.status.to_dict()["restartAttempt"] == {"attempt": 1, "released": 1}
     # ... and the pods' annotations catch up (the kubelet's path reads them later)
-    assert {o["metadata"]["name"]: (o["metadata"]["annotations"][inplace.ATTEMPT],
-                                    o["metadata"]["annotations"][inplace.RELEASED])
-            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(pods, ("1", "1"))
+    assert annotated(plan) == dict.fromkeys(pods, ("1", "1"))
 
 
 def test_a_pod_whose_supervisor_is_not_heard_is_told_by_its_annotations_as_before() -> None:
-    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
-                SUPERVISED)
-    c.step()
-    c.in_place.settle()
-    c.step()
+    c = supervised_running()
     c.in_place.lagging = True
     c.pods["job-worker-0"] = supervised.overlay(
         c.pods["job-worker-0"], rank("exited", 0, (0, 0), code=137), "pytorch")
     c.pods["job-worker-1"] = supervised.overlay(
         c.pods["job-worker-1"], rank("running", 0, (0, 0)), "pytorch")
     plan = c.step()  # the master's supervisor is not heard: its files tell it
-    assert {o["metadata"]["name"]: (o["metadata"]["annotations"][inplace.ATTEMPT],
-                                    o["metadata"]["annotations"][inplace.RELEASED])
-            for o in plan.update if o["kind"] == "Pod"} == {"job-master-0": ("1", "0")}
+    assert annotated(plan) == {"job-master-0": ("1", "0")}
     assert set(plan.told) == {"job-master-0", "job-worker-0", "job-worker-1"}
 
 
 def test_the_release_waits_until_the_jobs_record_of_the_attempt_is_stored() -> None:
-    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
-                SUPERVISED)
-    c.step()
-    c.in_place.settle()
-    c.step()
+    c = supervised_running()
     c.in_place.lagging = True
     pods = ["job-master-0", "job-worker-0", "job-worker-1"]
     for name in pods:  # held for attempt 1, as a manager before this one told them
@@ -372,11 +375,7 @@ def record(c: Cluster, attempts: dict[str, int]) -> None:
 
 
 def test_a_manager_taking_over_reads_the_attempt_from_the_jobs_record() -> None:
-    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
-                SUPERVISED)
-    c.step()
-    c.in_place.settle()
-    c.step()
+    c = supervised_running()
     # the manager before told the supervisors attempt 1 and recorded it, then was lost;
     # this one reaches no supervisor, and the pods' annotations still say attempt 0
     record(c, {"attempt": 1, "released": 0})
@@ -388,20 +387,14 @@ def test_a_manager_taking_over_reads_the_attempt_from_the_jobs_record() -> None:
 
 
 def test_annotations_left_behind_by_a_lost_manager_catch_up_once_the_attempt_runs() -> None:
-    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
-                SUPERVISED)
-    c.step()
-    c.in_place.settle()
-    c.step()
+    c = supervised_running()
     # released into attempt 1 on their channels; the manager was lost before the pods'
     # annotations were written
     record(c, {"attempt": 1, "released": 1})
     for name in ["job-master-0", "job-worker-0", "job-worker-1"]:
         c.pods[name] = supervised.overlay(c.pods[name], rank("running", 1, (1, 1)), "pytorch")
     plan = c.step()
-    assert {o["metadata"]["name"]: (o["metadata"]["annotations"][inplace.ATTEMPT],
-                                    o["metadata"]["annotations"][inplace.RELEASED])
-            for o in plan.update if o["kind"] == "Pod"} == dict.fromkeys(
+    assert annotated(plan) == dict.fromkeys(
         ["job-master-0", "job-worker-0", "job-worker-1"], ("1", "1"))
 
 
@@ -410,11 +403,7 @@ def test_annotations_left_behind_by_a_lost_manager_catch_up_once_the_attempt_run
     {"attempt": 2**31, "released": 0},  # past what a pod's annotations are read as
 ], ids=["released-past-attempt", "past-most"])
 def test_a_record_that_is_not_one_is_not_read(written: dict[str, int]) -> None:
-    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
-                SUPERVISED)
-    c.step()
-    c.in_place.settle()
-    c.step()
+    c = supervised_running()
     record(c, written)
     plan = c.step()
     assert set(plan.told.values()) == {Told(0, 0)}
@@ -459,11 +448,7 @@ def test_supervisors_the_manager_cannot_reach_are_told_with_the_way_the_ranks_re
 
 def test_a_lost_node_restarts_the_job_through_the_heard_supervisors_its_pod_made_again(
         ) -> None:
-    c = Cluster(job("PyTorchJob", spec=IN_PLACE, replica_extra=commanded(["python", "t.py"])),
-                replace(SUPERVISED, lost_node_grace=60))
-    c.step()
-    c.in_place.settle()
-    c.step()
+    c = supervised_running(replace(SUPERVISED, lost_node_grace=60))
     c.in_place.lagging = True
     c.set("job-worker-1", node="n1")
     heard = ["job-master-0", "job-worker-0"]
