@@ -356,13 +356,54 @@ def test_the_release_waits_until_the_jobs_record_of_the_attempt_is_stored() -> N
     pods = ["job-master-0", "job-worker-0", "job-worker-1"]
     for name in pods:  # held for attempt 1, as a manager before this one told them
         c.pods[name] = supervised.overlay(c.pods[name], rank("held", 1, (1, 0)), "pytorch")
+    # (it wrote the master's annotations only, then was lost)
+    master = c.pods["job-master-0"]
+    assert master.in_place is not None
+    c.pods["job-master-0"] = replace(master, in_place=replace(master.in_place,
+                                                              written=Told(1, 0)))
     assert c.job.status is not None and c.job.status.restart_attempt is None
     plan = c.step()
     assert inplace.RELEASED_REASON not in [e.reason for e in plan.events]
     assert plan.told == dict.fromkeys(pods, Told(1, 0))
     assert plan.status.to_dict()["restartAttempt"] == {"attempt": 1, "released": 0}
     assert plan.requeue_after is not None and plan.requeue_after <= 1.0
+    for name in pods:  # (the supervisors still say so)
+        c.pods[name] = supervised.overlay(c.pods[name], rank("held", 1, (1, 0)), "pytorch")
     plan = c.step()  # stored now
+    assert inplace.RELEASED_REASON in [e.reason for e in plan.events]
+    assert plan.told == dict.fromkeys(pods, Told(1, 1))
+
+
+def test_where_the_stored_status_drops_the_record_the_pods_annotations_are_the_record(
+        ) -> None:
+    # a CRD of before, without the field: the API server prunes it from every write
+    c = supervised_running()
+    c.in_place.lagging = True
+    pods = ["job-master-0", "job-worker-0", "job-worker-1"]
+
+    def say(state: RankState) -> None:
+        for name in pods:
+            c.pods[name] = supervised.overlay(c.pods[name], state, "pytorch")
+
+    def pruned() -> None:
+        assert c.job.status is not None
+        c.job = c.job.model_copy(update={"status": c.job.status.model_copy(
+            update={"restart_attempt": None})})
+
+    say(rank("running", 0, (0, 0)))
+    c.pods["job-worker-0"] = supervised.overlay(
+        c.pods["job-worker-0"], rank("exited", 0, (0, 0), code=137), "pytorch")
+    plan = c.step()  # the move: told on the channels, the record written (and pruned)
+    pruned()
+    assert plan.told == dict.fromkeys(pods, Told(1, 0)) and annotated(plan) == {}
+    say(rank("held", 1, (1, 0)))
+    plan = c.step()
+    pruned()
+    # no record stored: the pods' annotations are told the attempt, no release yet
+    assert inplace.RELEASED_REASON not in [e.reason for e in plan.events]
+    assert annotated(plan) == dict.fromkeys(pods, ("1", "0"))
+    say(rank("held", 1, (1, 0)))
+    plan = c.step()
     assert inplace.RELEASED_REASON in [e.reason for e in plan.events]
     assert plan.told == dict.fromkeys(pods, Told(1, 1))
 

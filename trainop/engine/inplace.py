@@ -47,7 +47,7 @@ from trainop.engine import clock
 from trainop.engine import conditions as cond
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
-from trainop.engine.observed import Phase, PodState, Told
+from trainop.engine.observed import InPlace, Phase, PodState, Told
 from trainop.engine.plan import shown
 
 if TYPE_CHECKING:
@@ -183,6 +183,23 @@ def recorded(job: Defaulted) -> int:
     return record.attempt if record is not None else 0
 
 
+def on_channels(r: Round) -> bool:
+    """Whether the restart under way is told to heard supervisors on their channels alone:
+    the job's record of the attempt is stored, or this round moved to the attempt (and
+    writes the record). Where the stored status does not keep it (a CRD of before, which
+    the API server prunes the field by), the pods' annotations are the record, as for
+    pods without a supervisor."""
+    assert r.attempts is not None
+    return recorded(r.job) >= r.attempts.current or r.attempts.current > attempts(
+        r.observed.live_pods(), r.job.status.restart_attempt if r.job.status else None).current
+
+
+def annotated(ip: InPlace) -> int:
+    """The attempt a pod's annotations tell (where a supervisor's word is laid over them,
+    theirs)."""
+    return ip.written.attempt if ip.written is not None else ip.attempt
+
+
 def decorate(pod: dict[str, Any], config: EngineConfig, at: Attempts) -> None:
     """Make `pod` restart in place: the annotations and the files they become, the barrier
     (before the template's init containers) and the agent."""
@@ -248,12 +265,13 @@ def told_in(annotations: dict[str, Any]) -> Told | None:
     return Told(attempt, released, annotations.get(FINISH) == "true")
 
 
-def told(pod: PodState, at: Attempts, finish: bool, now: str) -> dict[str, Any] | None:
+def told(pod: PodState, at: Attempts, finish: bool, now: str, on_channel: bool = False
+         ) -> dict[str, Any] | None:
     """The patch that tells `pod` the job's attempts (and to finish), where its annotations
-    say otherwise; none for a pod whose supervisor is heard while a restart is under way
-    (it is told on its channel: plan.told)."""
+    say otherwise; none, `on_channel`, for a pod whose supervisor is heard and not told to
+    finish (it is told on its channel: plan.told)."""
     ip = pod.in_place
-    if ip is None or (ip.heard and at.under_way and not finish):
+    if ip is None or (on_channel and ip.heard and not finish):
         return None
     was = ip.written or Told(ip.attempt, ip.released, ip.finish)
     if (was.attempt, was.released, was.finish) == (at.current, at.released, finish):
@@ -357,9 +375,11 @@ def carry_on(r: Round) -> bool:
     at_barrier = {(p.replica_type, p.index) for p in mine
                   if held(p) and p.in_place is not None and p.in_place.attempt == attempt}
     if all(slot in at_barrier for slot in resolved.slots()):
-        if recorded(r.job) < attempt:
-            # the record of the attempt is not stored yet (its write failed): this round
-            # writes it, and the release waits for it
+        if recorded(r.job) < attempt and any(
+                annotated(p.in_place) < attempt for p in mine if p.in_place is not None):
+            # no record of the attempt is stored (its write failed, or the stored status
+            # drops it): the pods' annotations become the record (tell), and the release
+            # waits for one or the other
             r.plan.requeue(RECORD_AGAIN)
             return True
         r.attempts = Attempts(attempt, attempt)
@@ -396,13 +416,14 @@ def tell(r: Round) -> None:
     doomed = {ref.name for ref in r.plan.delete if ref.kind == "Pod"}
     over = cond.is_finished(r.status)
     steady = not at.under_way  # (else every pod restarts, these too)
+    channel = at.under_way and on_channels(r)
     again = []
     for p in r.observed.live_pods():
         if p.name in doomed or p.in_place is None:
             continue
         finish = over or (steady and p.phase == Phase.SUCCEEDED)
         r.plan.told[p.name] = Told(at.current, at.released, finish)
-        if (patch := told(p, at, finish, r.now)) is not None:
+        if (patch := told(p, at, finish, r.now, channel)) is not None:
             r.plan.update.append(patch)
         elif (left := again_in(p, r.now_dt)) is not None:
             if left > 0:
