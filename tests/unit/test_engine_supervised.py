@@ -350,8 +350,13 @@ def test_a_pod_whose_supervisor_is_not_heard_is_told_by_its_annotations_as_befor
     assert set(plan.told) == {"job-master-0", "job-worker-0", "job-worker-1"}
 
 
-def test_the_release_waits_until_the_jobs_record_of_the_attempt_is_stored() -> None:
+@pytest.mark.parametrize("before", [None, {"attempt": 2**31, "released": 0}],
+                         ids=["none", "not-one"])
+def test_the_release_waits_until_the_jobs_record_of_the_attempt_is_stored(
+        before: dict[str, int] | None) -> None:
     c = supervised_running()
+    if before is not None:  # a record someone else wrote, past any attempt: none
+        record(c, before)
     c.in_place.lagging = True
     pods = ["job-master-0", "job-worker-0", "job-worker-1"]
     for name in pods:  # held for attempt 1, as a manager before this one told them
@@ -361,7 +366,6 @@ def test_the_release_waits_until_the_jobs_record_of_the_attempt_is_stored() -> N
     assert master.in_place is not None
     c.pods["job-master-0"] = replace(master, in_place=replace(master.in_place,
                                                               written=Told(1, 0)))
-    assert c.job.status is not None and c.job.status.restart_attempt is None
     plan = c.step()
     assert inplace.RELEASED_REASON not in [e.reason for e in plan.events]
     assert plan.told == dict.fromkeys(pods, Told(1, 0))

@@ -166,20 +166,29 @@ class Attempts:
         return self.current > self.released
 
 
-def attempts(pods: list[PodState], recorded: RestartAttempt | None = None) -> Attempts:
+def attempts(pods: list[PodState], record: RestartAttempt | None = None) -> Attempts:
     """The job's attempt and the one released: the highest any pod was told or the job's
-    record says (a round that told only some pods, the manager stopped in between, is
-    finished by the next). A record that is not one (released past its attempt, or past
-    MOST_ATTEMPTS: a status someone else wrote) is not read."""
+    record (`record_of`) says (a round that told only some pods, the manager stopped in
+    between, is finished by the next)."""
     told = [(t.attempt, t.released) for p in pods if (t := p.in_place) is not None]
-    if recorded is not None and 0 <= recorded.released <= recorded.attempt <= MOST_ATTEMPTS:
-        told.append((recorded.attempt, recorded.released))
+    if record is not None:
+        told.append((record.attempt, record.released))
     return Attempts(max((a for a, _ in told), default=0), max((r for _, r in told), default=0))
 
 
-def recorded(job: Defaulted) -> int:
-    """The attempt the job's record (its status as stored) says it is on."""
+def record_of(job: Defaulted) -> RestartAttempt | None:
+    """The job's record of its attempts (its status as stored); None where it has none, or
+    one that is not one (released past its attempt, or past MOST_ATTEMPTS: a status someone
+    else wrote)."""
     record = job.status.restart_attempt if job.status else None
+    if record is None or not 0 <= record.released <= record.attempt <= MOST_ATTEMPTS:
+        return None
+    return record
+
+
+def recorded(job: Defaulted) -> int:
+    """The attempt the job's record says it is on (0: none)."""
+    record = record_of(job)
     return record.attempt if record is not None else 0
 
 
@@ -191,7 +200,7 @@ def on_channels(r: Round) -> bool:
     pods without a supervisor."""
     assert r.attempts is not None
     return recorded(r.job) >= r.attempts.current or r.attempts.current > attempts(
-        r.observed.live_pods(), r.job.status.restart_attempt if r.job.status else None).current
+        r.observed.live_pods(), record_of(r.job)).current
 
 
 def annotated(ip: InPlace) -> int:

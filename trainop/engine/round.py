@@ -52,8 +52,7 @@ class Round:
         """The attempts to tell the job's pods, where they restart in place
         (engine/inplace.py); told at the end of the round (inplace.tell)."""
         if inplace.applies(job, observed.pods, framework, config):
-            self.attempts = inplace.attempts(observed.live_pods(),
-                                             job.status.restart_attempt if job.status else None)
+            self.attempts = inplace.attempts(observed.live_pods(), inplace.record_of(job))
         self.lost = lostnode.Decision()
         """Its pods on nodes that stopped reporting (engine/lostnode.py)."""
 
