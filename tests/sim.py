@@ -23,7 +23,7 @@ from trainop.engine import (
 )
 from trainop.engine.labels import replica_of, replica_type_of
 from trainop.engine.objects import content_of
-from trainop.engine.observed import InPlace, NodeState
+from trainop.engine.observed import InPlace, NodeState, Reported
 from trainop.frameworks import framework_of
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -54,12 +54,15 @@ class Cluster:
         Terminating (no kubelet confirms), unless deleted with grace 0."""
         self.reclaimed: tuple[tuple[str, int], ...] = ()
         """What the job's Workload gave back to Kueue as done, by pod set."""
+        self.reports: dict[str, Reported] = {}
+        """The latest progress report heard of each pod."""
 
     @property
     def observed(self) -> Observed:
         return Observed(pods=tuple(self.pods.values()), objects=tuple(self.objects.values()),
                         ssh_key=KEY, supervisor_key=SUPERVISOR_KEY, held=self.held,
-                        lost_nodes=self.lost_nodes, reclaimed=self.reclaimed)
+                        lost_nodes=self.lost_nodes, reclaimed=self.reclaimed,
+                        reports=tuple(self.reports.values()))
 
     def plan(self) -> Plan:
         return reconcile(self.job, self.observed, self.now, framework_of(self.job),

@@ -309,6 +309,31 @@ class RestartAttempt(Model):
     released: int
 
 
+class Metric(Model):
+    """trainop: one named value a rank reported (Trainer's `{name, value}`)."""
+
+    name: str
+    value: str
+
+
+class Progress(Model):
+    """trainop: how far a job has got, as its lead rank last reported (engine/progress.py)."""
+
+    percent: int | None = None
+    step: int | None = None
+    steps: int | None = None
+    epoch: int | None = None
+    epochs: int | None = None
+    remaining_seconds: int | None = None
+    metrics: list[Metric] | None = None
+    pod: str
+    """The pod whose rank reported it."""
+    last_reported_time: Time
+    """When the manager wrote the report it shows (at most once per --progress-interval)."""
+    refused: str | None = None
+    """Why the rank's latest report is not shown (too large, not in the payload's shape)."""
+
+
 class JobStatus(Model):
     conditions: list[JobCondition] | None = None
     replica_statuses: dict[str, ReplicaStatus] | None = None
@@ -321,6 +346,8 @@ class JobStatus(Model):
     restart_attempt: RestartAttempt | None = Field(
         None, description="trainop: the attempt a job restarted in place is on, and the "
         "last one released.")
+    progress: Progress | None = Field(
+        None, description="trainop: how far the job has got, as its lead rank last reported.")
 
 
 class Job(Model):

@@ -66,6 +66,10 @@ class EngineConfig:
     a node that stopped reporting is told at once, and deleted once the node has not been
     Ready for this many seconds, so that it is made again elsewhere (engine/lostnode.py)."""
 
+    progress_interval: float = 10.0
+    """--progress-interval: the fewest seconds between two writes of a job's progress
+    (engine/progress.py)."""
+
     batch_jobs: bool = True
     """A replica the kind makes by a batch/v1 Job (Launcher.batch_job) is made so; False:
     as a pod of the engine's own under its rules (the local runtime, which has no Job

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Phase(enum.StrEnum):
@@ -237,6 +237,17 @@ class SSHKeyPair:
 
 
 @dataclass(frozen=True)
+class Reported:
+    """What a runtime heard of a pod's progress report (engine/progress.py): the JSON it
+    read, or why it read none."""
+
+    pod: str
+    doc: Any = None
+    problem: str | None = None
+    """Why no report could be read (too large, not JSON): the runtime's words."""
+
+
+@dataclass(frozen=True)
 class Observed:
     pods: tuple[PodState, ...] = ()
     objects: tuple[OwnedObject, ...] = ()
@@ -257,6 +268,8 @@ class Observed:
     """(pod set, count) of the replicas the job's Workload gave back to Kueue as done
     (reclaimablePods; a pod set is a replica type in lower case): that many of the type
     never run again (engine/objects.py)."""
+    reports: tuple[Reported, ...] = ()
+    """The latest progress report heard of each pod that reports (engine/progress.py)."""
 
     def live_pods(self) -> list[PodState]:
         """Its pods not being deleted."""

@@ -26,6 +26,7 @@ from trainop.engine import (
     kubegang,
     lostnode,
     objects,
+    progress,
     waiting,
 )
 from trainop.engine import conditions as cond
@@ -73,6 +74,7 @@ def _run(r: Round) -> Plan:
         _active(r)
         if cond.is_finished(r.status):
             _finished(r, just_now=True)
+    progress.step(r)
     inplace.tell(r)
     r.finish_status()
     return r.plan
