@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,16 @@ def test_default_job_is_the_pytorch_ddp_example(tmp_path: Path) -> None:
     assert "Failed to initialize NumPy" not in out.stdout
     done = [line.split("] ", 1)[1] for line in out.stdout.splitlines() if line.endswith(" done")]
     assert sorted(done) == ["rank 0 done", "rank 1 done", "rank 2 done"]
+    # the master reports its epochs and loss: lines as they come (no terminal here), the
+    # last at the end; the workers report nothing (only the master has the file)
+    told = [line for line in out.stdout.splitlines() if line.startswith("trainop: progress:")]
+    assert told and len(told) <= 8, told
+    summary = [line for line in out.stdout.splitlines() if line.startswith("  progress ")]
+    assert len(summary) == 1 and re.fullmatch(
+        r"  progress    100%, epoch 8 of 8, loss 0\.0\d+", summary[0]), out.stdout
+    assert told[-1] == "trainop: progress: " + summary[0].split(None, 1)[1]
+    assert [p.name for p in (tmp_path / "run").glob("*.progress.json")] == [
+        "pytorch-ddp-master-0.progress.json"]
 
 
 def test_replicas_override(tmp_path: Path) -> None:

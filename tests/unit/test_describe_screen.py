@@ -152,3 +152,28 @@ def test_how_pods_restart_in_place_is_said() -> None:
     # pods made again at a whole-job restart show nothing of it
     assert not [line for line in screen(JOB, [pod("pt-worker-0", "worker", 0, "Running")])
                 if line.startswith("restarts")]
+
+
+def test_how_far_the_job_has_got_and_a_refused_report() -> None:
+    job = {**JOB, "status": {"progress": {
+        "percent": 45, "step": 450, "steps": 1000, "epoch": 2, "epochs": 5,
+        "remainingSeconds": 3725, "metrics": [{"name": "loss", "value": "0.15"},
+                                              {"name": "lr", "value": "0.001"}],
+        "pod": "pt-master-0", "lastReportedTime": "2026-01-01T00:00:05Z",
+        "refused": "pod pt-master-0: step 11 is past steps 10"}}}
+    assert screen(job, [])[-2:] == [
+        "progress 45%, step 450 of 1000, epoch 2 of 5, 1h2m left, loss 0.15, lr 0.001 (pod "
+        "pt-master-0, at 2026-01-01T00:00:05Z)",
+        "latest report refused: pod pt-master-0: step 11 is past steps 10"]
+
+
+def test_progress_of_few_fields_and_one_not_in_trainops_shape() -> None:
+    few = {"remainingSeconds": 75, "epoch": 3, "pod": "p", "lastReportedTime": "t"}
+    assert screen({**JOB, "status": {"progress": few}}, [])[-1] == \
+        "progress epoch 3, 1m15s left (pod p, at t)"
+    none = {"pod": "p", "lastReportedTime": "t", "refused": "pod p: a report that is not JSON"}
+    assert screen({**JOB, "status": {"progress": none}}, [])[-2] == \
+        "progress nothing reported yet (pod p, at t)"
+    bad = {"percent": "half", "pod": "p", "lastReportedTime": "t"}
+    assert screen({**JOB, "status": {"progress": bad}}, [])[-1] == \
+        "progress (not in trainop's shape)"

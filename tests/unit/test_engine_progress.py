@@ -205,8 +205,11 @@ def test_a_stored_time_no_manager_wrote_does_not_stop_progress() -> None:
     assert (shown(c) or {})["percent"] == 2
 
 
-def test_a_finished_job_shows_its_last_report() -> None:
+def test_a_finished_job_shows_its_last_report_at_once() -> None:
     c = running(replicas={"Worker": 1})
+    c.reports["job-worker-0"] = Reported("job-worker-0", report(progressPercentage=90))
+    c.step()
+    c.advance(1)  # within the interval
     c.reports["job-worker-0"] = Reported("job-worker-0", report(progressPercentage=100))
     c.all(Phase.SUCCEEDED)
     c.step()

@@ -15,7 +15,7 @@ LAYERS = {
     "engine": 1,
     "frameworks": 2,
     "local": 3, "cluster": 3,
-    "manager_flags": 4, "cli": 5, "__init__": 0,
+    "manager_flags": 4, "cli": 5, "__init__": 0, "terminal": 0, "progress": 0,
 }
 """Each top-level module or package of trainop, by layer: one may import only a lower
 layer (or itself)."""

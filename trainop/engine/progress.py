@@ -17,8 +17,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from trainop.api.types import Metric, Progress
+from trainop.api.resolved import resolve
+from trainop.api.types import Defaulted, Metric, Progress
 from trainop.engine import clock
+from trainop.engine import conditions as cond
 from trainop.engine.observed import Reported
 
 if TYPE_CHECKING:
@@ -118,23 +120,31 @@ def _is_time(value: Any) -> bool:
     return parsed.tzinfo is not None and "T" in value.upper()
 
 
+def leads(job: Defaulted, replica_type: str, index: int) -> bool:
+    """Whether the pod of `replica_type` and `index` is the one whose reports count: the
+    lead replica type's first."""
+    return replica_type == resolve(job).leader and index == 0
+
+
 def lead_pod(r: Round) -> str | None:
-    """The pod whose reports count: the lead replica type's first, where it lives."""
+    """The job's lead pod, where it lives."""
     return next((p.name for p in r.observed.live_pods()
-                 if p.replica_type == r.resolved.leader and p.index == 0), None)
+                 if leads(r.job, p.replica_type, p.index)), None)
 
 
 def step(r: Round) -> None:
     """Show the lead pod's latest report in the job's status, where it says something new
-    and the last was written at least config.progress_interval ago (else come back then)."""
+    and the last was written at least config.progress_interval ago (else come back then),
+    or the job has finished."""
     lead = lead_pod(r)
     heard = next((h for h in r.observed.reports if h.pod == lead), None)
     shown = r.status.progress
     if lead is None or heard is None or (block := _block(heard, lead, shown)) is None:
         return
     last = clock.parsed(shown.last_reported_time) if shown is not None else None
-    if last is not None and (left := r.config.progress_interval - (
-            r.now_dt - last).total_seconds()) > 0:
+    # a finished job's ranks report no more: its last report is shown at once
+    if last is not None and not cond.is_finished(r.status) and (
+            left := r.config.progress_interval - (r.now_dt - last).total_seconds()) > 0:
         r.plan.requeue(left)
         return
     if block.refused is not None:
@@ -163,3 +173,20 @@ def _block(heard: Reported, lead: str, shown: Progress | None) -> Progress | Non
             shown.model_dump(exclude=keep) == block.model_dump(exclude=keep):
         return None
     return block
+
+
+def summary(p: Progress) -> str:
+    """One line of what a progress block says, as `trainop run` and `trainop describe`
+    show it: `45%, step 450 of 1000, epoch 2 of 5, 2m0s left, loss 0.15`."""
+    parts = [] if p.percent is None else [f"{p.percent}%"]
+    for what, n, of in (("step", p.step, p.steps), ("epoch", p.epoch, p.epochs)):
+        if n is not None:
+            parts.append(f"{what} {n}" + ("" if of is None else f" of {of}"))
+    if p.remaining_seconds is not None:
+        minutes, seconds = divmod(p.remaining_seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        left = f"{hours}h{minutes}m" if hours else f"{minutes}m{seconds}s" if minutes else \
+            f"{seconds}s"
+        parts.append(f"{left} left")
+    parts += [f"{m.name} {m.value}" for m in p.metrics or []]
+    return ", ".join(parts) or "nothing reported yet"

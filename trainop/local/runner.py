@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from trainop import wallclock
 from trainop.api.types import Defaulted
-from trainop.engine import EngineConfig, Event, Observed, Plan, inplace, reconcile
+from trainop.engine import EngineConfig, Event, Observed, Plan, inplace, progress, reconcile
 from trainop.engine import conditions as cond
 from trainop.engine.framework import started_by_launcher
 from trainop.engine.labels import replica_of, replica_type_of
@@ -22,16 +22,17 @@ from trainop.local import files
 from trainop.local.addressing import LocalAddressing
 from trainop.local.folder import RunFolder
 from trainop.local.process import ContainerProcess, LocalPod, NotRunnable, command_of
+from trainop.local.reports import ReportFile
 from trainop.local.supervisor import LocalSupervisor
 
 T = TypeVar("T")
 ENDED = ("Succeeded", "Failed")
-LOCAL_ENGINE = EngineConfig(aggregate_events=True, batch_jobs=False)
+LOCAL_ENGINE = EngineConfig(aggregate_events=True, batch_jobs=False, progress_interval=1.0)
 """Locally the events go to a terminal: one line per round reads better than one per pod;
 and there is no Job controller, so a launcher mpi-operator makes by a Job is a process under
 the engine's own restart rules. A job that restarts in place has its processes restarted
 where they are, each pod's by its LocalSupervisor (local/supervisor.py), as rank
-supervisors do in a cluster."""
+supervisors do in a cluster. Progress is drawn once a second: one process reads it."""
 
 TICK = 1.0
 """Seconds between reconciles when nothing happens (deadlines are checked this often)."""
@@ -84,6 +85,8 @@ class LocalRun:
         self.folder = RunFolder(options.run_dir)
         self.on_line, self.on_event, self.on_change = on_line, on_event, on_change
         self._wake = asyncio.Event()
+        self.reports: dict[str, ReportFile] = {}
+        """The report file of the lead pod, by pod name (engine/progress.py)."""
         self._exit_told: set[str] = set()
         """Pods whose end was observed (Observed.exited), and so told once."""
         self.started = time.monotonic()
@@ -95,8 +98,10 @@ class LocalRun:
         exited = tuple((p.name, p.exit_code) for p in self.pods.values()
                        if p.phase in ENDED and p.exit_code is not None
                        and p.name not in self._exit_told)
+        reports = tuple(r for f in self.reports.values() if (r := f.read()) is not None)
         return Observed(pods=tuple(p.state() for p in self.pods.values()),
-                        objects=tuple(self.folder.objects.values()), exited=exited)
+                        objects=tuple(self.folder.objects.values()), exited=exited,
+                        reports=reports)
 
     # -- apply -----------------------------------------------------------------------
     async def apply(self, plan: Plan) -> None:
@@ -152,8 +157,13 @@ class LocalRun:
         index = replica[1]
         process = None
         if not started_by_launcher(self.framework, rtype):
+            env = self.options.env
+            if progress.leads(self.job, rtype, index):
+                path = self.options.run_dir.resolve() / f"{name}.progress.json"
+                self.reports = {name: ReportFile(name, path)}
+                env = {**env, progress.ENV: str(path)}
             command = command_of(pod, self.job.main_container, self.options.run_dir,
-                                 self.options.env, self.folder.mounts(pod))
+                                 env, self.folder.mounts(pod))
             process = ContainerProcess(name, self.job.main_container, command, self.folder.guarded(
                 files.open_below, self.options.run_dir, f"{name}.log", append=True),
                 self.on_line)

@@ -10,11 +10,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from trainop.engine import Event
+from trainop.api.types import Progress
+from trainop.engine import Event, progress
+from trainop.terminal import printable
 
 if TYPE_CHECKING:
     from trainop.local.runner import LocalRun, RunResult
 
+BAR = 30
+"""The progress bar's width, in characters."""
 COLORS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta"]
 
 
@@ -29,6 +33,7 @@ class RunView:
         self.run: LocalRun | None = None
         self.live: Live | None = Live(console=console, auto_refresh=False,
                                       transient=True) if live else None
+        self.progress_told: Progress | None = None
 
     def __enter__(self) -> RunView:
         if self.live is not None:
@@ -55,8 +60,17 @@ class RunView:
                            soft_wrap=True, highlight=False)
 
     def changed(self) -> None:
-        if self.live is not None and self.run is not None:
+        if self.run is None:
+            return
+        if self.live is not None:
             self.live.update(self.table(self.run), refresh=True)
+            return
+        # no terminal: a plain line each time the job's progress changes
+        block = self.run.job.status.progress if self.run.job.status else None
+        if block is not None and block != self.progress_told:
+            self.progress_told = block
+            self.console.print(printable(f"trainop: progress: {progress.summary(block)}"),
+                               soft_wrap=True, highlight=False)
 
     def table(self, run: LocalRun) -> Group:
         table = Table(title=f"{run.job.kind} {run.job.name} "
@@ -70,12 +84,19 @@ class RunView:
                           str((pod.process and pod.process.pid) or ""))
         conditions = (run.job.status.conditions if run.job.status else None) or []
         lines = [Text(f"{c.type}={c.status}: {c.message}") for c in conditions[-3:]]
+        block = run.job.status.progress if run.job.status else None
+        if block is not None:
+            lines.append(bar(block))
         return Group(table, *lines)
 
     def summary(self, result: RunResult, run_dir: str) -> None:
         conditions = (result.status.conditions if result.status else None) or []
         for c in conditions:
             self.console.print(f"  {c.type:<11} {c.status:<5} {c.reason}: {c.message}",
+                               soft_wrap=True, highlight=False)
+        block = result.status.progress if result.status else None
+        if block is not None:
+            self.console.print(printable(f"  progress    {progress.summary(block)}"),
                                soft_wrap=True, highlight=False)
         last = result.status.last_failure if result.status else None
         if last is not None and result.outcome != "Succeeded":
@@ -88,3 +109,15 @@ class RunView:
         style = "bold green" if result.outcome == "Succeeded" else "bold red"
         self.console.print(Text(f"{result.outcome} in {result.duration:.1f}s; "
                                 f"logs in {run_dir}", style=style), highlight=False)
+
+
+def bar(block: Progress) -> Text:
+    """The job's progress as a bar and what its lead rank last said."""
+    out = Text("progress ")
+    if block.percent is not None:
+        done = BAR * block.percent // 100
+        out.append("━" * done, style="green")
+        out.append("━" * (BAR - done), style="dim")
+        out.append(" ")
+    out.append_text(printable(progress.summary(block)))
+    return out

@@ -1,13 +1,13 @@
 """`trainop describe KIND/NAME`: one screen that says why a job in a cluster is where it
 is: each replica's pod (phase, node, restarts, exit code, what it waits for), the job's
-conditions, the replicas it says wait, and its last failure."""
+conditions, the replicas it says wait, how far it has got, and its last failure."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
@@ -15,26 +15,16 @@ from rich.text import Text
 
 from trainop.api import KINDS, templates
 from trainop.api.resources import PODS, job_resource
+from trainop.api.types import Progress
 from trainop.cluster.reading.client import Client
 from trainop.cluster.reading.config import ClusterConfig
 from trainop.cluster.reading.records import pod_record
-from trainop.engine import supervised
+from trainop.engine import progress, supervised
 from trainop.engine.labels import JOB_NAME
+from trainop.terminal import printable
 
 REFRESH = 2.0
 """Seconds between looks with --watch."""
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Control characters but newline and tab: ESC (OSC and CSI sequences), BEL, CR, C1."""
-
-
-def printable(value: object, style: str = "") -> Text:
-    """Text a job's author or a pod's program controls (messages, log tails, names) as a
-    terminal may show it: control characters escaped as \\xNN (an OSC 52 clipboard write, a
-    window title, cursor movement that fakes output are shown, not run: kubectl's
-    CVE-2021-25743), and no rich markup read into it."""
-    return Text(CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value)), style=style)
-
-
 def kind_of(word: str) -> str | None:
     """The kind a word names as kubectl takes it: `pytorchjob`, `pytorchjobs`, `PyTorchJob`."""
     w = word.lower()
@@ -89,6 +79,7 @@ def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
     for w in status.get("waitingReplicas") or []:
         lines.append(printable(f"waiting     {w.get('pod')}: {w.get('reason')}: "
                                f"{w.get('message')} (since {w.get('since')})", "yellow"))
+    lines += progress_lines(status.get("progress"))
     last = status.get("lastFailure")
     if last:
         where = f" on {last['node']}" if last.get("node") else ""
@@ -99,6 +90,21 @@ def render(job: dict[str, Any], pods: list[dict[str, Any]]) -> RenderableType:
         if last.get("message"):
             lines.append(printable(str(last["message"]).rstrip(), "dim"))
     return Group(*lines)
+
+
+def progress_lines(block: object) -> list[RenderableType]:
+    """The job's progress (engine/progress.py), where its lead rank reported any."""
+    if block is None:
+        return []
+    try:
+        p = Progress.model_validate(block)
+    except ValidationError:
+        return [Text("progress    (not in trainop's shape)", style="dim")]
+    lines: list[RenderableType] = [printable(
+        f"progress    {progress.summary(p)} (pod {p.pod}, at {p.last_reported_time})", "cyan")]
+    if p.refused:
+        lines.append(printable(f"            latest report refused: {p.refused}", "yellow"))
+    return lines
 
 
 def restart_path(pods: list[dict[str, Any]], main: str) -> str | None:
