@@ -130,11 +130,14 @@ type snapshot struct {
 	Attempt int    `json:"attempt"`
 	Told    told   `json:"told"`
 	Last    *ended `json:"last"`
+	// the rank's latest progress report, or why it could not be read (progress.go)
+	Progress        json.RawMessage `json:"progress,omitempty"`
+	ProgressProblem string          `json:"progressProblem,omitempty"`
 }
 
 func (s *supervisor) snapshot(pod string) snapshot {
 	return snapshot{Pod: pod, Seq: s.seq, Phase: s.phase, Attempt: s.attempt, Told: s.told,
-		Last: s.last}
+		Last: s.last, Progress: s.progressNow.doc, ProgressProblem: s.progressNow.problem}
 }
 
 func (c *channel) tell(w http.ResponseWriter, r *http.Request) {

@@ -107,6 +107,10 @@ type supervisor struct {
 	changed     chan struct{}
 	code        int // what the supervisor ends with, once `over`
 	over        bool
+
+	progressNext time.Time // when the progress file is read next
+	progressSeen string    // its time, size and inode when last read
+	progressNow  report    // what the state shows of it
 }
 
 func becomeSubreaper() {
@@ -121,6 +125,9 @@ func (s *supervisor) start() error {
 	env := s.env
 	if s.opts.listen != "" {
 		env = withAttempt(env, s.attempt)
+	}
+	if s.opts.progress != "" {
+		env = append(withoutVar(env, progressEnv), progressEnv+"="+s.opts.progress)
 	}
 	attr := &syscall.ProcAttr{
 		Env:   env,
@@ -140,13 +147,18 @@ func (s *supervisor) start() error {
 
 // withAttempt is env with TRAINOP_ATTEMPT set to the attempt the child runs.
 func withAttempt(env []string, attempt int) []string {
+	return append(withoutVar(env, "TRAINOP_ATTEMPT"), "TRAINOP_ATTEMPT="+strconv.Itoa(attempt))
+}
+
+// withoutVar is env without the variable `name`.
+func withoutVar(env []string, name string) []string {
 	out := make([]string, 0, len(env)+1)
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "TRAINOP_ATTEMPT=") {
+		if !strings.HasPrefix(kv, name+"=") {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "TRAINOP_ATTEMPT="+strconv.Itoa(attempt))
+	return out
 }
 
 // loop runs until the supervisor ends, and says with which code.
@@ -235,8 +247,8 @@ func (s *supervisor) reap() {
 	s.act()
 }
 
-// tick reads the attempt files, ends the supervisor where its manager went quiet after
-// its rank ended, and carries on a stop.
+// tick reads the attempt files and the rank's progress, ends the supervisor where its
+// manager went quiet after its rank ended, and carries on a stop.
 func (s *supervisor) tick() {
 	// the files say what the annotations say, late: a second source while the manager is
 	// heard (a tell it lost), never the only one (unheard, the pod's agent and barrier
@@ -249,6 +261,9 @@ func (s *supervisor) tick() {
 	}
 	if s.heardNoted && !s.connected() {
 		s.noteHeard(false)
+	}
+	if s.readProgress(time.Now()) {
+		s.bump()
 	}
 	if s.phase == exited && !s.connected() {
 		// no manager heard within the lease (or ever) to tell what comes next: the

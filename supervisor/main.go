@@ -16,7 +16,8 @@
 // for a newer attempt and starts them again when that attempt is released, in the same
 // container; it says how its rank ended (OOMKilled where the kernel's OOM killer ended it,
 // as the container's cgroup counts: --memory-events names another file for tests) and
-// where it is. For the pod's agent, which
+// where it is, and (--progress) the rank's latest progress report, at most once per
+// --progress-every. For the pod's agent, which
 // restarts the pod's containers where no supervisor does it, it notes the attempt it is in
 // (--state) and keeps a file while the manager is heard (--heard).
 //
@@ -64,7 +65,8 @@ func run(args []string) int {
 	opts, argv, err := parse(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n%s: usage: %s [--listen ADDR --pod NAME --attempt N "+
-			"--files DIR --state FILE --heard FILE --grace S --lease S --memory-events FILE] -- COMMAND [ARG...] | %s --install DIR\n",
+			"--files DIR --state FILE --heard FILE --grace S --lease S --memory-events FILE "+
+			"--progress FILE --progress-every S] -- COMMAND [ARG...] | %s --install DIR\n",
 			name, err, name, name, name)
 		return 2
 	}
@@ -116,6 +118,9 @@ type options struct {
 	lease   time.Duration
 	// where the container's cgroup counts OOM kills (memoryEvents; a test names its own)
 	memoryEvents []string
+	// where the child writes its progress reports, and how often they are passed on
+	progress      string
+	progressEvery time.Duration
 }
 
 func parse(args []string) (options, []string, error) {
@@ -131,6 +136,8 @@ func parse(args []string) (options, []string, error) {
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "")
 	fs.DurationVar(&o.lease, "lease", 15*time.Second, "")
 	events := fs.String("memory-events", "", "")
+	fs.StringVar(&o.progress, "progress", "", "")
+	fs.DurationVar(&o.progressEvery, "progress-every", 10*time.Second, "")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, err
 	}
@@ -143,8 +150,9 @@ func parse(args []string) (options, []string, error) {
 	if i := len(args) - len(rest) - 1; i < 0 || args[i] != "--" || len(rest) == 0 {
 		return o, nil, errors.New("no -- COMMAND")
 	}
-	if o.attempt < 0 || o.attempt > mostAttempts || o.grace < 0 || o.lease <= 0 {
-		return o, nil, errors.New("--attempt, --grace or --lease out of range")
+	if o.attempt < 0 || o.attempt > mostAttempts || o.grace < 0 || o.lease <= 0 ||
+		o.progressEvery <= 0 {
+		return o, nil, errors.New("--attempt, --grace, --lease or --progress-every out of range")
 	}
 	if o.listen != "" && o.pod == "" {
 		return o, nil, errors.New("--listen needs --pod")

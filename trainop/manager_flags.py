@@ -136,6 +136,10 @@ FLAGS: tuple[Flag, ...] = (
          "and watch on nodes. Not in upstream; the shipped Deployment sets 60 [default: "
          "unset, nodes are not watched].",
          type=click.FloatRange(min=0)),
+    Flag(("--progress-interval",), "engine.progress_interval",
+         "The fewest seconds between two writes of a job's status.progress (how far its lead "
+         "rank reports it has got; its rank supervisor passes reports on this often). Not in "
+         "upstream.", type=click.FloatRange(min=1, max=3600)),
     Flag(("--restart-agent-image",), "engine.restart_agent_image",
          "Image of the two containers a pod that restarts in place gets (a first init container "
          "that holds the pod until its attempt is released, and one beside the main container "

@@ -49,6 +49,17 @@ def test_the_comparison_finds_a_difference(theirs: dict[str, dict[str, object]])
         "x-kubernetes-list-type None != 'map'"]
 
 
+def test_a_column_in_the_default_output_is_a_difference(
+        theirs: dict[str, dict[str, object]]) -> None:
+    ours = json.loads(json.dumps(OURS["TFJob"]))
+    columns = ours["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if c.get("priority")] == ["Progress"]
+    for c in columns:
+        c.pop("priority", None)
+    assert [d.split(":")[0] for d in upstream.crd_differences(ours, theirs["TFJob"])] == [
+        "versions[v1].additionalPrinterColumns"]
+
+
 def test_the_stored_kubernetes_schemas_are_the_suites_release() -> None:
     # what `make crds` would write now, from k8s.io/api of the release the suites run
     stored = json.loads(SCHEMAS_FILE.read_text())

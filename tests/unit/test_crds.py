@@ -47,8 +47,12 @@ def test_names_and_printer_columns(kind: str) -> None:
                      "plural": KINDS[kind].plural, "singular": kind.lower()}
     version = crd["spec"]["versions"][0]
     assert version["name"] == "v1" and version["served"] and version["storage"]
-    cols = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
-    assert cols == {"State": ".status.conditions[-1:].type", "Age": ".metadata.creationTimestamp"}
+    cols = {c["name"]: (c["jsonPath"], c.get("priority", 0))
+            for c in version["additionalPrinterColumns"]}
+    # upstream's two in the default output; trainop's Progress only with -o wide
+    assert cols == {"State": (".status.conditions[-1:].type", 0),
+                    "Age": (".metadata.creationTimestamp", 0),
+                    "Progress": (".status.progress.percent", 1)}
     assert version["subresources"]["status"] == {}
 
 

@@ -136,6 +136,8 @@ class RankState:
     attempt: int
     told: Told
     last: RankEnd | None
+    report: Reported | None = None
+    """Its rank's latest progress report, where it is the job's lead (engine/progress.py)."""
 
 
 @dataclass(frozen=True)

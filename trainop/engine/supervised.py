@@ -16,7 +16,8 @@ every request and answer is signed with the job's key, which the manager makes (
 of the job's, key_secret) and the pod's main container gets in its environment, where
 the supervisor takes it before the command runs. It notes for the pod's agent the attempt
 it is in and whether its manager is heard (engine/inplace.py's state volume, mounted in
-the main container too): unheard, a pod restarts as one without a supervisor.
+the main container too): unheard, a pod restarts as one without a supervisor. The lead
+pod's supervisor also passes on its rank's progress reports (engine/progress.py).
 
 Which path a job's replicas take, and why, is `paths` (`trainop validate` says it).
 """
@@ -31,10 +32,10 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import SECRETS
 from trainop.api.templates import container
 from trainop.api.types import Defaulted
-from trainop.engine import inplace
+from trainop.engine import inplace, progress
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
-from trainop.engine.labels import job_labels, object_meta
+from trainop.engine.labels import job_labels, object_meta, replica_of, replica_type_of
 from trainop.engine.observed import Ended, Observed, Phase, PodState, RankState, Told
 from trainop.engine.plan import Event, shown
 
@@ -50,6 +51,9 @@ PORT = 29611
 """The pod's port the supervisor serves its channel on: none of the frameworks' own (2222,
 23456, 29500, 9999, 6666, 37777), below the kernel's ephemeral range. A pod whose own
 process holds it first keeps the container-level path."""
+PROGRESS_FILE = f"{inplace.STATE_DIR}/progress.json"
+"""Where the lead pod's rank writes its progress reports (engine/progress.py): its
+supervisor passes them on to the manager."""
 KEY_ENV = "TRAINOP_SUPERVISOR_KEY"
 KEY = "key"
 """The key in the job's KEY_SECRET: 32 random bytes, base64url unpadded (as KEY_ENV holds
@@ -135,10 +139,14 @@ def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
     if not isinstance(grace, int) or isinstance(grace, bool) or grace < 0:
         grace = GRACE
     grace = min(grace, GRACE_MOST)
+    replica = replica_of(pod["metadata"]["labels"], pod["metadata"]["name"])
+    reports = [] if replica is None or not progress.leads(
+        job, replica_type_of(job, replica[0]) or "", replica[1]) else [
+        "--progress", PROGRESS_FILE, "--progress-every", f"{config.progress_interval:g}s"]
     c["command"] = [BINARY, "--listen", f":{PORT}", "--pod", pod["metadata"]["name"],
                     "--attempt", str(at.current), "--files", inplace.FILES_DIR,
                     "--state", f"{inplace.STATE_DIR}/attempt", "--heard", inplace.HEARD,
-                    "--grace", f"{grace}s", "--", *c["command"]]
+                    "--grace", f"{grace}s", *reports, "--", *c["command"]]
     c["env"] = [*(c.get("env") or []), {"name": KEY_ENV, "valueFrom": {"secretKeyRef": {
         "name": key_secret(job.name), "key": KEY}}}]
     c["volumeMounts"] = [*(c.get("volumeMounts") or []), mount, *inplace.mounts()]

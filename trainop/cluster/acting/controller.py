@@ -115,6 +115,7 @@ class JobController:
         self._parsed = parsed
         """Parse a job once per version, within the manager's one budget."""
         self.launchers = metrics.LauncherInfo()
+        self.progress = metrics.JobProgress(kind)
         self.jobs = caches.jobs[kind]
         self.applier = PlanApplier(kind, self.framework.info.framework, client, self.jobs,
                                    recorder)
@@ -184,6 +185,7 @@ class JobController:
             # is decided again now, as this write of our own brings no event back
             requeue = 0.0
         self.launchers.tell(key, job, observed, self.config.engine)
+        self.progress.tell(key, job, plan.status)
         self.watches.exits.shown(key, exited)
         if job.spec.run_policy.suspend or cond.is_finished(plan.status):
             # a job that waits (suspended) or is done changes rarely: parse it again then,
@@ -216,6 +218,7 @@ class JobController:
         if self.queueing is not None:
             self.queueing.forget(self.kind, key)
         self.launchers.forget(key, namespace)
+        self.progress.forget(key)
         if self.ranks is not None:
             self.ranks.forget(key)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 from trainop.api.persona import MPI_OPERATOR, TRAINING_OPERATOR, Persona
 from trainop.api.resources import JOBS
-from trainop.api.types import Defaulted
+from trainop.api.types import Defaulted, JobStatus
 from trainop.engine import EngineConfig, Observed
 from trainop.engine.framework import batch_type
 from trainop.engine.labels import replica_name
@@ -72,6 +74,46 @@ class LauncherInfo:
     def forget(self, key: str, namespace: str) -> None:
         if (launcher := self._told.pop(key, None)) is not None:
             MPI_OPERATOR_JOB_INFO.remove(launcher, namespace)
+
+
+PROGRESS_LABELS = ["job_namespace", "job_name", "kind"]
+JOB_PROGRESS = Gauge("trainop_job_progress_percent",
+                     "How far a job has got, in percent, as its lead rank last reported "
+                     "(status.progress.percent)", PROGRESS_LABELS)
+JOB_REMAINING = Gauge("trainop_job_remaining_seconds",
+                      "The time a job's lead rank last reported it has left "
+                      "(status.progress.remainingSeconds)", PROGRESS_LABELS)
+
+
+class JobProgress:
+    """trainop_job_progress_percent and trainop_job_remaining_seconds of one kind's jobs
+    (engine/progress.py): a series for each job and figure its status shows, gone with the
+    job. The metrics a rank names are not exported: their names are the tenant's, and
+    would make series without bound."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._shown: dict[str, tuple[str, str]] = {}
+        """Job key -> its namespace and name, for the jobs with series."""
+
+    def tell(self, key: str, job: Defaulted, status: JobStatus | None) -> None:
+        block = status.progress if status is not None else None
+        labels = (job.namespace, job.name, self.kind)
+        for gauge, value in ((JOB_PROGRESS, block.percent if block else None),
+                             (JOB_REMAINING, block.remaining_seconds if block else None)):
+            if value is not None:
+                gauge.labels(*labels).set(value)
+            elif key in self._shown:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*labels)
+        if block is not None:
+            self._shown[key] = (job.namespace, job.name)
+
+    def forget(self, key: str) -> None:
+        if (shown := self._shown.pop(key, None)) is not None:
+            for gauge in (JOB_PROGRESS, JOB_REMAINING):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*shown, self.kind)
 
 
 def count_jobs(counts: dict[str, int], namespace: str, framework: str,

@@ -18,12 +18,15 @@ from typing import Any
 import aiohttp
 import orjson
 
-from trainop.engine.observed import RankEnd, RankState, Told
+from trainop.engine.observed import RankEnd, RankState, Reported, Told
 
 MOST_ATTEMPTS = 2**31 - 1
 KEY_BYTES = 32
 """The key's length, as the supervisor holds it to."""
 PHASES = frozenset({"running", "stopping", "exited", "held"})
+ANSWER_MOST = (64 + 16) << 10
+"""The longest answer read: a state with the largest progress report a supervisor passes
+on (engine/progress.py's LIMIT)."""
 REASONS = frozenset({"OOMKilled"})
 """Why a rank ended, where its supervisor knows (supervisor/child.go)."""
 
@@ -82,7 +85,7 @@ class Supervisor:
         try:
             async with self.session.request(method, url, data=body or None,
                                             headers=headers) as resp:
-                answer = await resp.content.read(64 << 10)
+                answer = await resp.content.read(ANSWER_MOST)
                 if resp.status != 200:
                     raise ChannelError(f"{self.pod}: {resp.status} {answer[:200]!r}")
                 got = resp.headers.get("X-Trainop-Mac", "")
@@ -110,12 +113,23 @@ def read_state(doc: Any, pod: str) -> RankState:
             last=None if last is None else RankEnd(
                 _whole(last["code"], 255), _whole(last["signal"], 64) if "signal" in last
                 else None, _text(last["at"]), _reason(last["reason"]) if "reason" in last
-                else None))
+                else None), report=_report(doc, pod))
     except (KeyError, TypeError, ValueError) as err:
         raise ChannelError(f"{pod}: an answer not in the protocol's shape: {err}") from err
     if state.pod != pod or state.phase not in PHASES:
         raise ChannelError(f"{pod}: an answer of pod {state.pod!r}, phase {state.phase!r}")
     return state
+
+
+def _report(doc: dict[str, Any], pod: str) -> Reported | None:
+    """The rank's progress report the state passes on (read by the engine), or why its
+    supervisor could not read one."""
+    if "progressProblem" in doc:
+        problem = _text(doc["progressProblem"])
+        if len(problem) > 200:
+            raise ValueError("progressProblem is longer than a supervisor says it")
+        return Reported(pod, problem=problem)
+    return Reported(pod, doc["progress"]) if "progress" in doc else None
 
 
 def _whole(value: object, most: int = MOST_ATTEMPTS) -> int:

@@ -43,8 +43,8 @@ class Observer:
     def observed(self, job: Defaulted, exited: tuple[tuple[str, int], ...] = ()) -> Observed:
         """What the caches hold of the job's own pods and objects: those whose controller
         reference names this kind, this UID, in the job's namespace, each pod as its heard
-        rank supervisor says it is (supervised.overlay); and the pods seen to end since its
-        last plan (`exited`)."""
+        rank supervisor says it is (supervised.overlay), with the progress its lead rank
+        reported; and the pods seen to end since its last plan (`exited`)."""
         owner = owner_key(job.namespace, self.kind, job.metadata.uid or "")
         ranks = self.ranks(job.key) if self.ranks is not None else {}
         pods = tuple(supervised.overlay(p.state(job), rank, job.main_container)
@@ -57,8 +57,9 @@ class Observer:
         seen = {(h.kind, h.name) for h in cached}
         # and those only the API server showed (anyone's), until they are gone
         named = tuple(h for h in self.named_held(job.key) if (h.kind, h.name) not in seen)
+        reports = tuple(rank.report for rank in ranks.values() if rank.report is not None)
         return Observed(pods=pods, objects=objects, exited=exited, held=cached + named,
-                        lost_nodes=self.lost_nodes(pods))
+                        lost_nodes=self.lost_nodes(pods), reports=reports)
 
     def lost_nodes(self, pods: tuple[PodState, ...]) -> tuple[NodeState, ...]:
         """The nodes of `pods` that are not Ready, or gone (--lost-node-grace)."""
