@@ -118,7 +118,7 @@ def _subresources(info: KindInfo) -> dict[str, Any]:
     return subresources
 
 
-PROGRESS_COLUMN = {"jsonPath": ".status.progress.percent", "name": "Progress",
+PROGRESS_COLUMN: dict[str, object] = {"jsonPath": ".status.progress.percent", "name": "Progress",
                    "type": "integer", "priority": 1,
                    "description": "trainop: percent done, as the job's lead rank reports"}
 """trainop's own column: `kubectl get -o wide` shows it, the default output stays
@@ -133,7 +133,7 @@ def crd_for(model: type[Job]) -> dict[str, Any]:
     # the API server refuses a job without replica specs, as upstream's CRDs make it do
     spec_schema["required"] = sorted({*spec_schema.get("required", ()),
                                       info.replica_specs_field})
-    columns = [
+    columns: list[dict[str, object]] = [
         {"jsonPath": ".status.conditions[-1:].type", "name": "State", "type": "string"},
         {"jsonPath": ".metadata.creationTimestamp", "name": "Age", "type": "date"},
     ]
