@@ -110,6 +110,24 @@ def test_the_rank_has_the_pods_grace_to_stop_for_a_newer_attempt(grace: int,
     assert command[command.index("--grace") + 1] == given
 
 
+@pytest.mark.parametrize(("replicas", "lead"), [
+    ({"Master": 1, "Worker": 2}, "job-master-0"),
+    ({"Worker": 3}, "job-worker-0"),
+])
+def test_only_the_lead_pods_supervisor_passes_progress_on(replicas: dict[str, int],
+                                                          lead: str) -> None:
+    c = Cluster(job("PyTorchJob", replicas, spec=IN_PLACE,
+                    replica_extra=commanded(["python", "train.py"])),
+                EngineConfig(rank_supervisor_image=IMAGE, progress_interval=2.5))
+    c.step()
+    for name in c.pods:
+        command = c.pod(name)["spec"]["containers"][0]["command"]
+        cut = command.index("--")
+        flags = command[command.index("--grace") + 2:cut]
+        assert flags == (["--progress", "/run/trainop/state/progress.json",
+                          "--progress-every", "2.5s"] if name == lead else []), name
+
+
 def test_the_job_gets_one_key_secret_made_once() -> None:
     c = Cluster(job("PyTorchJob", spec=IN_PLACE,
                     replica_extra=commanded(["python", "train.py"])), SUPERVISED)
