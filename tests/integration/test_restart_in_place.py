@@ -186,10 +186,13 @@ SUPERVISED_JOB = manifest(
 
 @contextlib.contextmanager
 def pods_supervised(kube: Kube, supervisor: Path, tmp_path: Path, grace: str = "2s",
-                    ignoring: tuple[str, ...] = ()) -> Iterator[dict[str, Path]]:
+                    ignoring: tuple[str, ...] = (), rank: str = RANK,
+                    reporting: tuple[str, ...] = ()) -> Iterator[dict[str, Path]]:
     """Play each pod's kubelet: its status Running with an IP of its own on loopback
     (127.0.29.N), where a real supervisor serves the pod's channel with the key of the
-    job's Secret and runs RANK; each pod's rank's folder, by pod."""
+    job's Secret and runs `rank`; each pod's rank's folder, by pod. A pod whose command
+    the manager gave --progress (and those `reporting`, as if it had) writes its progress
+    reports in its folder."""
     secret = wait_for("the key Secret", lambda: kube.get("secret", "job-trainop-ranks"))
     key = base64.b64decode(secret["data"]["key"]).decode()
     procs: list[subprocess.Popen[str]] = []
@@ -201,10 +204,17 @@ def pods_supervised(kube: Kube, supervisor: Path, tmp_path: Path, grace: str = "
             folders[name].mkdir()
             if name in ignoring:
                 (folders[name] / "ignore").touch()
+            command = kube.get("pod", name)["spec"]["containers"][0]["command"]
+            progress = []
+            if "--progress" in command or name in reporting:
+                every = command[command.index("--progress-every") + 1] \
+                    if "--progress-every" in command else "1s"
+                progress = ["--progress", str(folders[name] / "progress.json"),
+                            "--progress-every", every]
             procs.append(subprocess.Popen(
                 [str(supervisor), "--listen", f"{ip}:{supervised.PORT}", "--pod", name,
-                 "--attempt", "0", "--grace", grace, "--",
-                 sys.executable, "-c", RANK, str(folders[name])],
+                 "--attempt", "0", "--grace", grace, *progress, "--",
+                 sys.executable, "-c", rank, str(folders[name])],
                 env={**os.environ, supervised.KEY_ENV: key}, text=True))
             report(kube, name, "Running", PASSED, RUNNING, RUNNING, ip=ip)
         yield folders
@@ -300,3 +310,40 @@ def test_supervisors_the_manager_cannot_reach_are_said_once_and_the_job_runs(
     time.sleep(8)  # more failed polls: nothing said again
     again = [e for e in kube.items("events") if e["reason"] == supervised.UNREACHABLE]
     assert len(again) == 1 and again[0].get("count", 1) == 1
+
+
+# A training script's report, once its rank starts (a no-op where it is not asked)
+REPORTING_RANK = """\
+from trainop import progress
+progress.report(step=3, steps=10, remaining_seconds=70, metrics={"loss": 0.5})
+""" + RANK
+
+
+def test_the_lead_ranks_progress_reaches_the_jobs_status_columns_and_metrics(
+        kube: Kube, start_manager: Callable[..., Manager], supervisor: Path,
+        tmp_path: Path) -> None:
+    manager = start_manager("--restart-in-place", "--rank-supervisor-image", "trainop:test",
+                            "--progress-interval", "1")
+    kube.apply(SUPERVISED_JOB)
+    kube.wait_pods(3)
+    # a worker's supervisor passes reports on too, as if it had been asked: not the lead's
+    with pods_supervised(kube, supervisor, tmp_path, rank=REPORTING_RANK,
+                         reporting=("job-worker-1",)):
+        shown = wait_for("the progress", lambda: kube.job("PyTorchJob", "job")[
+            "status"].get("progress"))
+        assert {k: v for k, v in shown.items() if k != "lastReportedTime"} == {
+            "percent": 30, "step": 3, "steps": 10, "remainingSeconds": 70,
+            "metrics": [{"name": "loss", "value": "0.5"}], "pod": "job-master-0"}
+        # kubectl's wide output has the column; its default output is upstream's
+        wide = kube.kubectl("get", "pytorchjob", "job", "-o", "wide").split("\n")
+        assert wide[0].split() == ["NAME", "STATE", "AGE", "PROGRESS"]
+        assert wide[1].split()[0::3] == ["job", "30"]
+        assert kube.kubectl("get", "pytorchjob", "job").split("\n")[0].split() == [
+            "NAME", "STATE", "AGE"]
+        labels = {"job_namespace": kube.ns, "job_name": "job", "kind": "PyTorchJob"}
+        assert manager.metric("trainop_job_progress_percent", **labels) == 30
+        assert manager.metric("trainop_job_remaining_seconds", **labels) == 70
+    kube.kubectl("delete", "pytorchjob", "job", "--wait=false")
+    wait_for("the series gone", lambda: not [
+        s for s in manager.samples() if s.name.startswith("trainop_job_")
+        and s.labels.get("job_namespace") == kube.ns] or None)
