@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from trainop import progress as helper
+from trainop.api.types import Metric, Progress
 from trainop.engine.observed import Reported
 from trainop.engine.progress import read
 from trainop.local.reports import ReportFile, heard
+from trainop.local.view import bar
 
 
 @pytest.fixture
@@ -114,3 +116,13 @@ def test_a_link_planted_where_the_report_goes_is_not_followed(tmp_path: Path) ->
     os.mkfifo(fifo)
     assert ReportFile("lead", fifo).read() == Reported(
         "lead", problem="the report is not a regular file")
+
+
+def test_trainop_runs_bar_on_a_terminal() -> None:
+    shown = bar(Progress(percent=40, epoch=2, epochs=5, pod="p", last_reported_time="t"))
+    assert shown.plain == "progress " + "━" * 30 + " 40%, epoch 2 of 5"
+    # 40% of 30 done, in green; the rest dim
+    assert [(s.end - s.start, s.style) for s in shown.spans] == [(12, "green"), (18, "dim")]
+    # no percent: no bar; what a tenant named is shown, not run by the terminal
+    assert bar(Progress(step=7, pod="p", last_reported_time="t", metrics=[
+        Metric(name="loss\x1b[2J", value="1")])).plain == "progress step 7, loss\\x1b[2J 1"

@@ -30,8 +30,6 @@ ENV = "TRAINOP_PROGRESS_FILE"
 """Where the lead rank writes its report (the file is replaced whole: write and rename)."""
 LIMIT = 64 << 10
 """The most bytes a report may hold (Trainer's status server takes as many)."""
-INTERVAL = 10.0
-"""--progress-interval's default: seconds between two writes of a job's progress."""
 METRICS_SHOWN = 8
 """The named metrics the status keeps: the first ones a report lists."""
 METRICS_MOST = 256
