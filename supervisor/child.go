@@ -234,6 +234,8 @@ func (s *supervisor) reap() {
 			}
 		}
 		s.child, s.last = 0, e
+		s.progressNext = time.Time{} // its last report goes with its end
+		s.readProgress(time.Now())
 		switch {
 		case s.channel == nil || s.terminating:
 			s.end(e.Code) // the container ends as the command did

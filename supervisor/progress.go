@@ -27,17 +27,19 @@ type report struct {
 }
 
 // readProgress reads the progress file where it changed since the last read and
-// --progress-every has passed; it says whether what the state shows changed.
+// --progress-every has passed since then (or `progressNext` was reset: the rank ended, and
+// its last report is passed on with its end); it says whether what the state shows
+// changed.
 func (s *supervisor) readProgress(now time.Time) bool {
 	if s.opts.progress == "" || now.Before(s.progressNext) {
 		return false
 	}
-	s.progressNext = now.Add(s.opts.progressEvery)
 	fd, err := syscall.Open(s.opts.progress, syscall.O_RDONLY|syscall.O_NOFOLLOW|
 		syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return false // none written yet, or between a write and its rename
+		return false // none written yet (looked for again next tick), or mid-rename
 	}
+	s.progressNext = now.Add(s.opts.progressEvery)
 	f := os.NewFile(uintptr(fd), s.opts.progress)
 	defer f.Close()
 	info, err := f.Stat()

@@ -26,18 +26,18 @@ from tests.unit.test_supervisor_channel import (
     wait_until,
 )
 from trainop.cluster.acting.ranks import ChannelError, NotAuthentic, mac, read_state
-from trainop.engine.observed import RankState, Reported
+from trainop.engine.observed import RankState, Reported, Told
 
 # The rank: reports through trainop.progress, as a training script does, each step the
-# test asks for (a file `step-N`), or (a file `burst`) a step every 20 ms up to 150; then
-# waits to be stopped.
+# test asks for (a file `step-N`), or (a file `burst`) a step every 20 ms up to 150; it
+# ends (0) once the test says (a file `end`).
 REPORTING = """\
 import sys, time
 from pathlib import Path
 from trainop import progress
 here = Path(sys.argv[1])
 n = 0
-while True:
+while not (here / "end").exists():
     while (here / f"step-{n + 1}").exists() or (here / "burst").exists() and n < 150:
         n += 1
         progress.report(step=n, steps=150, metrics={"loss": 1 / n})
@@ -104,6 +104,41 @@ def test_reports_more_often_than_the_interval_pass_on_the_latest_of_each(
     assert seen[-1] == 150
     # every 2 s at most (the first at once): 4 in the 7 s watched, of the 150 written
     assert 2 <= len(seen) <= 5, seen
+
+
+def test_the_first_report_waits_for_no_interval_and_the_last_goes_with_the_ranks_end(
+        supervisor: Path, tmp_path: Path) -> None:
+    (tmp_path / POD).mkdir()
+    with supervising(supervisor, tmp_path, *progress_flags(tmp_path / POD, "1h"),
+                     script=REPORTING) as run:
+        time.sleep(1)  # ticks with no report yet: the interval is not spent on them
+        (run.here / "step-1").touch()
+
+        async def watch(session: aiohttp.ClientSession) -> tuple[RankState, RankState]:
+            first = await report_of(run, session, None, negate=True, timeout=10)
+            await run.client(session).tell(Told(0, 0))  # heard: it waits for our word
+            # a report within the hour, then the rank's end at once: passed on with it
+            (run.here / "step-2").touch()
+            wait_until(lambda: step_written(run) == 2, "the second report")
+            (run.here / "end").touch()
+            sup = run.client(session)
+            state = await sup.state()
+            deadline = time.monotonic() + 10
+            while state.phase != "exited":
+                assert time.monotonic() < deadline, state
+                state = await sup.state(after=state.seq, wait=2)
+            return first, state
+        first, ended = talk(watch)
+    assert step(first) == 1
+    assert (ended.last and ended.last.code, step(ended)) == (0, 2)
+
+
+def step_written(run: Running) -> int | None:
+    try:
+        return int(json.loads((run.here / "progress.json").read_text())["trainerStatus"][
+            "step"])
+    except (OSError, ValueError):
+        return None
 
 
 def step(state: RankState) -> int:
