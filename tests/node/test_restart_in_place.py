@@ -25,6 +25,12 @@ SCRIPT = ("import os, sys, time\n"
           "rank = os.environ['RANK']\n"
           "if (state / 'failed-once').exists():\n"
           "    print(f'rank {rank}: next attempt', flush=True)\n"
+          "    report = os.environ.get('TRAINOP_PROGRESS_FILE')\n"
+          "    if report:  # the payload as any language writes it: whole, then renamed\n"
+          "        Path(report + '.tmp').write_text('{\"trainerStatus\": {'\n"
+          "            '\"progressPercentage\": 100, \"metrics\": [{\"name\": \"rank\", '\n"
+          "            f'\"value\": \"{rank}\"}}]}}}}')\n"
+          "        os.replace(report + '.tmp', report)\n"
           "    (state / f'next-{rank}').touch()\n"
           "    while rank == '0' and len(list(state.glob('next-*'))) < 3:\n"
           "        time.sleep(0.2)\n"
@@ -81,7 +87,14 @@ def test_a_job_whose_ranks_run_under_the_supervisor_restarts_their_processes_in_
     # hears every supervisor, which stops and starts its rank's processes, the containers
     # kept
     with Namespace(cluster, "supervised") as ns:
-        for p in restarted_in_place(cluster, ns, processes=True):
+        pods = restarted_in_place(cluster, ns, processes=True)
+        # the master's report (the lead's: its supervisor gave it the file, in the pod's
+        # state volume) goes with its end: shown at once, as the job has ended
+        progress = (ns.get("pytorchjobs", "inplace") or {})["status"]["progress"]
+        assert {k: v for k, v in progress.items() if k != "lastReportedTime"} == {
+            "percent": 100, "metrics": [{"name": "rank", "value": "0"}],
+            "pod": "inplace-master-0"}, progress
+        for p in pods:
             name = p["metadata"]["name"]
             main = next(c for c in p["spec"]["containers"] if c["name"] == "pytorch")
             command = main["command"]
