@@ -70,6 +70,11 @@ class EngineConfig:
     """--progress-interval: the fewest seconds between two writes of a job's progress
     (engine/progress.py)."""
 
+    progress_server: str | None = None
+    """--progress-server: the manager's URL (https://SERVICE.NAMESPACE.svc) a lead pod
+    without a rank supervisor reports to, as Trainer's (engine/progress_server.py); None:
+    none does."""
+
     batch_jobs: bool = True
     """A replica the kind makes by a batch/v1 Job (Launcher.batch_job) is made so; False:
     as a pod of the engine's own under its rules (the local runtime, which has no Job

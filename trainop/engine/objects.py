@@ -15,7 +15,7 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import GANG_PODGROUPS, JOBS
 from trainop.api.templates import containers
 from trainop.api.types import Defaulted
-from trainop.engine import batchjob, elastic, gang, inplace, kubegang, supervised
+from trainop.engine import batchjob, elastic, gang, inplace, kubegang, progress_server, supervised
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework, batch_type
 from trainop.engine.labels import replica_name
@@ -67,6 +67,7 @@ def _job_objects(job: Defaulted, observed: Observed, fw: Framework[Any], addr: A
     if hpa is not None:
         desired.append(hpa)
     desired.extend(supervised.objects(job, observed, fw, config))
+    desired.extend(progress_server.objects(job, observed, config))
     if config.gang_scheduler:
         desired.extend(gang.gang_of(job, config).objects(job, config))
         out.held = gang.gang_of(job, config).held(observed, job, config)
@@ -120,9 +121,12 @@ def missing(job: Defaulted, observed: Observed, fw: Framework[Any], addr: Addres
             if wants_pod:
                 room = None if room is None else room - 1
                 pod = desired_pod(job, rtype, i, fw, addr, config)
+                supervisor_reports = False
                 if attempt is not None:
                     inplace.decorate(pod, config, attempt)
-                    supervised.decorate(pod, job, attempt, config)
+                    supervisor_reports = supervised.decorate(pod, job, attempt, config)
+                if not supervisor_reports:
+                    progress_server.decorate(pod, job, observed, config)
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))
                 if rtype not in template_bytes:

@@ -272,6 +272,9 @@ class Observed:
     never run again (engine/objects.py)."""
     reports: tuple[Reported, ...] = ()
     """The latest progress report heard of each pod that reports (engine/progress.py)."""
+    progress_ca: str | None = None
+    """The CA bundle of the manager's progress server (--progress-server), offered by the
+    runtime for the job's ConfigMap of it (engine/progress_server.py)."""
 
     def live_pods(self) -> list[PodState]:
         """Its pods not being deleted."""

@@ -125,14 +125,15 @@ def objects(job: Defaulted, observed: Observed, fw: Framework[Any], config: Engi
 
 
 def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
-             config: EngineConfig) -> None:
+             config: EngineConfig) -> bool:
     """Run `pod`'s main container as the supervisor's child, where it can be (`wraps`) and
-    the manager has the supervisor's image: serving the channel, with the job's key."""
+    the manager has the supervisor's image: serving the channel, with the job's key.
+    Whether its supervisor passes its rank's progress reports on (the lead pod's)."""
     image = config.rank_supervisor_image
     main = job.main_container
     c = container(pod, main)
     if image is None or c is None or not wraps(pod, main):
-        return
+        return False
     spec = pod["spec"]
     mount = {"name": VOLUME, "mountPath": DIR, "readOnly": True}
     grace = spec.get("terminationGracePeriodSeconds")
@@ -155,6 +156,7 @@ def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
     install = {**inplace.trainop_container(INSTALL, [IN_IMAGE, "--install", DIR], image),
                "volumeMounts": [{**mount, "readOnly": False}]}
     spec["initContainers"] = [install, *(spec.get("initContainers") or [])]
+    return bool(reports)
 
 
 UNREACHABLE = "RankSupervisorUnreachable"
