@@ -136,6 +136,12 @@ FLAGS: tuple[Flag, ...] = (
          "and watch on nodes. Not in upstream; the shipped Deployment sets 60 [default: "
          "unset, nodes are not watched].",
          type=click.FloatRange(min=0)),
+    own("--progress-server", "progress_server",
+        "Serve Kubeflow Trainer's progress route beside the webhook: the lead pod of a job "
+        "whose ranks run under no rank supervisor gets KUBEFLOW_TRAINER_SERVER_URL, _CA_CERT "
+        "and _TOKEN (a projected token of the job's audience) and reports there, as a "
+        "TrainJob's pod does to Trainer's. Needs the webhook server and create on "
+        "tokenreviews.", shipped=False),
     Flag(("--progress-interval",), "engine.progress_interval",
          "The fewest seconds between two writes of a job's status.progress (how far its lead "
          "rank reports it has got; its rank supervisor passes reports on this often). Not in "

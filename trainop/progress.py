@@ -10,7 +10,10 @@ launcher, or worker 0); on every other rank, and outside trainop, `report` does 
 Standard library only: the file can be copied into an image that does not have trainop.
 What it writes is Kubeflow Trainer's progress payload (KEP-2779), with trainop's step,
 steps, epoch and epochs beside Trainer's fields, replaced whole (written, then renamed)
-in the file TRAINOP_PROGRESS_FILE names: any language can write it so.
+in the file TRAINOP_PROGRESS_FILE names (its rank supervisor, or `trainop run`, reads it);
+where trainop gave the pod Trainer's variables instead (the manager's --progress-server),
+it is POSTed there as a TrainJob's callback does, at most once every POST_GAP seconds
+(and always at 100%). Any language can do either.
 """
 
 from __future__ import annotations
@@ -19,11 +22,19 @@ import datetime as dt
 import json
 import math
 import os
+import ssl
 import sys
 import time
+import urllib.request
 from collections.abc import Mapping
 
 ENV = "TRAINOP_PROGRESS_FILE"
+URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
+CA_ENV = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+TOKEN_ENV = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+POST_GAP = 5.0
+"""Seconds between two reports POSTed (Trainer's SDK sends as often); those between are
+dropped."""
 RANKS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 """Where a process learns its rank (torch.distributed, Open MPI, MPICH, PMIx): the lead
 pod's processes of any other rank (torchrun's, mpirun's, which inherit the variable) do
@@ -32,13 +43,14 @@ METRICS_MOST = 256
 TEXT_MOST = 64
 
 _started: float | None = None
+_posted: float | None = None
 _failed = False
 
 
 def enabled() -> bool:
-    """Whether this process is asked to report: trainop gave it TRAINOP_PROGRESS_FILE, and
-    it is rank 0 where it knows its rank."""
-    return bool(os.environ.get(ENV)) and all(
+    """Whether this process is asked to report: trainop gave it TRAINOP_PROGRESS_FILE or
+    Trainer's variables, and it is rank 0 where it knows its rank."""
+    return bool(os.environ.get(ENV) or os.environ.get(URL_ENV)) and all(
         os.environ.get(name, "0") == "0" for name in RANKS)
 
 
@@ -51,10 +63,9 @@ def report(*, percent: int | None = None, step: int | None = None, steps: int | 
     that is not. Metrics are named values (the first 8 are shown); numbers are written
     with 6 significant digits. Never raises for a file it cannot write: says so once on
     standard error and goes on (the training matters more than its report)."""
-    global _started, _failed
+    global _started, _posted
     if not enabled():
         return
-    path = os.environ[ENV]
     now = time.monotonic()
     if _started is None:
         _started = now
@@ -75,15 +86,41 @@ def report(*, percent: int | None = None, step: int | None = None, steps: int | 
     if metrics:
         status["metrics"] = [{"name": str(name)[:TEXT_MOST], "value": _shown(value)}
                              for name, value in list(metrics.items())[:METRICS_MOST]]
+    payload = {"trainerStatus": status}
+    if path := os.environ.get(ENV):
+        try:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(payload, f)
+            os.replace(tmp, path)
+        except OSError as err:
+            _say_once(f"cannot write {path}: {err}")
+    elif _posted is None or now - _posted >= POST_GAP or percent == 100:
+        _posted = now
+        _post(os.environ[URL_ENV], payload)
+
+
+def _post(url: str, payload: Mapping[str, object]) -> None:
+    """POST the report as Trainer's SDK does: the token (renewed by the kubelet) read
+    afresh each time, the server checked against the CA it was given."""
     try:
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"trainerStatus": status}, f)
-        os.replace(tmp, path)
-    except OSError as err:
-        if not _failed:
-            _failed = True
-            print(f"trainop.progress: cannot write {path}: {err}", file=sys.stderr)
+        with open(os.environ.get(TOKEN_ENV, ""), encoding="ascii") as f:
+            token = f.read().strip()
+        context = ssl.create_default_context(cafile=os.environ.get(CA_ENV) or None)
+        request = urllib.request.Request(
+            url, data=json.dumps(payload).encode(), method="POST",
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, context=context, timeout=5) as answer:
+            answer.read()
+    except (OSError, ValueError, ssl.SSLError) as err:  # URLError and HTTPError are OSErrors
+        _say_once(f"cannot report to {url}: {err}")
+
+
+def _say_once(what: str) -> None:
+    global _failed
+    if not _failed:
+        _failed = True
+        print(f"trainop.progress: {what}", file=sys.stderr)
 
 
 def _shown(value: object) -> str:

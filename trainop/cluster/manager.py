@@ -42,8 +42,10 @@ from trainop.cluster.reading import gang_api
 from trainop.cluster.reading.client import APIError, Client
 from trainop.cluster.reading.informer import Informer, wait_synced
 from trainop.cluster.reading.kueue_caches import KueueCaches
+from trainop.cluster.reading.reports import HeardReports
 from trainop.cluster.serving import server
 from trainop.cluster.serving.authn import TokenAuthorizer
+from trainop.cluster.serving.progress_server import ProgressServer
 from trainop.cluster.serving.webhook import WebhookServer
 from trainop.engine import EngineConfig, inplace
 
@@ -231,7 +233,8 @@ class _Starting:
             parts.Part("client", (), self.client),
             parts.Part("recorder", ("client",), self.recorder),
             parts.Part("metrics", ("client",), self.metrics),
-            parts.Part("webhook", ("client",), self.webhook),
+            parts.Part("progress server", ("client",), self.progress_server),
+            parts.Part("webhook", ("client", "progress server"), self.webhook),
             parts.Part("probes", ("webhook",), self.probes),
             parts.Part("webhook serving", ("webhook", "probes"), self.webhook_serving),
             parts.Part("discovery", ("client", "webhook serving"), self.discovery),
@@ -242,7 +245,7 @@ class _Starting:
             parts.Part("lease", ("informers",), self.lease),
             parts.Part("rank channels", (), self.rank_channels),
             parts.Part("controllers", ("lease", "engine", "caches", "queueing", "recorder",
-                                       "rank channels"), self.controllers),
+                                       "rank channels", "progress server"), self.controllers),
         ]
 
     async def client(self, _: dict[str, Any]) -> Client:
@@ -259,8 +262,20 @@ class _Starting:
     async def metrics(self, _: dict[str, Any]) -> None:
         await _serve_metrics(self.opts, self.cfg, self.components)
 
+    async def progress_server(self, given: dict[str, Any]) -> ProgressServer | None:
+        """The progress route's handler (--progress-server), served beside the webhook."""
+        if not self.opts.progress_server:
+            return None
+        if self.opts.webhook is None:
+            raise StartupError("--progress-server serves beside the webhook: it needs "
+                               "--webhook-server-port")
+        return ProgressServer(given["client"],
+                              HeardReports(self.opts.webhook.cert_dir / "ca.crt"))
+
     async def webhook(self, given: dict[str, Any]) -> WebhookServer | None:
-        return WebhookServer(given["client"], self.opts.webhook) \
+        progress: ProgressServer | None = given["progress server"]
+        return WebhookServer(given["client"], self.opts.webhook,
+                             progress.routes if progress is not None else None) \
             if self.opts.webhook is not None else None
 
     async def probes(self, given: dict[str, Any]) -> Probes:
@@ -288,6 +303,10 @@ class _Starting:
         engine = await gang_api.configure(
             given["client"], self.opts.engine, GANG_WORKLOADS.kind in given["discovery"],
             self.opts.namespace)
+        if self.opts.progress_server and self.opts.webhook is not None:
+            hook = self.opts.webhook
+            engine = dataclasses.replace(engine, progress_server=(
+                f"https://{hook.service_name}.{hook.service_namespace}.svc"))
         if (why := await _in_place(given["client"], self.opts)) is None:
             return engine
         log.log(logging.WARNING if engine.restart_in_place else logging.INFO,
@@ -336,12 +355,16 @@ class _Starting:
         caches: caches_mod.Caches = given["caches"]
         queueing: kueue.Queueing | None = given["queueing"]
         config = ControllerConfig(given["engine"], self.opts.threads, self.opts.cluster_domain)
+        progress: ProgressServer | None = given["progress server"]
+        if progress is not None:
+            progress.attach(caches)
         parsed = ParsedJobs()  # one budget for every kind's parsed jobs
         for kind in self.opts.kinds:
             queued = queueing if kind in self.opts.kueue_kinds else None
             controller = JobController(kind, given["client"], caches, config,
                                        given["recorder"], leading, parsed, queued,
-                                       given["rank channels"])
+                                       given["rank channels"],
+                                       progress.heard if progress is not None else None)
             self.components.task(f"{kind} controller", _when_synced(
                 [caches.jobs[kind], *caches.shared(),
                  *(queued.caches.all() if queued else [])], controller.run))

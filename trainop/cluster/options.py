@@ -60,3 +60,7 @@ class ManagerOptions:
     its environment (pkg/controller.v1/tensorflow/tensorflow.go:32, :175-178)."""
     webhook: WebhookOptions | None = field(default_factory=WebhookOptions)
     """None: no admission webhook served."""
+    progress_server: bool = False
+    """Take progress reports beside the webhook, as Kubeflow Trainer's status server does
+    (cluster/serving/progress_server.py), from the lead pods of jobs without a rank
+    supervisor."""

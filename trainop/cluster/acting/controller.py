@@ -27,6 +27,7 @@ from trainop.cluster.reading.caches import Caches
 from trainop.cluster.reading.client import Client
 from trainop.cluster.reading.observing import Observer
 from trainop.cluster.reading.records import JobRecord
+from trainop.cluster.reading.reports import HeardReports
 from trainop.engine import (
     ClusterAddressing,
     EngineConfig,
@@ -99,8 +100,11 @@ class ParsedJobs:
 class JobController:
     def __init__(self, kind: str, client: Client, caches: Caches, config: ControllerConfig,
                  recorder: EventRecorder, leading: Callable[[], bool], parsed: ParsedJobs,
-                 queueing: Queueing | None = None, ranks: RankChannels | None = None):
+                 queueing: Queueing | None = None, ranks: RankChannels | None = None,
+                 heard: HeardReports | None = None):
         self.kind = kind
+        self.heard = heard
+        """The reports the progress server took (--progress-server)."""
         self.queueing = queueing
         """Kueue's part for this kind (--kueue-workloads names it), or None."""
         self.ranks = ranks
@@ -121,7 +125,10 @@ class JobController:
                                    recorder)
         self.expectations = self.applier.expectations
         self.observer = Observer(kind, caches, self.framework.pod_services,
-                                 self.applier.holders.held, ranks.states if ranks else None)
+                                 self.applier.holders.held, ranks.states if ranks else None,
+                                 heard)
+        if heard is not None:
+            heard.listen(kind, self.queue.add)
         self.watches = JobWatches(
             kind, caches, self.framework, self.queue, self.expectations, self.observer,
             deleted=self._forget, release=self.applier.workloads.release_soon,
@@ -221,6 +228,8 @@ class JobController:
         self.progress.forget(key)
         if self.ranks is not None:
             self.ranks.forget(key)
+        if self.heard is not None:
+            self.heard.forget(self.kind, key)
 
     async def _fail_invalid(self, obj: dict[str, Any], err: InvalidJob) -> None:
         """A job that got past the schema but cannot run: Failed, once, with the reason."""

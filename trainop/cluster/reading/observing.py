@@ -14,6 +14,7 @@ from trainop.api.types import Defaulted
 from trainop.cluster.reading.caches import Caches
 from trainop.cluster.reading.informer import Informer
 from trainop.cluster.reading.records import ObjectRecord, PodRecord, owner_key
+from trainop.cluster.reading.reports import HeardReports
 from trainop.engine import BatchJob, Held, Observed, OwnedObject, PodState, supervised
 from trainop.engine.labels import replica_name
 from trainop.engine.observed import NodeState, RankState
@@ -25,13 +26,16 @@ class Observer:
 
     def __init__(self, kind: str, caches: Caches, pod_services: bool,
                  named_held: Callable[[str], tuple[Held, ...]],
-                 ranks: Callable[[str], Mapping[str, RankState]] | None = None):
+                 ranks: Callable[[str], Mapping[str, RankState]] | None = None,
+                 heard: HeardReports | None = None):
         self.kind = kind
         self.caches = caches
         self.pod_services = pod_services
         self.named_held = named_held
         self.ranks = ranks
         """What the job's heard rank supervisors say, by pod UID (RankChannels.states)."""
+        self.heard = heard
+        """The reports the progress server took, and its CA (--progress-server)."""
 
     def pods_of(self, job: Defaulted) -> list[PodRecord]:
         """The job's own pods in the cache: those whose controller reference names this
@@ -58,8 +62,11 @@ class Observer:
         # and those only the API server showed (anyone's), until they are gone
         named = tuple(h for h in self.named_held(job.key) if (h.kind, h.name) not in seen)
         reports = tuple(rank.report for rank in ranks.values() if rank.report is not None)
+        if self.heard is not None:
+            reports += self.heard.of(self.kind, job.key)
         return Observed(pods=pods, objects=objects, exited=exited, held=cached + named,
-                        lost_nodes=self.lost_nodes(pods), reports=reports)
+                        lost_nodes=self.lost_nodes(pods), reports=reports,
+                        progress_ca=self.heard.ca() if self.heard is not None else None)
 
     def lost_nodes(self, pods: tuple[PodState, ...]) -> tuple[NodeState, ...]:
         """The nodes of `pods` that are not Ready, or gone (--lost-node-grace)."""

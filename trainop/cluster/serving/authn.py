@@ -48,9 +48,9 @@ class TokenAuthorizer:
             code = await self._review(token, path)
         finally:
             self._reviewing[known] -= 1
-        _keep(self._answers, key, (time.monotonic(), code), ANSWERS_KEPT)
+        keep(self._answers, key, (time.monotonic(), code), ANSWERS_KEPT)
         if code == 200:
-            _keep(self._known, key, None, KNOWN_KEPT)
+            keep(self._known, key, None, KNOWN_KEPT)
         else:
             self._known.pop(key, None)
         return code
@@ -80,7 +80,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-def _keep(store: OrderedDict[K, V], key: K, value: V, most: int) -> None:
+def keep(store: OrderedDict[K, V], key: K, value: V, most: int) -> None:
     """Store `value` as the newest entry, dropping the oldest beyond `most` (a flood of
     new keys pushes out old ones one by one; it never empties the store)."""
     store[key] = value

@@ -226,11 +226,14 @@ class WebhookServer:
     """The webhook's HTTPS server: reviews and conversions answered by the judges, over
     the certificates `certificates` keeps."""
 
-    def __init__(self, client: Client, options: WebhookOptions):
+    def __init__(self, client: Client, options: WebhookOptions,
+                 beside: Callable[[web.Application], None] | None = None):
         self.options = options
         self.certificates = WebhookCertificates(client, options)
         self._listener: listener.Listener | None = None
         self._judges = Judges(JUDGES, JUDGE_WAIT)
+        self._beside = beside
+        """Adds routes served beside the webhook's (the progress server's)."""
 
     async def start(self) -> None:
         await self.certificates.ensure()
@@ -242,6 +245,8 @@ class WebhookServer:
             app.router.add_post(path_for("mutate", kind),
                                 self._handler(partial(answer, fn=default_review)))
         app.router.add_post(CONVERSION_PATH, self._handler(convert_answer))
+        if self._beside is not None:
+            self._beside(app)
         self._listener = await listener.serve("webhook", app, self.options.host,
                                               self.options.port, self.certificates.ctx,
                                               limits)
