@@ -5,6 +5,7 @@ not the lead pod of refused."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import ssl
@@ -12,14 +13,20 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testbed.apiserver import TestAPIServer
 from tests.integration.kube import Kube, Manager, wait_for
 from tests.jobs import manifest
+from trainop.cluster.reading.client import Client
+from trainop.cluster.reading.config import from_kubeconfig
+from trainop.cluster.reading.reports import HeardReports
+from trainop.cluster.serving.progress_server import ProgressServer
 from trainop.local.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -161,3 +168,32 @@ def test_every_report_for_a_job_one_is_not_the_pod_of_is_refused(
     assert code == 429 and answer["message"] == "Too many reports: one a job every 1 s"
     wait_for("the progress", lambda: (kube.job("TFJob", "job")["status"].get("progress")
                                       or {}).get("percent") == 20 or None)
+
+
+def test_a_flood_of_unknown_tokens_never_keeps_the_jobs_pod_out(
+        kube: Kube, route: Route, apiserver: TestAPIServer) -> None:
+    """2,000 reports of tokens no one minted at once: a few reviews at a time reach the
+    API server, the rest are answered busy; the lead pod's token, once found good, has
+    reviews of its own even after its review is forgotten."""
+    running(kube)
+    token = route.token("job-chief-0")
+    audience = f"trainop.kubeflow.org/{kube.ns}/tfjobs/job"
+
+    async def scenario() -> tuple[list[object], object]:
+        client = Client(from_kubeconfig(str(apiserver.kubeconfig)))
+        try:
+            server = ProgressServer(client, HeardReports(None))
+            pod = await server._review(token, audience)
+            server._reviews.clear()  # its review forgotten: it must be asked again
+            flood = [asyncio.ensure_future(server._review(uuid.uuid4().hex, audience))
+                     for _ in range(2000)]
+            await asyncio.sleep(0)  # the flood holds the unknown tokens' slots
+            during = await server._review(token, audience)
+            return [pod, during], list(await asyncio.gather(*flood))
+        finally:
+            await client.close()
+
+    (pod, during), answers = asyncio.run(scenario())
+    uid = kube.get("pod", "job-chief-0")["metadata"]["uid"]
+    assert pod == during == ("job-chief-0", uid)
+    assert set(answers) <= {None, "busy"} and answers.count("busy") > 1900, set(answers)

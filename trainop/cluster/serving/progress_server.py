@@ -39,7 +39,12 @@ ROUTE = progress_server.path("{namespace}", "{plural}", "{name}")
 GAP = 1.0
 """Seconds between two reports taken of one job; one sooner is answered 429."""
 REVIEWS = 4
-"""TokenReviews in flight at once; a report beyond them is answered 503."""
+"""TokenReviews in flight at once of tokens not known; a report beyond them is answered
+503."""
+KNOWN_REVIEWS = 2
+"""Reviews in flight at once of tokens last found good: slots of their own, so that a
+flood of unknown tokens cannot keep a job's pod out once its review expires."""
+KNOWN_KEPT = 4096
 REVIEW_SECONDS = 60.0
 """How long a token's review is remembered (a token lives an hour: the kubelet renews it
 well before)."""
@@ -59,7 +64,8 @@ class ProgressServer:
         self.caches: Caches | None = None
         self._reviews: OrderedDict[tuple[str, str], tuple[float, tuple[str, str] | None]] = \
             OrderedDict()
-        self._reviewing = 0
+        self._reviewing = {False: 0, True: 0}  # by whether the token is known
+        self._known: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._taken: dict[tuple[str, str], float] = {}
         self._said: set[tuple[str, str]] = set()
 
@@ -124,9 +130,10 @@ class ProgressServer:
         hit = self._reviews.get(cached)
         if hit is not None and time.monotonic() - hit[0] < REVIEW_SECONDS:
             return hit[1]
-        if self._reviewing >= REVIEWS:
+        known = cached in self._known
+        if self._reviewing[known] >= (KNOWN_REVIEWS if known else REVIEWS):
             return "busy"
-        self._reviewing += 1
+        self._reviewing[known] += 1
         try:
             review: dict[str, Any] = await self.client.create(
                 "/apis/authentication.k8s.io/v1/tokenreviews",
@@ -136,9 +143,13 @@ class ProgressServer:
             log.warning("cannot review a progress report's token: %s", err)
             return "busy"  # cannot tell now: neither taken nor refused for good
         finally:
-            self._reviewing -= 1
+            self._reviewing[known] -= 1
         who = _bound_pod(review.get("status") or {}, audience)
         keep(self._reviews, cached, (time.monotonic(), who), REVIEWS_KEPT)
+        if who is not None:
+            keep(self._known, cached, None, KNOWN_KEPT)
+        else:
+            self._known.pop(cached, None)
         return who
 
 
