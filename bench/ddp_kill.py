@@ -63,8 +63,8 @@ def job_text(epochs: int = EPOCHS) -> str:
     for spec in doc["spec"]["pytorchReplicaSpecs"].values():
         # (one template, which YAML's anchor gives both replica types)
         command = spec["template"]["spec"]["containers"][0]["command"]
-        command[-1] = command[-1].replace("range(8)", f"range({epochs})")
-        assert f"range({epochs})" in command[-1]
+        command[-1] = command[-1].replace("epochs = 8\n", f"epochs = {epochs}\n")
+        assert f"epochs = {epochs}\n" in command[-1]
     return yaml.safe_dump(doc)
 
 
