@@ -85,8 +85,8 @@ def schema_paths(schema: dict[str, Any], path: str = "") -> dict[str, dict[str, 
 def crd_differences(ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     """Where CRD `ours` does not say what upstream's `theirs` says, version by version of
     theirs: a schema path of theirs missing from ours or different in SCHEMA_KEYS (paths
-    only ours has are additions), and names, scope, printer columns (ours may add those
-    of priority 1) and subresources (versions only ours has are additions too)."""
+    only ours has are additions), and names, scope, printer columns (ours adds one,
+    Progress, of priority 1) and subresources (versions only ours has are additions too)."""
     problems = []
     for key in ("group", "names", "scope"):
         if ours["spec"].get(key) != theirs["spec"].get(key):
@@ -107,9 +107,10 @@ def _version_differences(name: str, mine: dict[str, Any], upstream: dict[str, An
     for key in ("served", "storage", "additionalPrinterColumns", "subresources"):
         have = mine.get(key)
         if key == "additionalPrinterColumns" and have is not None:
-            # columns of priority 1 or more are additions: `kubectl get` shows them only
-            # with -o wide, its default output stays upstream's
-            have = [c for c in have if c.get("priority", 0) == 0] or None
+            # trainop's one addition, Progress, is of priority 1: `kubectl get` shows it
+            # only with -o wide, its default output stays upstream's
+            have = [c for c in have if not (c.get("priority", 0) >= 1 and
+                                            c.get("name") == "Progress")] or None
         if have != upstream.get(key):
             problems.append(f"versions[{name}].{key}: {have} != {upstream.get(key)}")
     my_paths = schema_paths(mine["schema"]["openAPIV3Schema"])

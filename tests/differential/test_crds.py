@@ -58,6 +58,12 @@ def test_a_column_in_the_default_output_is_a_difference(
         c.pop("priority", None)
     assert [d.split(":")[0] for d in upstream.crd_differences(ours, theirs["TFJob"])] == [
         "versions[v1].additionalPrinterColumns"]
+    # and a column of priority 1 that is not the one documented
+    ours = json.loads(json.dumps(OURS["TFJob"]))
+    ours["spec"]["versions"][0]["additionalPrinterColumns"].append(
+        {"jsonPath": ".status.startTime", "name": "Started", "type": "date", "priority": 1})
+    assert [d.split(":")[0] for d in upstream.crd_differences(ours, theirs["TFJob"])] == [
+        "versions[v1].additionalPrinterColumns"]
 
 
 def test_the_stored_kubernetes_schemas_are_the_suites_release() -> None:

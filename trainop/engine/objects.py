@@ -15,7 +15,16 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import GANG_PODGROUPS, JOBS
 from trainop.api.templates import containers
 from trainop.api.types import Defaulted
-from trainop.engine import batchjob, elastic, gang, inplace, kubegang, progress_server, supervised
+from trainop.engine import (
+    batchjob,
+    elastic,
+    gang,
+    inplace,
+    kubegang,
+    progress,
+    progress_server,
+    supervised,
+)
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Addressing, Framework, batch_type
 from trainop.engine.labels import replica_name
@@ -91,6 +100,8 @@ def missing(job: Defaulted, observed: Observed, fw: Framework[Any], addr: Addres
     # pods that restart in place are made for the job's attempt (engine/inplace.py)
     attempt = inplace.attempts(live) if inplace.applies(job, live, fw, config) else None
     reclaimed = dict(observed.reclaimed)
+    lead = progress.lead_name(job)
+    """The pod whose rank reports the job's progress (engine/progress.py)."""
     template_bytes: dict[str, int] = {}
     """Each replica type's template as JSON, measured once a pod of it is planned (a round
     that makes nothing measures nothing)."""
@@ -124,8 +135,9 @@ def missing(job: Defaulted, observed: Observed, fw: Framework[Any], addr: Addres
                 supervisor_reports = False
                 if attempt is not None:
                     inplace.decorate(pod, config, attempt)
-                    supervisor_reports = supervised.decorate(pod, job, attempt, config)
-                if not supervisor_reports:
+                    supervisor_reports = supervised.decorate(pod, job, attempt, config,
+                                                             name == lead)
+                if name == lead and not supervisor_reports:
                     progress_server.decorate(pod, job, observed, config)
                 out.replicas.append(pod)
                 out.pods.append((rtype, name))

@@ -6,9 +6,9 @@ A report is Kubeflow Trainer's progress payload (KEP-2779: `{"trainerStatus":
 {progressPercentage, estimatedRemainingSeconds, metrics, lastUpdatedTime}}`), so that a
 callback written for a TrainJob writes one unchanged, with four fields of trainop's own
 beside Trainer's: step, steps, epoch, epochs. Only the lead replica's first pod reports
-(the one whose rank leads: master, chief, launcher, or worker 0): the runtimes hand it
-where to write (TRAINOP_PROGRESS_FILE) and pass on what it wrote, at most LIMIT bytes, the
-latest of each interval. A report that cannot be read leaves the last good one shown and
+(the one whose rank leads: master, chief, launcher, or worker 0): the runtimes tell it
+where to report (TRAINOP_PROGRESS_FILE; with --progress-server, Trainer's URL: engine/
+progress_server.py) and pass on what it reported, at most LIMIT bytes. A report that cannot be read leaves the last good one shown and
 says why (`refused`, and one Warning event per reason).
 """
 
@@ -21,6 +21,7 @@ from trainop.api.resolved import resolve
 from trainop.api.types import Defaulted, Metric, Progress
 from trainop.engine import clock
 from trainop.engine import conditions as cond
+from trainop.engine.labels import replica_name
 from trainop.engine.observed import Reported
 
 if TYPE_CHECKING:
@@ -118,16 +119,16 @@ def _is_time(value: Any) -> bool:
     return parsed.tzinfo is not None and "T" in value.upper()
 
 
-def leads(job: Defaulted, replica_type: str, index: int) -> bool:
-    """Whether the pod of `replica_type` and `index` is the one whose reports count: the
-    lead replica type's first."""
-    return replica_type == resolve(job).leader and index == 0
+def lead_name(job: Defaulted, leader: str | None = None) -> str:
+    """The name of the pod whose reports count: the lead replica type's first (`leader`:
+    that type, where the caller has it resolved already)."""
+    return replica_name(job, leader or resolve(job).leader, 0)
 
 
 def lead_pod(r: Round) -> str | None:
     """The job's lead pod, where it lives."""
-    return next((p.name for p in r.observed.live_pods()
-                 if leads(r.job, p.replica_type, p.index)), None)
+    name = lead_name(r.job, r.resolved.leader)
+    return name if any(p.name == name for p in r.observed.live_pods()) else None
 
 
 def step(r: Round) -> None:

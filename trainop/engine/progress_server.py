@@ -14,9 +14,8 @@ from typing import Any
 from trainop.api.resources import CONFIGMAPS
 from trainop.api.templates import container
 from trainop.api.types import Defaulted
-from trainop.engine import progress
 from trainop.engine.config import EngineConfig
-from trainop.engine.labels import job_labels, object_meta, replica_of, replica_type_of
+from trainop.engine.labels import job_labels, object_meta
 from trainop.engine.observed import Observed
 
 URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
@@ -56,14 +55,11 @@ def objects(job: Defaulted, observed: Observed, config: EngineConfig
 
 def decorate(pod: dict[str, Any], job: Defaulted, observed: Observed,
              config: EngineConfig) -> None:
-    """Give the lead pod's main container Trainer's variables and their files (where the
-    runtime offers the CA its ConfigMap holds: without it the pod would not start)."""
+    """Give the job's lead pod's main container Trainer's variables and their files (where
+    the runtime offers the CA its ConfigMap holds: without it the pod would not start)."""
     base = config.progress_server if observed.progress_ca is not None else None
-    meta = pod["metadata"]
-    replica = replica_of(meta["labels"], meta["name"])
     c = container(pod, job.main_container)
-    if base is None or c is None or replica is None or not progress.leads(
-            job, replica_type_of(job, replica[0]) or "", replica[1]):
+    if base is None or c is None:
         return
     where = (job.namespace, job.info.plural, job.name)
     c["env"] = [*(c.get("env") or []),

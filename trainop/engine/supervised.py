@@ -32,10 +32,10 @@ from trainop.api.resolved import resolve
 from trainop.api.resources import SECRETS
 from trainop.api.templates import container
 from trainop.api.types import Defaulted
-from trainop.engine import inplace, progress
+from trainop.engine import inplace
 from trainop.engine.config import EngineConfig
 from trainop.engine.framework import Framework, batch_type
-from trainop.engine.labels import job_labels, object_meta, replica_of, replica_type_of
+from trainop.engine.labels import job_labels, object_meta
 from trainop.engine.observed import Ended, Observed, Phase, PodState, RankState, Told
 from trainop.engine.plan import Event, shown
 
@@ -125,10 +125,11 @@ def objects(job: Defaulted, observed: Observed, fw: Framework[Any], config: Engi
 
 
 def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
-             config: EngineConfig) -> bool:
+             config: EngineConfig, lead: bool) -> bool:
     """Run `pod`'s main container as the supervisor's child, where it can be (`wraps`) and
-    the manager has the supervisor's image: serving the channel, with the job's key.
-    Whether its supervisor passes its rank's progress reports on (the lead pod's)."""
+    the manager has the supervisor's image: serving the channel, with the job's key; the
+    `lead` pod's supervisor also passes its rank's progress reports on (engine/progress.py).
+    Whether it does."""
     image = config.rank_supervisor_image
     main = job.main_container
     c = container(pod, main)
@@ -140,9 +141,7 @@ def decorate(pod: dict[str, Any], job: Defaulted, at: inplace.Attempts,
     if not isinstance(grace, int) or isinstance(grace, bool) or grace < 0:
         grace = GRACE
     grace = min(grace, GRACE_MOST)
-    replica = replica_of(pod["metadata"]["labels"], pod["metadata"]["name"])
-    reports = [] if replica is None or not progress.leads(
-        job, replica_type_of(job, replica[0]) or "", replica[1]) else [
+    reports = [] if not lead else [
         "--progress", PROGRESS_FILE, "--progress-every", f"{config.progress_interval:g}s"]
     c["command"] = [BINARY, "--listen", f":{PORT}", "--pod", pod["metadata"]["name"],
                     "--attempt", str(at.current), "--files", inplace.FILES_DIR,

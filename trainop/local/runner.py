@@ -158,7 +158,7 @@ class LocalRun:
         process = None
         if not started_by_launcher(self.framework, rtype):
             env = self.options.env
-            if progress.leads(self.job, rtype, index):
+            if name == progress.lead_name(self.job):
                 path = self.options.run_dir.resolve() / f"{name}.progress.json"
                 self.reports = {name: ReportFile(name, path)}
                 env = {**env, progress.ENV: str(path)}
