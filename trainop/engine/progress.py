@@ -8,8 +8,9 @@ callback written for a TrainJob writes one unchanged, with four fields of traino
 beside Trainer's: step, steps, epoch, epochs. Only the lead replica's first pod reports
 (the one whose rank leads: master, chief, launcher, or worker 0): the runtimes tell it
 where to report (TRAINOP_PROGRESS_FILE; with --progress-server, Trainer's URL: engine/
-progress_server.py) and pass on what it reported, at most LIMIT bytes. A report that cannot be read leaves the last good one shown and
-says why (`refused`, and one Warning event per reason).
+progress_server.py) and pass on what it reported, at most LIMIT bytes. A report that
+cannot be read leaves the last good one shown and says why (`refused`, and one Warning
+event per reason).
 """
 
 from __future__ import annotations
